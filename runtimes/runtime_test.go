@@ -1,0 +1,240 @@
+package runtimes
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/inferbid/inferbid/inferr"
+)
+
+// echoBackend is a minimal backend for testing the portable layer only: it
+// returns its inputs. Real runtimes are tested by runtimes/conformance.
+type echoBackend struct{ sig Signature }
+
+func (b echoBackend) Load(_ context.Context, files Files) (BackendModel, error) {
+	if _, ok := files["bad"]; ok {
+		return nil, errors.New("cannot parse model")
+	}
+	return &echoModel{sig: b.sig}, nil
+}
+func (echoBackend) Close() error { return nil }
+
+type echoModel struct {
+	sig     Signature
+	block   chan struct{} // when set, Predict waits on it
+	closed  atomic.Bool
+	running atomic.Int32
+}
+
+func (m *echoModel) Signature() Signature { return m.sig }
+func (m *echoModel) Predict(_ context.Context, in []Tensor) ([]Tensor, error) {
+	m.running.Add(1)
+	defer m.running.Add(-1)
+	if m.closed.Load() {
+		return nil, errors.New("predict on a closed backend model")
+	}
+	if m.block != nil {
+		<-m.block
+	}
+	if len(in) > 0 && in[0].Name == "fail" {
+		return nil, errors.New("kernel exploded")
+	}
+	var out []Tensor
+	for _, t := range in {
+		if t.Data != nil { // absent optional inputs are not echoed
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+func (m *echoModel) Close() error {
+	if m.running.Load() != 0 {
+		return errors.New("closed while running")
+	}
+	m.closed.Store(true)
+	return nil
+}
+
+var sigXY = Signature{Inputs: []TensorSpec{
+	{Name: "serving_default_x:0", Aliases: []string{"x"}, DType: Float, Shape: []int64{-1, 2}},
+	{Name: "serving_default_y:0", Aliases: []string{"y"}, DType: Int64, Shape: []int64{-1}, Optional: true},
+}}
+
+func loadEcho(t *testing.T, sig Signature) *Model {
+	t.Helper()
+	rt := NewRuntime("echo", Config{MaxTensorElements: 1000}, echoBackend{sig: sig})
+	m, err := rt.Load(context.Background(), "m/", Files{"f": []byte("x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestNumElements(t *testing.T) {
+	for _, c := range []struct {
+		shape []int64
+		max   int64
+		want  int64
+		err   string
+	}{
+		{nil, 0, 1, ""},
+		{[]int64{2, 3}, 0, 6, ""},
+		{[]int64{0}, 0, 0, ">= 1"},
+		{[]int64{-1, 2}, 0, 0, ">= 1"},
+		{[]int64{1 << 40, 1 << 40}, 0, 0, "more than"},
+		{[]int64{1 << 62, 4}, 1 << 62, 0, "more than"},
+		{[]int64{10, 10}, 99, 0, "more than 99"},
+	} {
+		n, err := NumElements(c.shape, c.max)
+		if c.err == "" && (err != nil || n != c.want) {
+			t.Errorf("NumElements(%v) = %d, %v; want %d", c.shape, n, err, c.want)
+		}
+		if c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("NumElements(%v) error %v, want containing %q", c.shape, err, c.err)
+		}
+	}
+}
+
+func TestPredictBindsByNameOrAliasInSignatureOrder(t *testing.T) {
+	m := loadEcho(t, sigXY)
+	y := NewTensor("serving_default_y:0", []int64{2}, []int64{7, 8})
+	x := NewTensor("x", []int64{1, 2}, []float32{1, 2})
+	out, err := m.Predict(context.Background(), []Tensor{y, x})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 2 || out[0].Name != "x" || out[1].Name != "serving_default_y:0" {
+		t.Fatalf("inputs not reordered to the signature: %+v", out)
+	}
+	out, err = m.Predict(context.Background(), []Tensor{x})
+	if err != nil || len(out) != 1 {
+		t.Fatalf("optional input left out: %v, %+v", err, out)
+	}
+}
+
+func TestPredictRejectsBadInputsAsInputParsing(t *testing.T) {
+	m := loadEcho(t, sigXY)
+	x := NewTensor("x", []int64{1, 2}, []float32{1, 2})
+	for name, c := range map[string]struct {
+		in   []Tensor
+		want string
+	}{
+		"unknown name":   {[]Tensor{x, NewTensor("z", []int64{1}, []int64{1})}, `unknown input tensor "z"`},
+		"twice":          {[]Tensor{x, x}, "given twice"},
+		"missing":        {[]Tensor{NewTensor("y", []int64{1}, []int64{1})}, `missing input tensor "serving_default_x:0"`},
+		"dtype":          {[]Tensor{NewTensor("x", []int64{1, 2}, []float64{1, 2})}, "data_type DOUBLE, model expects FLOAT"},
+		"rank":           {[]Tensor{NewTensor("x", []int64{2}, []float32{1, 2})}, "tensor_shape [2], model expects [-1,2]"},
+		"dim":            {[]Tensor{NewTensor("x", []int64{1, 3}, []float32{1, 2, 3})}, "model expects [-1,2]"},
+		"count mismatch": {[]Tensor{NewTensor("x", []int64{2, 2}, []float32{1, 2})}, "needs 4 values, tensor_content has 2"},
+		"too many":       {[]Tensor{NewTensor("x", []int64{1000, 2}, make([]float32, 2000))}, "more than 1000 elements"},
+		"no data":        {[]Tensor{{Name: "x", Shape: []int64{1}}}, "no data of a supported type"},
+	} {
+		_, err := m.Predict(context.Background(), c.in)
+		if inferr.TypeOf(err) != inferr.InputParsing || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), `model "m/"`) {
+			t.Errorf("%s: got %v %q, want INPUT_PARSING containing %q and the model path", name, inferr.TypeOf(err), err, c.want)
+		}
+	}
+}
+
+func TestBackendErrorsAreTyped(t *testing.T) {
+	m := loadEcho(t, Signature{Positional: true})
+	_, err := m.Predict(context.Background(), []Tensor{NewTensor("fail", nil, []int32{1})})
+	if inferr.TypeOf(err) != inferr.ModelExecution || !strings.Contains(err.Error(), "kernel exploded") {
+		t.Fatalf("got %v %q", inferr.TypeOf(err), err)
+	}
+	rt := NewRuntime("echo", Config{}, echoBackend{})
+	if _, err := rt.Load(context.Background(), "bad/", Files{"bad": nil}); inferr.TypeOf(err) != inferr.ModelExecution || !strings.Contains(err.Error(), `"bad/"`) {
+		t.Fatalf("load error: %v %q", inferr.TypeOf(err), err)
+	}
+	if _, err := rt.Load(context.Background(), "empty/", nil); inferr.TypeOf(err) != inferr.ModelExecution {
+		t.Fatalf("empty files: %v", err)
+	}
+	if st := m.Stats(); st.Calls != 1 || st.Failures != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestCloseWaitsForCallsInFlight(t *testing.T) {
+	m := loadEcho(t, Signature{Positional: true})
+	backend := m.backend.(*echoModel)
+	backend.block = make(chan struct{})
+	in := []Tensor{NewTensor("a", []int64{1}, []float64{1})}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Go(func() {
+			_, err := m.Predict(context.Background(), in)
+			errs <- err
+		})
+	}
+	for backend.running.Load() != 8 {
+		time.Sleep(time.Millisecond)
+	}
+	closed := make(chan error)
+	go func() { closed <- m.Close() }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while calls were in flight")
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(backend.block)
+	wg.Wait()
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("call in flight failed: %v", err)
+		}
+	}
+	_, err := m.Predict(context.Background(), in)
+	if !errors.Is(err, ErrClosed) || inferr.TypeOf(err) != inferr.ModelNotFound {
+		t.Fatalf("after Close: %v", err)
+	}
+	if m.Close() != nil {
+		t.Fatal("second Close must be a no-op")
+	}
+}
+
+func TestOpenChecksRegistryAndModuleName(t *testing.T) {
+	Register("echo-test", func(Config) (Backend, error) { return echoBackend{}, nil })
+	if _, err := Open("nope", Config{}); err == nil || !strings.Contains(err.Error(), "echo-test") {
+		t.Fatalf("unknown runtime error should list the registered ones: %v", err)
+	}
+	if _, err := Open("echo-test", Config{ModuleName: "pytorch"}); err == nil {
+		t.Fatal("a config for another module must be refused")
+	}
+	rt, err := Open("echo-test", Config{})
+	if err != nil || rt.Name() != "echo-test" {
+		t.Fatal(err)
+	}
+}
+
+func TestTensorHelpers(t *testing.T) {
+	for _, d := range DTypes {
+		p, ok := ParseDType(d.String())
+		tt := Tensor{Shape: []int64{3}, Data: MakeData(d, 3)}
+		if !ok || p != d || tt.DType() != d || tt.Len() != 3 || d.Size() == 0 {
+			t.Errorf("dtype %v helpers disagree", d)
+		}
+	}
+	if _, ok := ParseDType("BOOL"); ok {
+		t.Error("BOOL is not a contract dtype")
+	}
+	f, ok := Data[float32](NewTensor("a", nil, []float32{1}))
+	if !ok || f[0] != 1 {
+		t.Error("Data[float32]")
+	}
+	nan := NewTensor("a", []int64{2}, []float32{1, float32(inf())})
+	if !nan.HasNaNOrInf() {
+		t.Error("HasNaNOrInf missed +Inf")
+	}
+}
+
+func inf() float64 { var z float64; return 1 / z }

@@ -1,0 +1,217 @@
+package runtimes
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// DType is the element type of a tensor: one of the six types of the batch
+// JSON contract. The zero value is Invalid.
+type DType int
+
+const (
+	Invalid DType = iota
+	Double        // DOUBLE, float64
+	Float         // FLOAT, float32
+	Int8          // INT8
+	Int16         // INT16
+	Int32         // INT32
+	Int64         // INT64
+)
+
+// DTypes lists the six valid dtypes in contract order.
+var DTypes = []DType{Double, Float, Int8, Int16, Int32, Int64}
+
+var dtypeNames = [...]string{Invalid: "INVALID", Double: "DOUBLE", Float: "FLOAT", Int8: "INT8", Int16: "INT16", Int32: "INT32", Int64: "INT64"}
+
+// String returns the contract name, e.g. "FLOAT".
+func (d DType) String() string {
+	if d < 0 || int(d) >= len(dtypeNames) {
+		return fmt.Sprintf("DType(%d)", int(d))
+	}
+	return dtypeNames[d]
+}
+
+// ParseDType maps a contract name ("DOUBLE", ...) to its DType.
+func ParseDType(s string) (DType, bool) {
+	for _, d := range DTypes {
+		if dtypeNames[d] == s {
+			return d, true
+		}
+	}
+	return Invalid, false
+}
+
+// Size is the size of one element in bytes.
+func (d DType) Size() int {
+	switch d {
+	case Double, Int64:
+		return 8
+	case Float, Int32:
+		return 4
+	case Int16:
+		return 2
+	case Int8:
+		return 1
+	}
+	return 0
+}
+
+// Element is the set of Go element types a Tensor can hold.
+type Element interface {
+	float64 | float32 | int8 | int16 | int32 | int64
+}
+
+// Tensor is a dense row-major tensor. Data holds exactly one of []float64,
+// []float32, []int8, []int16, []int32 or []int64 with as many elements as
+// Shape describes; an empty Shape is a scalar of one element.
+type Tensor struct {
+	Name  string
+	Shape []int64
+	Data  any
+}
+
+// NewTensor returns a tensor of the given name, shape and data.
+func NewTensor[T Element](name string, shape []int64, data []T) Tensor {
+	return Tensor{Name: name, Shape: shape, Data: data}
+}
+
+// DType reports the element type held in Data (Invalid for nil or others).
+func (t Tensor) DType() DType {
+	switch t.Data.(type) {
+	case []float64:
+		return Double
+	case []float32:
+		return Float
+	case []int8:
+		return Int8
+	case []int16:
+		return Int16
+	case []int32:
+		return Int32
+	case []int64:
+		return Int64
+	}
+	return Invalid
+}
+
+// Len is the number of elements held in Data.
+func (t Tensor) Len() int {
+	switch d := t.Data.(type) {
+	case []float64:
+		return len(d)
+	case []float32:
+		return len(d)
+	case []int8:
+		return len(d)
+	case []int16:
+		return len(d)
+	case []int32:
+		return len(d)
+	case []int64:
+		return len(d)
+	}
+	return 0
+}
+
+// Data returns the tensor's elements as []T, or nil and false if the tensor
+// holds another type.
+func Data[T Element](t Tensor) ([]T, bool) {
+	d, ok := t.Data.([]T)
+	return d, ok
+}
+
+// MakeData allocates n zero elements of dtype d.
+func MakeData(d DType, n int) any {
+	switch d {
+	case Double:
+		return make([]float64, n)
+	case Float:
+		return make([]float32, n)
+	case Int8:
+		return make([]int8, n)
+	case Int16:
+		return make([]int16, n)
+	case Int32:
+		return make([]int32, n)
+	case Int64:
+		return make([]int64, n)
+	}
+	return nil
+}
+
+// DefaultMaxElements bounds the element count of one tensor when a limit is
+// left zero: 16M elements (128 MiB of int64), far above any bidding batch.
+const DefaultMaxElements = 1 << 24
+
+// NumElements returns the element count of shape, checking that every
+// dimension is >= 1 and that the product neither overflows nor exceeds max
+// (DefaultMaxElements when max <= 0).
+func NumElements(shape []int64, max int64) (int64, error) {
+	if max <= 0 {
+		max = DefaultMaxElements
+	}
+	n := int64(1)
+	for i, d := range shape {
+		if d < 1 {
+			return 0, fmt.Errorf("tensor_shape[%d] is %d: dimensions must be >= 1", i, d)
+		}
+		if n > max/d {
+			return 0, fmt.Errorf("tensor_shape %s has more than %d elements", FormatShape(shape), max)
+		}
+		n *= d
+	}
+	return n, nil
+}
+
+// Validate checks that Data holds a valid dtype and exactly as many elements
+// as Shape describes, within max elements.
+func (t Tensor) Validate(max int64) error {
+	if t.DType() == Invalid {
+		return fmt.Errorf("tensor %q has no data of a supported type (%T)", t.Name, t.Data)
+	}
+	n, err := NumElements(t.Shape, max)
+	if err != nil {
+		return fmt.Errorf("tensor %q: %w", t.Name, err)
+	}
+	if int64(t.Len()) != n {
+		return fmt.Errorf("tensor %q: tensor_shape %s needs %d values, tensor_content has %d", t.Name, FormatShape(t.Shape), n, t.Len())
+	}
+	return nil
+}
+
+// FormatShape prints a shape as [d0,d1,...].
+func FormatShape(shape []int64) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, d := range shape {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprint(&b, d)
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+// HasNaNOrInf reports whether a floating tensor holds a value JSON cannot
+// encode.
+func (t Tensor) HasNaNOrInf() bool {
+	switch d := t.Data.(type) {
+	case []float64:
+		for _, v := range d {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return true
+			}
+		}
+	case []float32:
+		for _, v := range d {
+			f := float64(v)
+			if math.IsNaN(f) || math.IsInf(f, 0) {
+				return true
+			}
+		}
+	}
+	return false
+}

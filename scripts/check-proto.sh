@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Fails when the committed generated code in proto/inferencepb is stale.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cp -r proto/inferencepb "$tmp/before"
+scripts/gen-proto.sh
+if ! diff -r "$tmp/before" proto/inferencepb >/dev/null; then
+  diff -r "$tmp/before" proto/inferencepb | head -20 >&2
+  cp -r "$tmp/before/." proto/inferencepb/
+  echo "proto/inferencepb is stale: run 'make proto' and commit the result" >&2
+  exit 1
+fi

@@ -74,8 +74,10 @@ func (e *Error) Unwrap() error { return e.Err }
 // Errorf returns an error of type t. Use %w in format to wrap a cause; the
 // outermost type wins in TypeOf.
 func Errorf(t Type, format string, args ...any) error {
-	err := fmt.Errorf(format, args...)
-	return &Error{Type: t, Msg: err.Error(), Err: errors.Unwrap(err)}
+	// The formatted error already holds the cause's text: keep it as Err
+	// (so errors.Is/As reach the cause through it) and leave Msg empty, or
+	// Error() would print the cause twice.
+	return &Error{Type: t, Err: fmt.Errorf(format, args...)}
 }
 
 // Wrap gives err the type t unless it already has one, prefixing msg.

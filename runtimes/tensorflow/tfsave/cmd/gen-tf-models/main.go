@@ -1,0 +1,125 @@
+// Command gen-tf-models writes tfsave's example TensorFlow SavedModels as
+// directories, one per model, and prints each model's checksum (the
+// model_config.json checksum: SHA-256 over the sorted per-file SHA-256s).
+//
+//	go run ./runtimes/tensorflow/tfsave/cmd/gen-tf-models -out examples/models [-style tf2|function|graph|tf1] [-models pctr,pcvr,counter,mlp]
+//
+// Models: pctr, pcvr (see tfsave.PCTRModel, tfsave.PCVRModel), counter (a
+// stateful counter starting at 1, so calls return 2, 3, ...), mlp (the
+// benchmark MLP), affine_v1, affine_v2, all_dtypes (the conformance
+// fixtures). Styles: tf2 (default) lays the model out as a TF2 export:
+// resource variables, the computation in a function called through
+// StatefulPartitionedCall, save and restore in traced functions; function
+// is tf2 with a graph-mode saver (save/restore_all); graph keeps the
+// computation in the main graph; tf1 uses VariableV2 variables restored by
+// Assign, as TF 1.x wrote them. Files are
+// rewritten deterministically, so running it twice changes nothing.
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
+)
+
+var generators = map[string]func(tfsave.Options) (runtimes.Files, error){
+	"pctr":       tfsave.PCTRModel,
+	"pcvr":       tfsave.PCVRModel,
+	"mlp":        tfsave.MLP,
+	"counter":    func(o tfsave.Options) (runtimes.Files, error) { return tfsave.CounterModel(o, 1) },
+	"affine_v1":  func(o tfsave.Options) (runtimes.Files, error) { return tfsave.AffineModel(o, 2, 1) },
+	"affine_v2":  func(o tfsave.Options) (runtimes.Files, error) { return tfsave.AffineModel(o, 3, -1) },
+	"all_dtypes": tfsave.AllDTypesModel,
+}
+
+func main() {
+	out := flag.String("out", "", "directory to write the model directories into (required)")
+	style := flag.String("style", "tf2", "layout: tf2, function, graph or tf1")
+	models := flag.String("models", "pctr,pcvr,counter,mlp", "comma-separated models to write: "+strings.Join(names(), ","))
+	flag.Parse()
+	if err := run(*out, *style, *models); err != nil {
+		fmt.Fprintln(os.Stderr, "gen-tf-models:", err)
+		os.Exit(1)
+	}
+}
+
+func names() []string {
+	var n []string
+	for k := range generators {
+		n = append(n, k)
+	}
+	sort.Strings(n)
+	return n
+}
+
+func run(out, style, models string) error {
+	if out == "" {
+		return fmt.Errorf("-out is required")
+	}
+	var opts tfsave.Options
+	switch style {
+	case "tf2":
+		opts.FunctionCall, opts.TracedSaver = true, true
+	case "function":
+		opts.FunctionCall = true
+	case "graph":
+	case "tf1":
+		opts.Variables = tfsave.RefVariables
+	default:
+		return fmt.Errorf("-style %q: want tf2, function, graph or tf1", style)
+	}
+	for _, name := range strings.Split(models, ",") {
+		gen, ok := generators[name]
+		if !ok {
+			return fmt.Errorf("unknown model %q (known: %s)", name, strings.Join(names(), ", "))
+		}
+		files, err := gen(opts)
+		if err != nil {
+			return fmt.Errorf("model %s: %w", name, err)
+		}
+		dir := filepath.Join(out, name)
+		// Remove what an earlier run wrote, so a model without variables
+		// leaves no stale checkpoint behind.
+		for _, f := range []string{tfsave.SavedModelFile, tfsave.VariablesIndex, tfsave.VariablesData} {
+			if err := os.Remove(filepath.Join(dir, filepath.FromSlash(f))); err != nil && !os.IsNotExist(err) {
+				return err
+			}
+		}
+		for p, b := range files {
+			path := filepath.Join(dir, filepath.FromSlash(p))
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(path, b, 0o644); err != nil {
+				return err
+			}
+		}
+		fmt.Printf("%s\t%s\n", dir, checksum(files))
+	}
+	return nil
+}
+
+// checksum is the team's model checksum: the hex SHA-256 of each file,
+// sorted by path, concatenated, hashed again.
+func checksum(files runtimes.Files) string {
+	paths := make([]string, 0, len(files))
+	for p := range files {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	var cat strings.Builder
+	for _, p := range paths {
+		s := sha256.Sum256(files[p])
+		cat.WriteString(hex.EncodeToString(s[:]))
+	}
+	s := sha256.Sum256([]byte(cat.String()))
+	return hex.EncodeToString(s[:])
+}

@@ -1,0 +1,11 @@
+//go:build !linux
+
+package batch
+
+import "testing"
+
+func reportCPUTime(b *testing.B, body func()) {
+	for b.Loop() {
+		body()
+	}
+}

@@ -1,0 +1,54 @@
+// Package conformance is the test suite every inferbid runtime passes: one
+// definition of "a runtime works", run by each runtime's own tests against
+// real models of that runtime.
+//
+// A runtime's test calls
+//
+//	conformance.Run(t, rt, conformance.Fixtures{AllDTypes: ..., AffineV1: ..., AffineV2: ...})
+//
+// with an opened *runtimes.Runtime and three small models in its own format
+// (see Fixtures): a six-dtype identity model and two versions of an affine
+// model. Input names come from the loaded model's Signature; positional
+// runtimes (Signature.Positional) get inputs by position, and when they do
+// not report input dtypes, the six-dtype model must take them in contract
+// order (DOUBLE, FLOAT, INT8, INT16, INT32, INT64).
+//
+// The subtests:
+//
+//   - LoadFromBytes: each fixture loads from a private copy of its bytes
+//     under a model path; an empty file set is a typed load error.
+//   - Signature: inputs and outputs are listed (inputs may be absent only for
+//     positional runtimes), names are unique, each known dtype appears once,
+//     and shapes are unknown or [-1|n, inner].
+//   - AllDTypes: at batch 1, 8 and 64, every dtype goes through the identity
+//     model with extreme values (int8 -128/127, int16 and int32 limits, int64
+//     around ±2^62 and at its limits, 2^53+1; float and double extremes,
+//     subnormals, -0; never NaN or Inf, which the batch JSON cannot carry).
+//     Outputs are matched to inputs by dtype and compared bit for bit; the
+//     inputs must be left unmodified.
+//   - Affine: v1 (y = 2x+1) and v2 (y = 3x-1) at batch 1, 7 and 64 against
+//     values the suite computes from the formula (relative tolerance 1e-6).
+//   - BadInput: wrong input name, wrong dtype, wrong inner dimension, wrong
+//     rank, content count mismatch, zero, negative and overflowing
+//     dimensions, unsupported or nil data, no input, an input given twice:
+//     each is INPUT_PARSING naming the model path (and the fault). For
+//     positional runtimes names are ignored (a wrong name must still give the
+//     right answer) and dtype or shape faults may surface as MODEL_EXECUTION
+//     when the model runs. Never a panic; the model answers right afterwards.
+//   - CorruptModel: every file of the model truncated (to half, by one byte,
+//     to one byte, to nothing), replaced by deterministic garbage or by text:
+//     each Load fails with a typed error naming the model path, no panic.
+//   - Concurrent: 64 goroutines call Predict at once on the affine and the
+//     six-dtype models (run it with -race); every answer must be right.
+//   - SwapWhileServing: goroutines serve v1 while v2 loads, v2 is published
+//     and v1 is closed under them (what the sidecar does on re-registration).
+//     Every answer is a correct v1 or v2 answer, or MODEL_NOT_FOUND from
+//     runtimes.ErrClosed for a call that picked v1 as it closed; nothing else.
+//   - Close: Close is idempotent, and Predict after Close is MODEL_NOT_FOUND
+//     (runtimes.ErrClosed) naming the model path.
+//
+// Unknown model paths are the sidecar registry's business (its own tests);
+// here MODEL_NOT_FOUND is what a closed model answers. Waits are bounded (a
+// hung runtime fails, not stalls, the test) but nothing is timed: speed is
+// measured by benchmarks.
+package conformance

@@ -1,0 +1,50 @@
+// Package onnx is the ONNX runtime of inferbid: it serves .onnx models
+// through ONNX Runtime (github.com/yalue/onnxruntime_go, which dlopens the
+// shared library; building needs cgo and gcc, linking needs nothing).
+//
+// Importing the package registers the backend as "onnx" (runtimes.Open).
+// The library is found at the first Load, in this order:
+//
+//  1. runtimes.Config.LibraryPath (runtime config "library_path");
+//  2. the environment variable INFERBID_ONNXRUNTIME_LIB;
+//  3. <dir of the executable>/../lib/onnxruntime/libonnxruntime.so.1 (bin/ next to lib/ after `make build`);
+//  4. <module root above the working directory>/lib/onnxruntime/libonnxruntime.so.1 (tests, `go run`).
+//
+// scripts/install-onnxruntime.sh installs the library of the npm package
+// onnxruntime-node into lib/onnxruntime/. A missing or unloadable library is
+// a MODEL_EXECUTION error at Load naming the paths tried, never a crash. ONNX
+// Runtime allows one environment per process: it is created once, from the
+// first library that loads.
+//
+// A model is one .onnx file, loaded from bytes. Its inputs and outputs are
+// read from the protobuf (graph inputs that are initializers do not count);
+// inputs must be tensors of the six contract dtypes, symbolic dimensions are
+// -1, and sessions are dynamic so every batch size works. Outputs of other
+// element types (BOOL, UINT8, STRING, ...) and non-tensor outputs are
+// OUTPUT_PARSING errors naming the output. Rank-0 (scalar) inputs and outputs
+// are not supported by onnxruntime_go.
+//
+// num_intraop_threads of the runtime config sizes each session's intra-op
+// thread pool (0 lets ONNX Runtime choose: one thread per physical core).
+// num_interop_threads is passed on, but ONNX Runtime uses it only in its
+// parallel execution mode, which stays off: under many concurrent requests
+// it was 40x slower. For small models under concurrent load,
+// num_intraop_threads 1 is usually fastest.
+//
+// Predict is safe for concurrent use (ONNX Runtime's Run is thread-safe) and
+// copies as little as it can: the callers' input slices are handed to ONNX
+// Runtime as they are; an output computed by a node whose shape follows from
+// the inputs' (fixed dimensions, or a dim_param such as "batch" shared with
+// an input) is allocated in Go before the run and ONNX Runtime writes into
+// it; other outputs are allocated by ONNX Runtime and copied once. ONNX
+// Runtime checks the shape of a preallocated output, so a model whose
+// dim_params lie costs one failed run, after which the model stops
+// preallocating; it never yields a wrong answer. For a model whose fastest
+// run takes 1 ms or more, a request whose context ends stops its run through
+// ORT's terminate flag (a GRPC error); faster models are not worth the
+// microsecond that arming the flag costs. The build without cgo
+// registers a backend whose Load explains how to rebuild.
+package onnx
+
+// Name is the name the backend registers under.
+const Name = "onnx"

@@ -1,0 +1,27 @@
+//go:build !cgo
+
+package onnx
+
+import (
+	"context"
+
+	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/runtimes"
+)
+
+func init() { runtimes.Register(Name, Open) }
+
+// Open returns a backend whose Load always fails: ONNX Runtime is reached
+// through cgo, and this binary was built without it.
+func Open(cfg runtimes.Config) (runtimes.Backend, error) { return noCgoBackend{}, nil }
+
+type noCgoBackend struct{}
+
+func (noCgoBackend) Load(context.Context, runtimes.Files) (runtimes.BackendModel, error) {
+	return nil, inferr.Errorf(inferr.ModelExecution, "onnx: this binary was built with CGO_ENABLED=0, and ONNX Runtime needs cgo: rebuild with CGO_ENABLED=1 (and gcc installed)")
+}
+
+func (noCgoBackend) Close() error { return nil }
+
+// LibraryVersion is "" in a build without cgo.
+func LibraryVersion() string { return "" }

@@ -1,0 +1,23 @@
+//go:build !cgo
+
+package onnx
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/runtimes"
+)
+
+func TestNoCgoLoadExplains(t *testing.T) {
+	rt, err := runtimes.Open(Name, runtimes.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = rt.Load(context.Background(), "m/", runtimes.Files{"model.onnx": []byte("x")})
+	if inferr.TypeOf(err) != inferr.ModelExecution || !strings.Contains(err.Error(), "CGO_ENABLED=1") {
+		t.Fatalf("got %v (type %v), want MODEL_EXECUTION explaining the cgo rebuild", err, inferr.TypeOf(err))
+	}
+}

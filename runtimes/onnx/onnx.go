@@ -1,0 +1,447 @@
+//go:build cgo
+
+package onnx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	ort "github.com/yalue/onnxruntime_go"
+
+	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/runtimes"
+)
+
+func init() { runtimes.Register(Name, Open) }
+
+// Open returns the ONNX backend for cfg. It never fails: the library is
+// looked up and loaded at the first Load, so a missing library is a typed
+// load error, not a sidecar that cannot start.
+func Open(cfg runtimes.Config) (runtimes.Backend, error) {
+	return &backend{cfg: cfg}, nil
+}
+
+// environment is the process-wide ONNX Runtime environment. ONNX Runtime
+// allows one per process, so it is created once, from one library; unlike
+// sync.Once, a failed attempt (missing library) can be retried later.
+var environment struct {
+	mu      sync.Mutex
+	ready   bool
+	library string
+}
+
+// ensureEnvironment loads the library at path and creates the ORT
+// environment, once per process.
+func ensureEnvironment(path string) error {
+	environment.mu.Lock()
+	defer environment.mu.Unlock()
+	if environment.ready {
+		if environment.library == path || sameFile(environment.library, path) {
+			return nil
+		}
+		return inferr.Errorf(inferr.ModelExecution, "onnx: this process already runs ONNX Runtime from %s and cannot switch to %s", environment.library, path)
+	}
+	if ort.IsInitialized() { // initialized outside this package: use it as it is
+		environment.ready, environment.library = true, path
+		return nil
+	}
+	ort.SetSharedLibraryPath(path)
+	// Errors come back as statuses and reach the caller typed; ORT's own
+	// stderr logging would only duplicate them, unstructured.
+	if err := ort.InitializeEnvironment(ort.WithLogLevelFatal()); err != nil {
+		return inferr.Errorf(inferr.ModelExecution, "onnx: cannot load ONNX Runtime from %s: %w; %s", path, err, installHint)
+	}
+	environment.ready, environment.library = true, path
+	return nil
+}
+
+func sameFile(a, b string) bool {
+	sa, errA := os.Stat(a)
+	sb, errB := os.Stat(b)
+	return errA == nil && errB == nil && os.SameFile(sa, sb)
+}
+
+// LibraryVersion is the version of the loaded ONNX Runtime library, or ""
+// before the first successful Load.
+func LibraryVersion() string {
+	environment.mu.Lock()
+	defer environment.mu.Unlock()
+	if !environment.ready {
+		return ""
+	}
+	return ort.GetVersion()
+}
+
+type backend struct {
+	cfg runtimes.Config
+}
+
+func (b *backend) Close() error { return nil } // the environment is process-wide and stays
+
+// Load creates an ONNX Runtime session from the model bytes.
+func (b *backend) Load(ctx context.Context, files runtimes.Files) (runtimes.BackendModel, error) {
+	name, data, err := modelFile(files)
+	if err != nil {
+		return nil, err
+	}
+	info, err := parseModelInfo(data)
+	if err != nil {
+		return nil, inferr.Errorf(inferr.ModelExecution, "onnx: %s: %w", name, err)
+	}
+	sig, err := signature(info)
+	if err != nil {
+		return nil, inferr.Errorf(inferr.ModelExecution, "onnx: %s: %w", name, err)
+	}
+	lib, err := FindLibrary(b.cfg.LibraryPath)
+	if err != nil {
+		return nil, err
+	}
+	if err := ensureEnvironment(lib); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	opts, err := b.sessionOptions()
+	if err != nil {
+		return nil, inferr.Errorf(inferr.ModelExecution, "onnx: session options: %w", err)
+	}
+	defer opts.Destroy()
+	m := &model{
+		sig:         sig,
+		inputNames:  make([]string, len(sig.Inputs)),
+		outputNames: make([]string, len(sig.Outputs)),
+		runOptions:  make(chan *runOptions, runOptionsKept),
+	}
+	for i, in := range sig.Inputs {
+		m.inputNames[i] = in.Name
+	}
+	for i, out := range sig.Outputs {
+		m.outputNames[i] = out.Name
+	}
+	m.fastestRun.Store(math.MaxInt64)
+	m.cancelableRun = int64(cancelableRun)
+	plans, anyPlanned := planOutputs(info, sig)
+	m.plans = plans
+	m.preallocate.Store(anyPlanned)
+	m.session, err = ort.NewDynamicAdvancedSessionWithONNXData(data, m.inputNames, m.outputNames, opts)
+	if err != nil {
+		return nil, inferr.Errorf(inferr.ModelExecution, "onnx: %s: ONNX Runtime rejected the model: %w", name, err)
+	}
+	return m, nil
+}
+
+// modelFile picks the model's .onnx file: the only file, or the only *.onnx.
+func modelFile(files runtimes.Files) (string, []byte, error) {
+	if len(files) == 1 {
+		for name, data := range files {
+			return name, data, nil
+		}
+	}
+	var onnxFiles []string
+	for name := range files {
+		if strings.HasSuffix(name, ".onnx") {
+			onnxFiles = append(onnxFiles, name)
+		}
+	}
+	if len(onnxFiles) == 1 {
+		return onnxFiles[0], files[onnxFiles[0]], nil
+	}
+	names := make([]string, 0, len(files))
+	for name := range files {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return "", nil, inferr.Errorf(inferr.ModelExecution, "onnx: a model is one .onnx file, got %d files with %d ending in .onnx (%s)", len(files), len(onnxFiles), strings.Join(names, ", "))
+}
+
+func (b *backend) sessionOptions() (*ort.SessionOptions, error) {
+	opts, err := ort.NewSessionOptions()
+	if err != nil {
+		return nil, err
+	}
+	if n := b.cfg.NumIntraopThreads; n > 0 {
+		if err := opts.SetIntraOpNumThreads(n); err != nil {
+			opts.Destroy()
+			return nil, fmt.Errorf("num_intraop_threads %d: %w", n, err)
+		}
+	}
+	// The inter-op pool serves only ORT's parallel executor, which stays
+	// off: with many concurrent requests (the sidecar's case) it ran the
+	// 64-goroutine conformance test 40x slower than the sequential one.
+	// Concurrency comes from concurrent requests instead.
+	if n := b.cfg.NumInteropThreads; n > 0 {
+		if err := opts.SetInterOpNumThreads(n); err != nil {
+			opts.Destroy()
+			return nil, fmt.Errorf("num_interop_threads %d: %w", n, err)
+		}
+	}
+	return opts, nil
+}
+
+// runOptionsKept bounds the per-model free list of RunOptions (they hold C
+// memory, so sync.Pool, which drops items silently, would leak them).
+const runOptionsKept = 16
+
+// model is one ONNX Runtime session. OrtSession::Run is thread-safe, so
+// Predict needs no lock.
+type model struct {
+	session     *ort.DynamicAdvancedSession
+	sig         runtimes.Signature
+	inputNames  []string
+	outputNames []string
+	runOptions  chan *runOptions
+	plans       []outputPlan
+	// preallocate is cleared when a run shows that the plans are wrong.
+	preallocate atomic.Bool
+	// fastestRun is the shortest run so far in ns (MaxInt64 before the first).
+	fastestRun atomic.Int64
+	// cancelableRun is the package's cancelableRun in ns (tests lower it).
+	cancelableRun int64
+}
+
+// observeRun records the duration of a run.
+func (m *model) observeRun(took time.Duration) {
+	d := int64(took)
+	for {
+		cur := m.fastestRun.Load()
+		if d >= cur || m.fastestRun.CompareAndSwap(cur, d) {
+			return
+		}
+	}
+}
+
+func (m *model) Signature() runtimes.Signature { return m.sig }
+
+// Predict wraps the callers' slices as ORT tensors (no copy). Outputs whose
+// shape follows from the inputs' (see outputPlan) are allocated here, in Go
+// memory, and ONNX Runtime writes into them directly; the others ONNX
+// Runtime allocates, and onnxruntime_go copies them once into Go memory.
+func (m *model) Predict(ctx context.Context, inputs []runtimes.Tensor) ([]runtimes.Tensor, error) {
+	if len(inputs) != len(m.inputNames) {
+		return nil, inferr.Errorf(inferr.InputParsing, "onnx: model takes %d inputs, got %d", len(m.inputNames), len(inputs))
+	}
+	values := make([]ort.Value, len(inputs)+len(m.outputNames))
+	ins, outs := values[:len(inputs)], values[len(inputs):]
+	defer destroyValues(values)
+	for i, t := range inputs {
+		v, err := newValue(t)
+		if err != nil {
+			return nil, inferr.Errorf(inferr.InputParsing, "onnx: input %q: %w", m.inputNames[i], err)
+		}
+		ins[i] = v
+	}
+	result := make([]runtimes.Tensor, len(outs))
+	preallocated := false
+	if m.preallocate.Load() {
+		for i := range m.plans {
+			if t, ok := m.plans[i].tensor(m.outputNames[i], inputs); ok {
+				v, err := newValue(t)
+				if err != nil {
+					continue // let ONNX Runtime allocate it
+				}
+				outs[i], result[i], preallocated = v, t, true
+			}
+		}
+	}
+	err := m.run(ctx, ins, outs)
+	if err != nil && preallocated && ctx.Err() == nil {
+		// The model's outputs did not have the shapes its dim_params
+		// promise (ONNX Runtime checks): run again with ONNX Runtime
+		// allocating, and stop guessing for this model if that works.
+		destroyValues(outs)
+		clear(result)
+		if err = m.run(ctx, ins, outs); err == nil {
+			m.preallocate.Store(false)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	for i, v := range outs {
+		if result[i].Data != nil {
+			continue // ONNX Runtime wrote into our slice
+		}
+		t, err := goTensor(m.outputNames[i], v)
+		if err != nil {
+			return nil, err
+		}
+		result[i] = t
+	}
+	return result, nil
+}
+
+func destroyValues(values []ort.Value) {
+	for i, v := range values {
+		if v != nil {
+			v.Destroy()
+			values[i] = nil
+		}
+	}
+}
+
+// cancelableRun is the run time from which a model's runs can be stopped
+// when their context ends. Arming ORT's terminate flag costs about a
+// microsecond per call; a model that can finish within a millisecond is not
+// worth stopping.
+const cancelableRun = time.Millisecond
+
+// run runs the session. While this model's fastest run so far took
+// cancelableRun or more (and before its first run), runs whose context can
+// end get RunOptions whose terminate flag the context's end sets, so a
+// cancelled request stops the model. The fastest run, not the last, decides:
+// a loaded machine makes any run slow now and then.
+func (m *model) run(ctx context.Context, ins, outs []ort.Value) error {
+	start := time.Now()
+	err := m.runOnce(ctx, ins, outs)
+	m.observeRun(time.Since(start))
+	return err
+}
+
+func (m *model) runOnce(ctx context.Context, ins, outs []ort.Value) error {
+	if ctx.Done() == nil || m.fastestRun.Load() < m.cancelableRun {
+		if err := m.session.Run(ins, outs); err != nil {
+			return inferr.Errorf(inferr.ModelExecution, "onnx: %w", err)
+		}
+		return nil
+	}
+	ro, err := m.getRunOptions()
+	if err != nil {
+		return inferr.Errorf(inferr.ModelExecution, "onnx: run options: %w", err)
+	}
+	ro.pending.Add(1)
+	stop := context.AfterFunc(ctx, ro.terminate)
+	err = m.session.RunWithOptions(ins, outs, ro.opts)
+	if stop() {
+		ro.pending.Done() // the callback will never run
+		m.putRunOptions(ro)
+	} else {
+		// The context ended: wait for the callback to have set the flag,
+		// then clear it before the options are reused.
+		ro.pending.Wait()
+		if ro.opts.UnsetTerminate() == nil {
+			m.putRunOptions(ro)
+		} else {
+			ro.opts.Destroy()
+		}
+	}
+	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return inferr.Errorf(inferr.GRPC, "onnx: run stopped: %w", ctxErr)
+		}
+		return inferr.Errorf(inferr.ModelExecution, "onnx: %w", err)
+	}
+	return nil
+}
+
+// runOptions are reusable ORT RunOptions with a prebuilt terminate callback
+// (no closure to allocate per call).
+type runOptions struct {
+	opts      *ort.RunOptions
+	pending   sync.WaitGroup // held while a terminate callback may still run
+	terminate func()
+}
+
+func (m *model) getRunOptions() (*runOptions, error) {
+	select {
+	case ro := <-m.runOptions:
+		return ro, nil
+	default:
+	}
+	opts, err := ort.NewRunOptions()
+	if err != nil {
+		return nil, err
+	}
+	ro := &runOptions{opts: opts}
+	ro.terminate = func() {
+		ro.opts.Terminate()
+		ro.pending.Done()
+	}
+	return ro, nil
+}
+
+func (m *model) putRunOptions(ro *runOptions) {
+	select {
+	case m.runOptions <- ro:
+	default:
+		ro.opts.Destroy()
+	}
+}
+
+// Close releases the session; the runtime calls it once, after every
+// Predict has returned.
+func (m *model) Close() error {
+	for len(m.runOptions) > 0 {
+		(<-m.runOptions).opts.Destroy()
+	}
+	if m.session == nil {
+		return nil
+	}
+	err := m.session.Destroy()
+	m.session = nil
+	return err
+}
+
+// newValue wraps t's slice as an ORT tensor without copying it.
+func newValue(t runtimes.Tensor) (ort.Value, error) {
+	if len(t.Shape) == 0 {
+		return nil, errors.New("scalar (rank 0) tensors are not supported by the ONNX runtime; give shape [1] if the model allows it")
+	}
+	shape := ort.Shape(t.Shape)
+	switch d := t.Data.(type) {
+	case []float64:
+		return ort.NewTensor(shape, d)
+	case []float32:
+		return ort.NewTensor(shape, d)
+	case []int8:
+		return ort.NewTensor(shape, d)
+	case []int16:
+		return ort.NewTensor(shape, d)
+	case []int32:
+		return ort.NewTensor(shape, d)
+	case []int64:
+		return ort.NewTensor(shape, d)
+	}
+	return nil, fmt.Errorf("unsupported data %T", t.Data)
+}
+
+// goTensor turns an output into a runtimes.Tensor. onnxruntime_go has
+// already copied the data into a Go slice, which stays valid after the value
+// is destroyed: no second copy.
+func goTensor(name string, v ort.Value) (runtimes.Tensor, error) {
+	t := runtimes.Tensor{Name: name}
+	switch tv := v.(type) {
+	case *ort.Tensor[float64]:
+		t.Shape, t.Data = tv.GetShape(), tv.GetData()
+	case *ort.Tensor[float32]:
+		t.Shape, t.Data = tv.GetShape(), tv.GetData()
+	case *ort.Tensor[int8]:
+		t.Shape, t.Data = tv.GetShape(), tv.GetData()
+	case *ort.Tensor[int16]:
+		t.Shape, t.Data = tv.GetShape(), tv.GetData()
+	case *ort.Tensor[int32]:
+		t.Shape, t.Data = tv.GetShape(), tv.GetData()
+	case *ort.Tensor[int64]:
+		t.Shape, t.Data = tv.GetShape(), tv.GetData()
+	case nil:
+		return t, inferr.Errorf(inferr.OutputParsing, "onnx: output %q: ONNX Runtime returned no value", name)
+	default:
+		return t, inferr.Errorf(inferr.OutputParsing, "onnx: output %q is a %s; only DOUBLE, FLOAT, INT8, INT16, INT32 and INT64 tensors can be returned", name, describeValue(v))
+	}
+	return t, nil
+}
+
+func describeValue(v ort.Value) string {
+	if v.GetONNXType() != ort.ONNXTypeTensor {
+		return v.GetONNXType().String()
+	}
+	return "tensor of " + elemName(int32(v.DataType()))
+}

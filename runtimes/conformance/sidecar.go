@@ -1,0 +1,384 @@
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/inferbid/inferbid/batch"
+	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/sidecar"
+)
+
+// RunSidecar runs the sidecar part of the suite: it opens runtimeName,
+// starts an in-process sidecar.Server on a Unix socket in a temporary
+// directory and checks, over the real socket through sidecar.Client: an
+// unknown model is MODEL_NOT_FOUND; AffineV1 registers (with a warm-up) and
+// answers on the JSON and the typed path; re-registering AffineV2 while 32
+// goroutines predict gives every caller a correct v1 or v2 answer and never
+// MODEL_NOT_FOUND; a failing warm-up rejects a registration and leaves the
+// old model serving; a deleted model is MODEL_NOT_FOUND.
+func RunSidecar(t *testing.T, runtimeName string, fx Fixtures) {
+	t.Helper()
+	if len(fx.AffineV1) == 0 || len(fx.AffineV2) == 0 {
+		t.Fatal("conformance: RunSidecar needs AffineV1 and AffineV2")
+	}
+	rt, err := runtimes.Open(runtimeName, runtimes.Config{})
+	if err != nil {
+		t.Fatalf("open runtime %q: %v", runtimeName, err)
+	}
+	t.Cleanup(func() { rt.Close() })
+
+	// The input name comes from the model itself (positional runtimes
+	// ignore it).
+	probe, err := rt.Load(context.Background(), "conformance/probe", copyFiles(fx.AffineV1))
+	if err != nil {
+		t.Fatalf("load AffineV1: %v", err)
+	}
+	inputName := "x"
+	if ins := probe.Signature().Inputs; len(ins) > 0 && ins[0].Name != "" {
+		inputName = ins[0].Name
+	}
+	probe.Close()
+
+	srv, err := sidecar.NewServer(sidecar.ServerOptions{Runtime: rt, Logger: slog.New(slog.NewTextHandler(testLogWriter{t}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	socket := shortSocketPath(t)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(socket) }()
+	t.Cleanup(func() {
+		srv.GracefulStop()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	client, err := sidecar.Dial(socket, sidecar.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	t.Cleanup(cancel)
+	if err := client.WaitHealthy(ctx); err != nil {
+		t.Fatalf("sidecar never became healthy: %v", err)
+	}
+	sc := &sidecarSuite{client: client, input: inputName, fx: fx}
+	t.Run("UnknownModel", func(t *testing.T) { sc.testUnknown(ctx, t) })
+	t.Run("RegisterAndPredict", func(t *testing.T) { sc.testRegister(ctx, t) })
+	t.Run("SwapWhilePredicting", func(t *testing.T) { sc.testSwap(ctx, t) })
+	t.Run("WarmUpFailureKeepsOldModel", func(t *testing.T) { sc.testWarmUpFailure(ctx, t) })
+	t.Run("Delete", func(t *testing.T) { sc.testDelete(ctx, t) })
+}
+
+// shortSocketPath is a socket path in t.TempDir(), or in a shorter
+// private temp dir when that would pass the 107-byte limit of Unix sockets.
+func shortSocketPath(t *testing.T) string {
+	p := filepath.Join(t.TempDir(), "s.sock")
+	if len(p) <= 100 {
+		return p
+	}
+	dir, err := os.MkdirTemp("", "conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return filepath.Join(dir, "s.sock")
+}
+
+const sidecarModel = "conformance/sidecar_affine/"
+
+type sidecarSuite struct {
+	client *sidecar.Client
+	input  string
+	fx     Fixtures
+}
+
+// affineInput is a [rows,3] input whose values differ per row and call.
+func scAffineInput(rows, salt int) []float32 {
+	x := make([]float32, rows*3)
+	for i := range x {
+		x[i] = float32((i+salt)%17)/4 - 2
+	}
+	return x
+}
+
+// affineVersion tells which affine model produced y from x: 1, 2, or 0
+// when y matches neither (all elements must agree).
+func scAffineVersion(x []float32, y []float32) int {
+	if len(x) != len(y) {
+		return 0
+	}
+	match := func(a, b float32) bool {
+		for i := range x {
+			want := a*x[i] + b
+			if math.Abs(float64(y[i]-want)) > 1e-5*(1+math.Abs(float64(want))) {
+				return false
+			}
+		}
+		return true
+	}
+	switch {
+	case match(2, 1):
+		return 1
+	case match(3, -1):
+		return 2
+	}
+	return 0
+}
+
+func scBatchJSON(path, input string, rows int, x []float32) []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, `{"request":[{"model_path":%q,"tensors":[{"tensor_name":%q,"data_type":"FLOAT","tensor_shape":[%d,3],"tensor_content":[`, path, input, rows)
+	for i, v := range x {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"%v"`, v)
+	}
+	b.WriteString(`]}]}]}`)
+	return []byte(b.String())
+}
+
+func (sc *sidecarSuite) entry(path string, rows int, x []float32) batch.Entry {
+	return batch.Entry{ModelPath: path, Tensors: []runtimes.Tensor{runtimes.NewTensor(sc.input, []int64{int64(rows), 3}, x)}}
+}
+
+// predictTyped runs one typed call and returns the output or the entry's error.
+func (sc *sidecarSuite) predictTyped(ctx context.Context, path string, rows int, x []float32) ([]float32, error) {
+	res, err := sc.client.Predict(ctx, []batch.Entry{sc.entry(path, rows, x)})
+	if err != nil {
+		return nil, err
+	}
+	if len(res) != 1 {
+		return nil, fmt.Errorf("%d results for 1 entry", len(res))
+	}
+	if res[0].Err != nil {
+		return nil, res[0].Err
+	}
+	return scFloatOutput(res[0])
+}
+
+// predictJSON runs one JSON call and returns the output or the entry's error.
+func (sc *sidecarSuite) predictJSON(ctx context.Context, path string, rows int, x []float32) ([]float32, error) {
+	out, err := sc.client.PredictJSON(ctx, scBatchJSON(path, sc.input, rows, x))
+	if err != nil {
+		return nil, err
+	}
+	res, err := batch.ParseResponse(out)
+	if err != nil {
+		return nil, fmt.Errorf("response %s: %w", out, err)
+	}
+	if len(res) != 1 {
+		return nil, fmt.Errorf("%d results for 1 entry: %s", len(res), out)
+	}
+	if res[0].Err != nil {
+		return nil, res[0].Err
+	}
+	return scFloatOutput(res[0])
+}
+
+func scFloatOutput(r batch.Result) ([]float32, error) {
+	if len(r.Tensors) != 1 {
+		return nil, fmt.Errorf("model %q: %d outputs, want 1", r.ModelPath, len(r.Tensors))
+	}
+	switch d := r.Tensors[0].Data.(type) {
+	case []float32:
+		return d, nil
+	case []float64: // the JSON response carries numbers; FLOAT was widened
+		out := make([]float32, len(d))
+		for i, v := range d {
+			out[i] = float32(v)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("model %q: output is %s, want FLOAT", r.ModelPath, r.Tensors[0].DType())
+}
+
+func scWantType(t *testing.T, what string, err error, want inferr.Type) {
+	t.Helper()
+	if err == nil {
+		t.Errorf("%s: no error, want %s", what, want)
+		return
+	}
+	if got := inferr.TypeOf(err); got != want {
+		t.Errorf("%s: error type %s (%v), want %s", what, got, err, want)
+	}
+}
+
+func (sc *sidecarSuite) testUnknown(ctx context.Context, t *testing.T) {
+	const path = "conformance/never_registered/"
+	_, err := sc.predictTyped(ctx, path, 1, scAffineInput(1, 0))
+	scWantType(t, "typed predict of an unknown model", err, inferr.ModelNotFound)
+	if err != nil && !strings.Contains(err.Error(), path) {
+		t.Errorf("typed predict of an unknown model: %q does not name the path %q", err, path)
+	}
+	_, err = sc.predictJSON(ctx, path, 1, scAffineInput(1, 0))
+	scWantType(t, "JSON predict of an unknown model", err, inferr.ModelNotFound)
+	scWantType(t, "delete of an unknown model", sc.client.DeleteModel(ctx, path), inferr.ModelNotFound)
+}
+
+func (sc *sidecarSuite) register(ctx context.Context, files runtimes.Files, warmUp string) error {
+	return sc.client.RegisterModel(ctx, sidecarModel, copyFiles(files), warmUp)
+}
+
+func (sc *sidecarSuite) testRegister(ctx context.Context, t *testing.T) {
+	warm := string(scBatchJSON(sidecarModel, sc.input, 2, scAffineInput(2, 1)))
+	if err := sc.register(ctx, sc.fx.AffineV1, warm); err != nil {
+		t.Fatalf("register AffineV1: %v", err)
+	}
+	paths, err := sc.client.ModelPaths(ctx)
+	if err != nil || len(paths) != 1 || paths[0] != sidecarModel {
+		t.Fatalf("ModelPaths = %q, %v; want [%q]", paths, err, sidecarModel)
+	}
+	for _, rows := range []int{1, 64} {
+		x := scAffineInput(rows, rows)
+		y, err := sc.predictTyped(ctx, sidecarModel, rows, x)
+		if err != nil {
+			t.Fatalf("typed predict, %d rows: %v", rows, err)
+		}
+		if v := scAffineVersion(x, y); v != 1 {
+			t.Errorf("typed predict, %d rows: y = %v for x = %v, not 2x+1", rows, y, x)
+		}
+		y, err = sc.predictJSON(ctx, sidecarModel, rows, x)
+		if err != nil {
+			t.Fatalf("JSON predict, %d rows: %v", rows, err)
+		}
+		if v := scAffineVersion(x, y); v != 1 {
+			t.Errorf("JSON predict, %d rows: y = %v for x = %v, not 2x+1", rows, y, x)
+		}
+	}
+	// A bad input is the entry's INPUT_PARSING error, not a failed call.
+	bad := batch.Entry{ModelPath: sidecarModel, Tensors: []runtimes.Tensor{runtimes.NewTensor(sc.input, []int64{1, 3}, []int64{1, 2, 3})}}
+	res, err := sc.client.Predict(ctx, []batch.Entry{bad, sc.entry(sidecarModel, 1, scAffineInput(1, 0))})
+	if err != nil {
+		t.Fatalf("typed predict with one bad entry: %v", err)
+	}
+	if len(res) != 2 {
+		t.Fatalf("%d results for 2 entries", len(res))
+	}
+	scWantType(t, "INT64 input to a FLOAT model", res[0].Err, inferr.InputParsing)
+	if res[1].Err != nil {
+		t.Errorf("the good entry next to a bad one failed: %v", res[1].Err)
+	}
+}
+
+func (sc *sidecarSuite) testSwap(ctx context.Context, t *testing.T) {
+	const workers = 32
+	var (
+		stop       atomic.Bool
+		swapped    atomic.Bool
+		sawV1      atomic.Int64
+		sawV2      atomic.Int64
+		afterSwap  atomic.Int64
+		wg         sync.WaitGroup
+		failOnce   sync.Once
+		firstError error
+	)
+	fail := func(err error) {
+		failOnce.Do(func() { firstError = err })
+		stop.Store(true)
+	}
+	for w := range workers {
+		wg.Go(func() {
+			for i := 0; !stop.Load(); i++ {
+				rows := 1 + (w+i)%4
+				x := scAffineInput(rows, w*1000+i)
+				var y []float32
+				var err error
+				if (w+i)%2 == 0 {
+					y, err = sc.predictTyped(ctx, sidecarModel, rows, x)
+				} else {
+					y, err = sc.predictJSON(ctx, sidecarModel, rows, x)
+				}
+				if err != nil {
+					fail(fmt.Errorf("worker %d call %d during the swap: %w", w, i, err))
+					return
+				}
+				switch scAffineVersion(x, y) {
+				case 1:
+					sawV1.Add(1)
+				case 2:
+					sawV2.Add(1)
+				default:
+					fail(fmt.Errorf("worker %d call %d: y = %v for x = %v is neither 2x+1 nor 3x-1", w, i, y, x))
+					return
+				}
+				if swapped.Load() && afterSwap.Add(1) > 10*workers {
+					stop.Store(true)
+				}
+			}
+		})
+	}
+	time.Sleep(20 * time.Millisecond) // let the workers get going on v1
+	if err := sc.register(ctx, sc.fx.AffineV2, ""); err != nil {
+		fail(fmt.Errorf("register AffineV2: %w", err))
+	}
+	swapped.Store(true)
+	wg.Wait()
+	if firstError != nil {
+		t.Fatal(firstError)
+	}
+	if sawV2.Load() == 0 {
+		t.Errorf("no caller saw AffineV2 after the swap (%d v1 answers)", sawV1.Load())
+	}
+	x := scAffineInput(3, 7)
+	if y, err := sc.predictTyped(ctx, sidecarModel, 3, x); err != nil || scAffineVersion(x, y) != 2 {
+		t.Errorf("after the swap: y = %v, %v; want 3x-1 of %v", y, err, x)
+	}
+}
+
+func (sc *sidecarSuite) testWarmUpFailure(ctx context.Context, t *testing.T) {
+	// AffineV2 serves; a registration whose warm-up names an input the
+	// model lacks must fail with the warm-up's type and change nothing.
+	badName := string(scBatchJSON(sidecarModel, "no_such_input_tensor", 1, scAffineInput(1, 0)))
+	scWantType(t, "registration with a warm-up naming an unknown input", sc.register(ctx, sc.fx.AffineV1, badName), inferr.InputParsing)
+	badShape := strings.Replace(string(scBatchJSON(sidecarModel, sc.input, 1, scAffineInput(1, 0))), `[1,3]`, `[3,1]`, 1)
+	scWantType(t, "registration with a warm-up of the wrong shape", sc.register(ctx, sc.fx.AffineV1, badShape), inferr.InputParsing)
+	scWantType(t, "registration with a warm-up that is not JSON", sc.register(ctx, sc.fx.AffineV1, "{not json"), inferr.InputParsing)
+	x := scAffineInput(2, 3)
+	if y, err := sc.predictTyped(ctx, sidecarModel, 2, x); err != nil || scAffineVersion(x, y) != 2 {
+		t.Errorf("after failed registrations: y = %v, %v; want AffineV2's 3x-1 of %v", y, err, x)
+	}
+	corrupt := runtimes.Files{}
+	for name, b := range sc.fx.AffineV1 {
+		corrupt[name] = b[:len(b)/2]
+	}
+	scWantType(t, "registration of a truncated model", sc.register(ctx, corrupt, ""), inferr.ModelExecution)
+	if y, err := sc.predictTyped(ctx, sidecarModel, 2, x); err != nil || scAffineVersion(x, y) != 2 {
+		t.Errorf("after a corrupt registration: y = %v, %v; want AffineV2's 3x-1 of %v", y, err, x)
+	}
+}
+
+func (sc *sidecarSuite) testDelete(ctx context.Context, t *testing.T) {
+	if err := sc.client.DeleteModel(ctx, sidecarModel); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	_, err := sc.predictTyped(ctx, sidecarModel, 1, scAffineInput(1, 0))
+	scWantType(t, "typed predict after delete", err, inferr.ModelNotFound)
+	_, err = sc.predictJSON(ctx, sidecarModel, 1, scAffineInput(1, 0))
+	scWantType(t, "JSON predict after delete", err, inferr.ModelNotFound)
+	scWantType(t, "second delete", sc.client.DeleteModel(ctx, sidecarModel), inferr.ModelNotFound)
+	if paths, err := sc.client.ModelPaths(ctx); err != nil || len(paths) != 0 {
+		t.Errorf("ModelPaths after delete = %q, %v; want []", paths, err)
+	}
+}
+
+// testLogWriter sends the server's log lines to t.Log (shown with -v or on
+// failure).
+type testLogWriter struct{ t *testing.T }
+
+func (w testLogWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}

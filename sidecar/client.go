@@ -1,0 +1,218 @@
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/inferbid/inferbid/batch"
+	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/proto/inferencepb"
+	"github.com/inferbid/inferbid/runtimes"
+)
+
+// ClientOptions configure a Client; the zero value means defaults.
+type ClientOptions struct {
+	Logger *slog.Logger // nil = slog.Default()
+}
+
+// Client talks to one sidecar socket. It is safe for concurrent use. It
+// connects lazily and reconnects by itself (quickly: the sidecar is local),
+// so it keeps working across sidecar restarts on the same socket path;
+// calls made while the sidecar is down fail at once with GRPC errors.
+// Every error it returns is a typed inferr error.
+type Client struct {
+	socket string
+	log    *slog.Logger
+	conn   *grpc.ClientConn
+	api    inferencepb.InferenceServiceClient
+	health healthpb.HealthClient
+}
+
+// Dial returns a client for socketPath. It does not connect yet.
+func Dial(socketPath string, opts ClientOptions) (*Client, error) {
+	if socketPath == "" {
+		return nil, inferr.Errorf(inferr.GRPC, "dial sidecar: socket path is empty")
+	}
+	abs, err := filepath.Abs(socketPath)
+	if err != nil {
+		return nil, inferr.Errorf(inferr.GRPC, "dial sidecar %q: %w", socketPath, err)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	// Dial the socket path directly rather than through a "unix://" URL,
+	// which would misread paths holding '%', '?' or '#'.
+	dialer := func(ctx context.Context, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", abs)
+	}
+	conn, err := grpc.NewClient("passthrough:///inference-sidecar",
+		grpc.WithContextDialer(dialer),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: 5 * time.Second,
+		}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
+	)
+	if err != nil {
+		return nil, inferr.Errorf(inferr.GRPC, "dial sidecar %q: %w", socketPath, err)
+	}
+	return &Client{
+		socket: abs,
+		log:    opts.Logger,
+		conn:   conn,
+		api:    inferencepb.NewInferenceServiceClient(conn),
+		health: healthpb.NewHealthClient(conn),
+	}, nil
+}
+
+// SocketPath is the absolute path of the socket the client talks to.
+func (c *Client) SocketPath() string { return c.socket }
+
+// Predict runs a typed batch. Entries whose Err is set are not sent; their
+// result carries that error. The returned error is a whole-batch error
+// (GRPC when the sidecar could not be reached); per-entry errors are in the
+// results, one per entry, in order.
+func (c *Client) Predict(ctx context.Context, entries []batch.Entry) ([]batch.Result, error) {
+	results := make([]batch.Result, len(entries))
+	for i, e := range entries {
+		results[i] = batch.Result{ModelPath: e.ModelPath, Err: e.Err}
+	}
+	pb, idx := entriesToProto(entries)
+	if len(idx) == 0 {
+		return results, nil
+	}
+	resp, err := c.api.Predict(ctx, &inferencepb.PredictRequest{Input: &inferencepb.PredictRequest_Batch{Batch: pb}})
+	if err != nil {
+		return nil, inferr.FromStatus(err)
+	}
+	got := resp.GetResult().GetResponses()
+	if resp.GetResult() == nil || len(got) != len(idx) {
+		return nil, inferr.Errorf(inferr.OutputParsing, "sidecar answered %d results for %d entries", len(got), len(idx))
+	}
+	for j, r := range got {
+		results[idx[j]] = resultFromProto(r)
+	}
+	return results, nil
+}
+
+// PredictJSON runs a B&A batch JSON and returns the response JSON.
+func (c *Client) PredictJSON(ctx context.Context, batchJSON []byte) ([]byte, error) {
+	resp, err := c.api.Predict(ctx, &inferencepb.PredictRequest{Input: &inferencepb.PredictRequest_BatchJson{BatchJson: batchJSON}})
+	if err != nil {
+		return nil, inferr.FromStatus(err)
+	}
+	out, ok := resp.GetOutput().(*inferencepb.PredictResponse_OutputJson)
+	if !ok {
+		return nil, inferr.Errorf(inferr.OutputParsing, "sidecar answered a JSON batch without output_json")
+	}
+	return out.OutputJson, nil
+}
+
+// RegisterModel sends a model to the sidecar in chunks over the
+// registration stream; it returns once the model is loaded, warmed and
+// serving (or failed to).
+func (c *Client) RegisterModel(ctx context.Context, modelPath string, files runtimes.Files, warmUpJSON string) error {
+	names := slices.Sorted(func(yield func(string) bool) {
+		for name := range files {
+			if !yield(name) {
+				return
+			}
+		}
+	})
+	header := &inferencepb.RegisterModelHeader{ModelPath: modelPath, WarmUpBatchRequestJson: warmUpJSON}
+	for _, name := range names {
+		header.Files = append(header.Files, &inferencepb.FileHeader{Path: name, Size: int64(len(files[name]))})
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.api.RegisterModelStream(ctx)
+	if err != nil {
+		return inferr.FromStatus(err)
+	}
+	send := func(m *inferencepb.RegisterModelChunk) bool {
+		// io.EOF means the server ended the stream early: its status
+		// comes from CloseAndRecv.
+		return stream.Send(m) == nil
+	}
+	ok := send(&inferencepb.RegisterModelChunk{Part: &inferencepb.RegisterModelChunk_Header{Header: header}})
+	for _, name := range names {
+		data := files[name]
+		for off := 0; ok && off < len(data); off += streamChunkBytes {
+			end := min(off+streamChunkBytes, len(data))
+			ok = send(&inferencepb.RegisterModelChunk{Part: &inferencepb.RegisterModelChunk_Data{Data: data[off:end]}})
+		}
+	}
+	if _, err := stream.CloseAndRecv(); err != nil {
+		return inferr.FromStatus(err)
+	}
+	return nil
+}
+
+// DeleteModel unpublishes a model; MODEL_NOT_FOUND if none is registered
+// at modelPath.
+func (c *Client) DeleteModel(ctx context.Context, modelPath string) error {
+	_, err := c.api.DeleteModel(ctx, &inferencepb.DeleteModelRequest{ModelPath: modelPath})
+	return inferr.FromStatus(err)
+}
+
+// ModelPaths lists the registered model paths, sorted.
+func (c *Client) ModelPaths(ctx context.Context) ([]string, error) {
+	resp, err := c.api.GetModelPaths(ctx, &inferencepb.GetModelPathsRequest{})
+	if err != nil {
+		return nil, inferr.FromStatus(err)
+	}
+	paths := resp.GetModelPaths()
+	if paths == nil {
+		paths = []string{}
+	}
+	return paths, nil
+}
+
+// WaitHealthy waits until the sidecar's health service reports SERVING or
+// ctx ends (then a GRPC error).
+func (c *Client) WaitHealthy(ctx context.Context) error {
+	c.conn.Connect()
+	var last error
+	for {
+		attempt, cancel := context.WithTimeout(ctx, time.Second)
+		resp, err := c.health.Check(attempt, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
+		cancel()
+		if err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING {
+			return nil
+		}
+		if err != nil {
+			last = err
+		} else {
+			last = fmt.Errorf("health status %s", resp.GetStatus())
+		}
+		select {
+		case <-ctx.Done():
+			return inferr.Errorf(inferr.GRPC, "sidecar at %q is not healthy: %w (last: %v)", c.socket, ctx.Err(), last)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// resetBackoff makes the connection retry at once (after a restart).
+func (c *Client) resetBackoff() { c.conn.ResetConnectBackoff() }
+
+// Close closes the connection; calls in flight fail.
+func (c *Client) Close() error {
+	if err := c.conn.Close(); err != nil && !errors.Is(err, context.Canceled) {
+		return inferr.Wrap(inferr.GRPC, err, "close sidecar client")
+	}
+	return nil
+}

@@ -1,0 +1,173 @@
+package sidecar
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/inferbid/inferbid/batch"
+	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/proto/inferencepb"
+	"github.com/inferbid/inferbid/runtimes"
+)
+
+// The proto's DataType and ErrorType enums number their values like
+// runtimes.DType and inferr.Type; the conversions below rely on it and the
+// tests check it.
+
+func dtypeToProto(d runtimes.DType) inferencepb.DataType { return inferencepb.DataType(d) }
+
+func errorToProto(err error) *inferencepb.Error {
+	return &inferencepb.Error{Type: inferencepb.ErrorType(inferr.TypeOf(err)), Description: err.Error()}
+}
+
+func errorFromProto(e *inferencepb.Error) error {
+	t := inferr.Type(e.GetType())
+	if t.String() != e.GetType().String() {
+		t = inferr.Unknown
+	}
+	return &inferr.Error{Type: t, Msg: e.GetDescription()}
+}
+
+// tensorToProto shares the slices of float32, float64, int32 and int64
+// data with the message (no copy); int8 and int16 are widened to int_data.
+func tensorToProto(t runtimes.Tensor) *inferencepb.Tensor {
+	p := &inferencepb.Tensor{Name: t.Name, DataType: dtypeToProto(t.DType()), Shape: t.Shape}
+	switch d := t.Data.(type) {
+	case []float64:
+		p.DoubleData = d
+	case []float32:
+		p.FloatData = d
+	case []int8:
+		p.IntData = widen(d)
+	case []int16:
+		p.IntData = widen(d)
+	case []int32:
+		p.IntData = d
+	case []int64:
+		p.Int64Data = d
+	}
+	return p
+}
+
+func widen[T int8 | int16](d []T) []int32 {
+	out := make([]int32, len(d))
+	for i, v := range d {
+		out[i] = int32(v)
+	}
+	return out
+}
+
+func narrow[T int8 | int16](name string, d []int32, lo, hi int32) ([]T, error) {
+	out := make([]T, len(d))
+	for i, v := range d {
+		if v < lo || v > hi {
+			return nil, fmt.Errorf("tensor %q: value %d at index %d is out of range for its data_type", name, v, i)
+		}
+		out[i] = T(v)
+	}
+	return out, nil
+}
+
+// tensorFromProto is the inverse of tensorToProto: it shares float32,
+// float64, int32 and int64 data with the message. The element count is
+// checked against the shape within maxElements. Errors are INPUT_PARSING.
+func tensorFromProto(p *inferencepb.Tensor, maxElements int64) (runtimes.Tensor, error) {
+	t := runtimes.Tensor{Name: p.GetName(), Shape: p.GetShape()}
+	if t.Shape == nil {
+		t.Shape = []int64{}
+	}
+	n, err := runtimes.NumElements(t.Shape, maxElements)
+	if err != nil {
+		return t, inferr.Errorf(inferr.InputParsing, "tensor %q: %w", t.Name, err)
+	}
+	var got int
+	switch p.GetDataType() {
+	case inferencepb.DataType_DOUBLE:
+		t.Data, got = p.GetDoubleData(), len(p.GetDoubleData())
+		if t.Data.([]float64) == nil {
+			t.Data = []float64{}
+		}
+	case inferencepb.DataType_FLOAT:
+		t.Data, got = p.GetFloatData(), len(p.GetFloatData())
+		if t.Data.([]float32) == nil {
+			t.Data = []float32{}
+		}
+	case inferencepb.DataType_INT8:
+		got = len(p.GetIntData())
+		t.Data, err = narrow[int8](t.Name, p.GetIntData(), math.MinInt8, math.MaxInt8)
+	case inferencepb.DataType_INT16:
+		got = len(p.GetIntData())
+		t.Data, err = narrow[int16](t.Name, p.GetIntData(), math.MinInt16, math.MaxInt16)
+	case inferencepb.DataType_INT32:
+		t.Data, got = p.GetIntData(), len(p.GetIntData())
+		if t.Data.([]int32) == nil {
+			t.Data = []int32{}
+		}
+	case inferencepb.DataType_INT64:
+		t.Data, got = p.GetInt64Data(), len(p.GetInt64Data())
+		if t.Data.([]int64) == nil {
+			t.Data = []int64{}
+		}
+	default:
+		return t, inferr.Errorf(inferr.InputParsing, "tensor %q: data_type %s is not one of DOUBLE, FLOAT, INT8, INT16, INT32, INT64", t.Name, p.GetDataType())
+	}
+	if err != nil {
+		return t, inferr.Errorf(inferr.InputParsing, "%w", err)
+	}
+	if int64(got) != n {
+		return t, inferr.Errorf(inferr.InputParsing, "tensor %q: tensor_shape %s needs %d values, got %d", t.Name, runtimes.FormatShape(t.Shape), n, got)
+	}
+	return t, nil
+}
+
+// entriesToProto builds the typed batch for the runnable entries and
+// returns, for each request in it, the index of its entry.
+func entriesToProto(entries []batch.Entry) (*inferencepb.Batch, []int) {
+	b := &inferencepb.Batch{Requests: make([]*inferencepb.ModelRequest, 0, len(entries))}
+	idx := make([]int, 0, len(entries))
+	for i, e := range entries {
+		if e.Err != nil {
+			continue
+		}
+		req := &inferencepb.ModelRequest{ModelPath: e.ModelPath, Tensors: make([]*inferencepb.Tensor, len(e.Tensors))}
+		for j, t := range e.Tensors {
+			req.Tensors[j] = tensorToProto(t)
+		}
+		b.Requests = append(b.Requests, req)
+		idx = append(idx, i)
+	}
+	return b, idx
+}
+
+// resultFromProto converts one typed answer back; a malformed output tensor
+// becomes the entry's OUTPUT_PARSING error.
+func resultFromProto(r *inferencepb.ModelResponse) batch.Result {
+	res := batch.Result{ModelPath: r.GetModelPath()}
+	if r.GetError() != nil {
+		res.Err = errorFromProto(r.GetError())
+		return res
+	}
+	res.Tensors = make([]runtimes.Tensor, len(r.GetTensors()))
+	for i, p := range r.GetTensors() {
+		t, err := tensorFromProto(p, math.MaxInt64)
+		if err != nil {
+			return batch.Result{ModelPath: res.ModelPath, Err: inferr.Errorf(inferr.OutputParsing, "model %q: output %d: %v", res.ModelPath, i, err)}
+		}
+		res.Tensors[i] = t
+	}
+	return res
+}
+
+// resultToProto converts one entry's outcome to its typed answer.
+func resultToProto(r batch.Result) *inferencepb.ModelResponse {
+	mr := &inferencepb.ModelResponse{ModelPath: r.ModelPath}
+	if r.Err != nil {
+		mr.Error = errorToProto(r.Err)
+		return mr
+	}
+	mr.Tensors = make([]*inferencepb.Tensor, len(r.Tensors))
+	for i, t := range r.Tensors {
+		mr.Tensors[i] = tensorToProto(t)
+	}
+	return mr
+}

@@ -1,0 +1,31 @@
+// Package sidecar is the inference sidecar and the host's handle on it.
+//
+// Server side: Server is the gRPC InferenceService (proto/inferencepb) plus
+// the standard health service on a Unix socket (directory created 0700 when
+// missing, socket 0600, a stale socket replaced but never a live one).
+// Predict takes the B&A batch JSON or a typed batch; the entries of one
+// batch run concurrently (up to GOMAXPROCS) and each keeps its own typed
+// error. The model registry validates a registration (path, clean relative
+// file paths, total size), loads it through the runtime, runs its warm-up
+// batch (WarmUpRuns times) and only then publishes it. Readers see an
+// immutable map through an atomic pointer; a re-registration swaps the new
+// model in and closes the old one in the background once its calls in
+// flight have finished, and a call that raced the swap retries on the new
+// model, so a swap never shows MODEL_NOT_FOUND. Registrations and deletions
+// of one path are serialised (the last to arrive wins; nothing leaks).
+// RegisterModelStream checks the declared file sizes against the cap before
+// it allocates, then fills one exact buffer per file.
+//
+// Host side: Client speaks to one socket and reconnects by itself;
+// Supervisor starts the sidecar binary, waits for it to be healthy,
+// restarts it with capped exponential back-off when it exits, and replays
+// every model registered through it (the latest files per path, in the
+// order of their latest registration). The address-space limit (RlimitMB)
+// reaches the child twice: through RlimitEnv, which our sidecars apply to
+// themselves before opening the runtime, and through prlimit(2) on the
+// child's pid right after it starts.
+//
+// Every error leaves the server through inferr.ToStatus and enters the
+// client through inferr.FromStatus, so both sides see the same six error
+// types.
+package sidecar

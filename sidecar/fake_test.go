@@ -1,0 +1,105 @@
+package sidecar
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/inferbid/inferbid/runtimes"
+)
+
+// affineBackend is a tiny in-test runtime: a model is the file "affine"
+// holding "A B [DELAY [WARMUPS]]"; it maps FLOAT x [-1,3] to y = A*x + B,
+// sleeping DELAY per call. It counts live models so tests can find leaks.
+// Registry and server logic is tested with it; the real runtimes are
+// tested through the same server in server_onnx_test.go and e2e_test.go.
+type affineBackend struct {
+	live   atomic.Int64
+	loads  atomic.Int64
+	calls  atomic.Int64
+	closed atomic.Int64
+}
+
+type affineModel struct {
+	b        *affineBackend
+	a, c     float32
+	delay    time.Duration
+	warmUps  int
+	isClosed atomic.Bool
+}
+
+func (b *affineBackend) Load(ctx context.Context, files runtimes.Files) (runtimes.BackendModel, error) {
+	src, ok := files["affine"]
+	if !ok {
+		return nil, fmt.Errorf("no file named affine")
+	}
+	f := strings.Fields(string(src))
+	if len(f) < 2 {
+		return nil, fmt.Errorf("affine: want \"A B\", got %q", src)
+	}
+	a, err1 := strconv.ParseFloat(f[0], 32)
+	c, err2 := strconv.ParseFloat(f[1], 32)
+	if err1 != nil || err2 != nil {
+		return nil, fmt.Errorf("affine: bad coefficients %q", src)
+	}
+	m := &affineModel{b: b, a: float32(a), c: float32(c), warmUps: 1}
+	if len(f) > 2 {
+		d, err := time.ParseDuration(f[2])
+		if err != nil {
+			return nil, err
+		}
+		m.delay = d
+	}
+	if len(f) > 3 {
+		m.warmUps, _ = strconv.Atoi(f[3])
+	}
+	b.live.Add(1)
+	b.loads.Add(1)
+	return m, nil
+}
+
+func (b *affineBackend) Close() error { return nil }
+
+func (m *affineModel) Signature() runtimes.Signature {
+	return runtimes.Signature{
+		Inputs:  []runtimes.TensorSpec{{Name: "x", DType: runtimes.Float, Shape: []int64{-1, 3}}},
+		Outputs: []runtimes.TensorSpec{{Name: "y", DType: runtimes.Float, Shape: []int64{-1, 3}}},
+	}
+}
+
+func (m *affineModel) WarmUpRuns() int { return m.warmUps }
+
+func (m *affineModel) Predict(ctx context.Context, in []runtimes.Tensor) ([]runtimes.Tensor, error) {
+	if m.isClosed.Load() {
+		panic("Predict on a closed model")
+	}
+	m.b.calls.Add(1)
+	if m.delay > 0 {
+		time.Sleep(m.delay)
+	}
+	x := in[0].Data.([]float32)
+	y := make([]float32, len(x))
+	for i, v := range x {
+		y[i] = m.a*v + m.c
+	}
+	return []runtimes.Tensor{runtimes.NewTensor("y", in[0].Shape, y)}, nil
+}
+
+func (m *affineModel) Close() error {
+	if m.isClosed.Swap(true) {
+		panic("model closed twice")
+	}
+	m.b.live.Add(-1)
+	m.b.closed.Add(1)
+	return nil
+}
+
+func affineFiles(spec string) runtimes.Files { return runtimes.Files{"affine": []byte(spec)} }
+
+func newAffineRuntime() (*runtimes.Runtime, *affineBackend) {
+	b := &affineBackend{}
+	return runtimes.NewRuntime("affine", runtimes.Config{}, b), b
+}

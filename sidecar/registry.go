@@ -1,0 +1,283 @@
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/inferbid/inferbid/batch"
+	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/runtimes"
+)
+
+// DefaultMaxModelBytes caps the total file size of one model when
+// ServerOptions.MaxModelBytes is zero.
+const DefaultMaxModelBytes int64 = 2 << 30
+
+// registry maps model paths to loaded models. Readers take a snapshot of an
+// immutable map through an atomic pointer (no lock on the Predict path);
+// writers copy the map under mu and publish the copy.
+type registry struct {
+	rt       *runtimes.Runtime
+	maxBytes int64
+	limits   batch.Limits
+	log      *slog.Logger
+
+	models atomic.Pointer[map[string]*runtimes.Model]
+
+	mu        sync.Mutex // guards publishing and pathLocks
+	pathLocks map[string]*pathLock
+	closed    bool
+
+	closing sync.WaitGroup // background Close of replaced models
+
+	// afterLookup, when set (tests only), runs between the lookup of a
+	// model and the call into it: the window a swap can close the model in.
+	afterLookup func(path string)
+}
+
+// pathLock serialises registrations and deletions of one path, so that two
+// concurrent registrations never interleave: the one that takes the lock
+// last is the one that serves (last writer wins) and no model leaks.
+type pathLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+func newRegistry(rt *runtimes.Runtime, maxBytes int64, limits batch.Limits, log *slog.Logger) *registry {
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxModelBytes
+	}
+	r := &registry{rt: rt, maxBytes: maxBytes, limits: limits, log: log, pathLocks: map[string]*pathLock{}}
+	empty := map[string]*runtimes.Model{}
+	r.models.Store(&empty)
+	return r
+}
+
+func (r *registry) lockPath(path string) func() {
+	r.mu.Lock()
+	pl := r.pathLocks[path]
+	if pl == nil {
+		pl = &pathLock{}
+		r.pathLocks[path] = pl
+	}
+	pl.refs++
+	r.mu.Unlock()
+	pl.mu.Lock()
+	return func() {
+		pl.mu.Unlock()
+		r.mu.Lock()
+		if pl.refs--; pl.refs == 0 {
+			delete(r.pathLocks, path)
+		}
+		r.mu.Unlock()
+	}
+}
+
+// lookup returns the model serving path, if any.
+func (r *registry) lookup(path string) *runtimes.Model {
+	return (*r.models.Load())[path]
+}
+
+// paths lists the published paths, sorted.
+func (r *registry) paths() []string {
+	return slices.Sorted(maps.Keys(*r.models.Load()))
+}
+
+// validateModel checks a registration before anything is loaded.
+func validateModel(path string, files runtimes.Files, maxBytes int64) error {
+	if path == "" {
+		return inferr.Errorf(inferr.InputParsing, "register model: model_path is empty")
+	}
+	if len(files) == 0 {
+		return inferr.Errorf(inferr.InputParsing, "register model %q: no files", path)
+	}
+	var total int64
+	for name, content := range files {
+		if err := validateFilePath(name); err != nil {
+			return inferr.Errorf(inferr.InputParsing, "register model %q: %w", path, err)
+		}
+		total += int64(len(content))
+	}
+	if total > maxBytes {
+		return inferr.Errorf(inferr.InputParsing, "register model %q: files total %d bytes, more than the limit of %d", path, total, maxBytes)
+	}
+	return nil
+}
+
+// validateFilePath accepts clean, relative, slash-separated paths only.
+func validateFilePath(name string) error {
+	if !fs.ValidPath(name) || name == "." {
+		return fmt.Errorf("file path %q is not a clean relative path", name)
+	}
+	return nil
+}
+
+// registerResult reports what a registration did.
+type registerResult struct {
+	replaced     bool
+	load, warmUp time.Duration
+}
+
+// register validates, loads and warms a model, then publishes it under
+// path, replacing (and closing in the background) any model there.
+func (r *registry) register(ctx context.Context, path string, files runtimes.Files, warmUpJSON string) (registerResult, error) {
+	var res registerResult
+	if err := validateModel(path, files, r.maxBytes); err != nil {
+		return res, err
+	}
+	// Parse the warm-up batch before loading: a bad one costs no load.
+	var warmUp []batch.Entry
+	if warmUpJSON != "" {
+		entries, err := batch.Parse([]byte(warmUpJSON), r.limits)
+		if err != nil {
+			return res, inferr.Wrap(inferr.InputParsing, err, fmt.Sprintf("register model %q: warm-up batch", path))
+		}
+		for i, e := range entries {
+			if e.Err != nil {
+				return res, inferr.Wrap(inferr.InputParsing, e.Err, fmt.Sprintf("register model %q: warm-up entry %d", path, i))
+			}
+		}
+		warmUp = entries
+	}
+
+	unlock := r.lockPath(path)
+	defer unlock()
+
+	start := time.Now()
+	m, err := r.rt.Load(ctx, path, files)
+	if err != nil {
+		return res, err
+	}
+	res.load = time.Since(start)
+
+	start = time.Now()
+	if err := warmUpModel(ctx, m, warmUp); err != nil {
+		r.closeInBackground(m)
+		return res, fmt.Errorf("register model %q: warm-up failed: %w", path, err)
+	}
+	res.warmUp = time.Since(start)
+
+	old, err := r.publish(path, m)
+	if err != nil {
+		r.closeInBackground(m)
+		return res, err
+	}
+	if old != nil {
+		res.replaced = true
+		r.closeInBackground(old)
+	}
+	return res, nil
+}
+
+// warmUpModel runs every warm-up entry against m, WarmUpRuns times. Entries
+// run against the model being registered whatever model_path they name.
+func warmUpModel(ctx context.Context, m *runtimes.Model, entries []batch.Entry) error {
+	for run := 0; run < m.WarmUpRuns(); run++ {
+		for i, e := range entries {
+			if _, err := m.Predict(ctx, e.Tensors); err != nil {
+				return fmt.Errorf("warm-up entry %d: %w", i, err)
+			}
+		}
+	}
+	return nil
+}
+
+var errRegistryClosed = inferr.Errorf(inferr.GRPC, "sidecar is shutting down")
+
+// publish swaps m in under path and returns the model it replaced.
+func (r *registry) publish(path string, m *runtimes.Model) (*runtimes.Model, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, errRegistryClosed
+	}
+	cur := *r.models.Load()
+	next := make(map[string]*runtimes.Model, len(cur)+1)
+	maps.Copy(next, cur)
+	old := cur[path]
+	if m == nil {
+		delete(next, path)
+	} else {
+		next[path] = m
+	}
+	r.models.Store(&next)
+	return old, nil
+}
+
+// delete unpublishes path; calls in flight finish on the model before it
+// is closed.
+func (r *registry) delete(path string) error {
+	if path == "" {
+		return inferr.Errorf(inferr.InputParsing, "delete model: model_path is empty")
+	}
+	unlock := r.lockPath(path)
+	defer unlock()
+	if r.lookup(path) == nil {
+		return inferr.Errorf(inferr.ModelNotFound, "delete model %q: no model is registered at this path", path)
+	}
+	old, err := r.publish(path, nil)
+	if err != nil {
+		return err
+	}
+	r.closeInBackground(old)
+	return nil
+}
+
+func (r *registry) closeInBackground(m *runtimes.Model) {
+	if m == nil {
+		return
+	}
+	r.closing.Add(1)
+	go func() {
+		defer r.closing.Done()
+		if err := m.Close(); err != nil {
+			r.log.Warn("closing replaced model", "model_path", m.Path(), "err", err)
+		}
+	}()
+}
+
+// predict runs one entry. A model that was closed between lookup and call
+// has been replaced or deleted: the call retries on the current model, so
+// a swap never shows MODEL_NOT_FOUND.
+func (r *registry) predict(ctx context.Context, path string, inputs []runtimes.Tensor) ([]runtimes.Tensor, error) {
+	m := r.lookup(path)
+	for {
+		if m == nil {
+			return nil, inferr.Errorf(inferr.ModelNotFound, "model %q is not registered", path)
+		}
+		if r.afterLookup != nil {
+			r.afterLookup(path)
+		}
+		out, err := m.Predict(ctx, inputs)
+		if err != nil && errors.Is(err, runtimes.ErrClosed) {
+			if next := r.lookup(path); next != m {
+				m = next
+				continue
+			}
+		}
+		return out, err
+	}
+}
+
+// close unpublishes every model, closes them (waiting for calls in flight)
+// and waits for background closes. Later registrations fail.
+func (r *registry) close() {
+	r.mu.Lock()
+	r.closed = true
+	cur := *r.models.Load()
+	empty := map[string]*runtimes.Model{}
+	r.models.Store(&empty)
+	r.mu.Unlock()
+	for _, m := range cur {
+		r.closeInBackground(m)
+	}
+	r.closing.Wait()
+}

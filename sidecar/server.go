@@ -1,0 +1,462 @@
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/inferbid/inferbid/batch"
+	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/proto/inferencepb"
+	"github.com/inferbid/inferbid/runtimes"
+)
+
+// MaxMessageBytes bounds one gRPC message in either direction. Predict
+// batches are far smaller; registrations of large models use the stream.
+const MaxMessageBytes = 512 << 20
+
+// streamChunkBytes is the chunk size of a streamed registration.
+const streamChunkBytes = 1 << 20
+
+// maxSocketPathLen is the longest Unix socket path Linux binds (sun_path).
+const maxSocketPathLen = 107
+
+// ServerOptions configure a Server; the zero value of each field means its
+// default.
+type ServerOptions struct {
+	Runtime       *runtimes.Runtime // required
+	Limits        batch.Limits
+	MaxModelBytes int64        // 0 = 2 GiB
+	Logger        *slog.Logger // nil = slog.Default()
+}
+
+// Server is the sidecar's gRPC InferenceService with the standard health
+// service, served on a Unix socket.
+type Server struct {
+	inferencepb.UnimplementedInferenceServiceServer
+
+	opts   ServerOptions
+	log    *slog.Logger
+	reg    *registry
+	grpc   *grpc.Server
+	health *health.Server
+
+	stopOnce sync.Once
+}
+
+// NewServer returns a server over opts.Runtime. It serves nothing until
+// Serve.
+func NewServer(opts ServerOptions) (*Server, error) {
+	if opts.Runtime == nil {
+		return nil, errors.New("sidecar: ServerOptions.Runtime is nil")
+	}
+	if opts.MaxModelBytes <= 0 {
+		opts.MaxModelBytes = DefaultMaxModelBytes
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	s := &Server{opts: opts, log: opts.Logger}
+	s.reg = newRegistry(opts.Runtime, opts.MaxModelBytes, opts.Limits, opts.Logger)
+	s.grpc = grpc.NewServer(
+		grpc.MaxRecvMsgSize(MaxMessageBytes),
+		grpc.MaxSendMsgSize(MaxMessageBytes),
+	)
+	inferencepb.RegisterInferenceServiceServer(s.grpc, s)
+	s.health = health.NewServer()
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	s.health.SetServingStatus(inferencepb.InferenceService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	return s, nil
+}
+
+// Serve listens on socketPath and serves until GracefulStop or Stop. The
+// socket's directory is created with mode 0700 when missing; a stale socket
+// file is removed, but Serve refuses when a live server answers on it; the
+// socket gets mode 0600. Serve returns nil after a stop.
+func (s *Server) Serve(socketPath string) error {
+	lis, err := Listen(socketPath)
+	if err != nil {
+		return err
+	}
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	s.health.SetServingStatus(inferencepb.InferenceService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	s.log.Info("sidecar serving", "socket", socketPath, "runtime", s.opts.Runtime.Name())
+	return s.grpc.Serve(lis)
+}
+
+// Listen prepares socketPath (see Serve) and listens on it.
+func Listen(socketPath string) (net.Listener, error) {
+	if socketPath == "" {
+		return nil, errors.New("sidecar: socket path is empty")
+	}
+	if len(socketPath) > maxSocketPathLen {
+		return nil, fmt.Errorf("sidecar: socket path %q is %d bytes, longer than the %d a Unix socket allows", socketPath, len(socketPath), maxSocketPathLen)
+	}
+	dir := filepath.Dir(socketPath)
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("sidecar: create socket directory: %w", err)
+		}
+	}
+	if err := removeStaleSocket(socketPath); err != nil {
+		return nil, err
+	}
+	lis, err := net.Listen("unix", socketPath)
+	if err != nil {
+		return nil, fmt.Errorf("sidecar: listen on %q: %w", socketPath, err)
+	}
+	if err := os.Chmod(socketPath, 0o600); err != nil {
+		lis.Close()
+		return nil, fmt.Errorf("sidecar: chmod socket %q: %w", socketPath, err)
+	}
+	return lis, nil
+}
+
+// removeStaleSocket removes a socket file nobody answers on. It refuses to
+// remove anything that is not a socket, or a socket a live server owns.
+func removeStaleSocket(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("sidecar: stat socket %q: %w", path, err)
+	}
+	if fi.Mode().Type() != os.ModeSocket {
+		return fmt.Errorf("sidecar: %q exists and is not a socket; refusing to replace it", path)
+	}
+	if conn, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		conn.Close()
+		return fmt.Errorf("sidecar: a live server is listening on %q; refusing to replace it", path)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("sidecar: remove stale socket %q: %w", path, err)
+	}
+	return nil
+}
+
+// GracefulStop reports NOT_SERVING, stops accepting calls, waits for calls
+// in flight, then closes every model.
+func (s *Server) GracefulStop() {
+	s.health.Shutdown()
+	s.grpc.GracefulStop()
+	s.closeModels()
+}
+
+// Stop closes every connection at once (calls in flight fail), then closes
+// every model.
+func (s *Server) Stop() {
+	s.health.Shutdown()
+	s.grpc.Stop()
+	s.closeModels()
+}
+
+func (s *Server) closeModels() { s.stopOnce.Do(s.reg.close) }
+
+// ModelPaths lists the registered model paths, sorted.
+func (s *Server) ModelPaths() []string { return s.reg.paths() }
+
+// Predict runs a batch given as B&A JSON or as a typed batch.
+func (s *Server) Predict(ctx context.Context, req *inferencepb.PredictRequest) (*inferencepb.PredictResponse, error) {
+	start := time.Now()
+	resp := &inferencepb.PredictResponse{Metrics: map[string]float64{}}
+	var logs *debugLog
+	if req.GetIsConsented() {
+		logs = &debugLog{}
+	}
+	switch in := req.GetInput().(type) {
+	case *inferencepb.PredictRequest_BatchJson:
+		entries, err := batch.Parse(in.BatchJson, s.opts.Limits)
+		resp.Metrics["parse_duration_ms"] = ms(time.Since(start))
+		if err != nil {
+			err = inferr.Wrap(inferr.InputParsing, err, "")
+			logs.add("batch rejected: %s", formatErrType(err))
+			resp.Output = &inferencepb.PredictResponse_OutputJson{OutputJson: batch.AppendBatchError(nil, err)}
+			break
+		}
+		runStart := time.Now()
+		results := s.runEntries(ctx, entries, logs)
+		resp.Metrics["inference_duration_ms"] = ms(time.Since(runStart))
+		resp.Metrics["entries"] = float64(len(entries))
+		resp.Output = &inferencepb.PredictResponse_OutputJson{OutputJson: batch.Render(results)}
+	case *inferencepb.PredictRequest_Batch:
+		reqs := in.Batch.GetRequests()
+		if max := maxEntries(s.opts.Limits); len(reqs) > max {
+			return nil, inferr.ToStatus(inferr.Errorf(inferr.InputParsing, "batch has %d entries, more than the limit of %d", len(reqs), max))
+		}
+		entries := make([]batch.Entry, len(reqs))
+		for i, r := range reqs {
+			entries[i] = s.entryFromProto(r)
+		}
+		runStart := time.Now()
+		results := s.runEntries(ctx, entries, logs)
+		resp.Metrics["inference_duration_ms"] = ms(time.Since(runStart))
+		resp.Metrics["entries"] = float64(len(entries))
+		out := &inferencepb.BatchResult{Responses: make([]*inferencepb.ModelResponse, len(results))}
+		for i, r := range results {
+			out.Responses[i] = resultToProto(r)
+		}
+		resp.Output = &inferencepb.PredictResponse_Result{Result: out}
+	default:
+		return nil, inferr.ToStatus(inferr.Errorf(inferr.InputParsing, "predict request has neither batch_json nor batch"))
+	}
+	resp.Metrics["predict_duration_ms"] = ms(time.Since(start))
+	if logs != nil {
+		resp.DebugLogs = logs.lines
+		for _, l := range logs.lines {
+			s.log.Debug(l, "consented", true)
+		}
+	}
+	return resp, nil
+}
+
+func maxEntries(l batch.Limits) int {
+	if l.MaxEntries > 0 {
+		return l.MaxEntries
+	}
+	return 4096
+}
+
+func maxTensors(l batch.Limits) int {
+	if l.MaxTensors > 0 {
+		return l.MaxTensors
+	}
+	return 1024
+}
+
+func (s *Server) entryFromProto(r *inferencepb.ModelRequest) batch.Entry {
+	e := batch.Entry{ModelPath: r.GetModelPath()}
+	if e.ModelPath == "" {
+		e.Err = inferr.Errorf(inferr.InputParsing, "model_path is empty")
+		return e
+	}
+	if max := maxTensors(s.opts.Limits); len(r.GetTensors()) > max {
+		e.Err = inferr.Errorf(inferr.InputParsing, "model %q: %d tensors, more than the limit of %d", e.ModelPath, len(r.GetTensors()), max)
+		return e
+	}
+	e.Tensors = make([]runtimes.Tensor, len(r.GetTensors()))
+	for i, p := range r.GetTensors() {
+		t, err := tensorFromProto(p, s.opts.Limits.MaxElements)
+		if err != nil {
+			e.Err = fmt.Errorf("model %q: tensors[%d]: %w", e.ModelPath, i, err)
+			e.Tensors = nil
+			return e
+		}
+		e.Tensors[i] = t
+	}
+	return e
+}
+
+// runEntries runs the entries of one batch, concurrently up to GOMAXPROCS
+// at a time; each entry's error stays its own.
+func (s *Server) runEntries(ctx context.Context, entries []batch.Entry, logs *debugLog) []batch.Result {
+	results := make([]batch.Result, len(entries))
+	run := func(i int) {
+		e := entries[i]
+		results[i].ModelPath = e.ModelPath
+		if e.Err != nil {
+			results[i].Err = e.Err
+			return
+		}
+		start := time.Now()
+		results[i].Tensors, results[i].Err = s.reg.predict(ctx, e.ModelPath, e.Tensors)
+		if logs != nil {
+			if err := results[i].Err; err != nil {
+				logs.add("entry %d model %q: %s after %s", i, e.ModelPath, formatErrType(err), time.Since(start))
+			} else {
+				logs.add("entry %d model %q: ok in %s", i, e.ModelPath, time.Since(start))
+			}
+		}
+	}
+	workers := min(len(entries), runtime.GOMAXPROCS(0))
+	if workers <= 1 {
+		for i := range entries {
+			run(i)
+		}
+		return results
+	}
+	var next sync.WaitGroup
+	jobs := make(chan int)
+	for range workers - 1 {
+		next.Go(func() {
+			for i := range jobs {
+				run(i)
+			}
+		})
+	}
+	for i := range entries {
+		select {
+		case jobs <- i:
+		default:
+			run(i) // every worker is busy: the caller works too
+		}
+	}
+	close(jobs)
+	next.Wait()
+	return results
+}
+
+// debugLog collects the debug lines of a consented request. A nil
+// *debugLog collects nothing.
+type debugLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (d *debugLog) add(format string, args ...any) {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	d.lines = append(d.lines, fmt.Sprintf(format, args...))
+	d.mu.Unlock()
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// RegisterModel registers a model sent in one message.
+func (s *Server) RegisterModel(ctx context.Context, req *inferencepb.RegisterModelRequest) (*inferencepb.RegisterModelResponse, error) {
+	files := make(runtimes.Files, len(req.GetFiles()))
+	for i, f := range req.GetFiles() {
+		if _, dup := files[f.GetPath()]; dup {
+			return nil, inferr.ToStatus(inferr.Errorf(inferr.InputParsing, "register model %q: files[%d]: path %q given twice", req.GetModelPath(), i, f.GetPath()))
+		}
+		files[f.GetPath()] = f.GetContent()
+	}
+	return s.register(ctx, req.GetModelPath(), files, req.GetWarmUpBatchRequestJson())
+}
+
+func (s *Server) register(ctx context.Context, path string, files runtimes.Files, warmUp string) (*inferencepb.RegisterModelResponse, error) {
+	res, err := s.reg.register(ctx, path, files, warmUp)
+	if err != nil {
+		s.log.Warn("model registration failed", "model_path", path, "err", formatErrType(err))
+		return nil, inferr.ToStatus(err)
+	}
+	s.log.Info("model registered", "model_path", path, "files", len(files), "bytes", files.Size(),
+		"replaced", res.replaced, "load", res.load, "warm_up", res.warmUp)
+	return &inferencepb.RegisterModelResponse{Replaced: res.replaced, LoadMs: ms(res.load), WarmUpMs: ms(res.warmUp)}, nil
+}
+
+// RegisterModelStream registers a model whose files arrive in chunks after
+// a header that declares every file and its size. The cap applies to the
+// declared sizes before anything is allocated; each file gets one buffer of
+// exactly its declared size.
+func (s *Server) RegisterModelStream(stream inferencepb.InferenceService_RegisterModelStreamServer) error {
+	path, files, warmUp, err := receiveModel(stream, s.opts.MaxModelBytes)
+	if err != nil {
+		s.log.Warn("streamed model registration failed", "model_path", path, "err", formatErrType(err))
+		return inferr.ToStatus(err)
+	}
+	resp, err := s.register(stream.Context(), path, files, warmUp)
+	if err != nil {
+		return err
+	}
+	return stream.SendAndClose(resp)
+}
+
+// receiveModel reads a streamed registration. Errors are INPUT_PARSING,
+// or GRPC when the stream itself fails.
+func receiveModel(stream inferencepb.InferenceService_RegisterModelStreamServer, maxBytes int64) (string, runtimes.Files, string, error) {
+	first, err := stream.Recv()
+	if errors.Is(err, io.EOF) {
+		return "", nil, "", inferr.Errorf(inferr.InputParsing, "register model stream: ended before the header")
+	}
+	if err != nil {
+		return "", nil, "", inferr.Wrap(inferr.GRPC, err, "register model stream: no header")
+	}
+	h := first.GetHeader()
+	if h == nil {
+		return "", nil, "", inferr.Errorf(inferr.InputParsing, "register model stream: the first message must be the header")
+	}
+	path := h.GetModelPath()
+	if path == "" {
+		return "", nil, "", inferr.Errorf(inferr.InputParsing, "register model stream: model_path is empty")
+	}
+	decl := h.GetFiles()
+	if len(decl) == 0 {
+		return path, nil, "", inferr.Errorf(inferr.InputParsing, "register model %q: the header declares no files", path)
+	}
+	var total int64
+	seen := make(map[string]bool, len(decl))
+	for i, f := range decl {
+		if err := validateFilePath(f.GetPath()); err != nil {
+			return path, nil, "", inferr.Errorf(inferr.InputParsing, "register model %q: files[%d]: %w", path, i, err)
+		}
+		if seen[f.GetPath()] {
+			return path, nil, "", inferr.Errorf(inferr.InputParsing, "register model %q: files[%d]: path %q declared twice", path, i, f.GetPath())
+		}
+		seen[f.GetPath()] = true
+		if f.GetSize() < 0 || f.GetSize() > maxBytes-total {
+			return path, nil, "", inferr.Errorf(inferr.InputParsing, "register model %q: files[%d] %q declares %d bytes; the model would exceed the limit of %d bytes", path, i, f.GetPath(), f.GetSize(), maxBytes)
+		}
+		total += f.GetSize()
+	}
+	files := make(runtimes.Files, len(decl))
+	bufs := make([][]byte, len(decl))
+	for i, f := range decl {
+		bufs[i] = make([]byte, 0, f.GetSize())
+	}
+	cur := 0
+	skipComplete := func() {
+		for cur < len(decl) && int64(len(bufs[cur])) == decl[cur].GetSize() {
+			files[decl[cur].GetPath()] = bufs[cur]
+			cur++
+		}
+	}
+	skipComplete()
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return path, nil, "", inferr.Wrap(inferr.GRPC, err, fmt.Sprintf("register model %q: stream failed", path))
+		}
+		if msg.GetHeader() != nil {
+			return path, nil, "", inferr.Errorf(inferr.InputParsing, "register model %q: a second header arrived", path)
+		}
+		data := msg.GetData()
+		if cur == len(decl) {
+			if len(data) == 0 {
+				continue
+			}
+			return path, nil, "", inferr.Errorf(inferr.InputParsing, "register model %q: %d bytes of data after the last declared file", path, len(data))
+		}
+		if room := decl[cur].GetSize() - int64(len(bufs[cur])); int64(len(data)) > room {
+			return path, nil, "", inferr.Errorf(inferr.InputParsing, "register model %q: file %q: a chunk of %d bytes overruns its declared size of %d bytes (%d bytes left)", path, decl[cur].GetPath(), len(data), decl[cur].GetSize(), room)
+		}
+		bufs[cur] = append(bufs[cur], data...)
+		skipComplete()
+	}
+	if cur < len(decl) {
+		return path, nil, "", inferr.Errorf(inferr.InputParsing, "register model %q: file %q is short: %d of its declared %d bytes arrived", path, decl[cur].GetPath(), len(bufs[cur]), decl[cur].GetSize())
+	}
+	return path, files, h.GetWarmUpBatchRequestJson(), nil
+}
+
+// DeleteModel unpublishes a model; calls in flight finish on it.
+func (s *Server) DeleteModel(ctx context.Context, req *inferencepb.DeleteModelRequest) (*inferencepb.DeleteModelResponse, error) {
+	if err := s.reg.delete(req.GetModelPath()); err != nil {
+		return nil, inferr.ToStatus(err)
+	}
+	s.log.Info("model deleted", "model_path", req.GetModelPath())
+	return &inferencepb.DeleteModelResponse{}, nil
+}
+
+// GetModelPaths lists the registered model paths, sorted.
+func (s *Server) GetModelPaths(ctx context.Context, req *inferencepb.GetModelPathsRequest) (*inferencepb.GetModelPathsResponse, error) {
+	return &inferencepb.GetModelPathsResponse{ModelPaths: s.reg.paths()}, nil
+}

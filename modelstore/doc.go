@@ -1,0 +1,54 @@
+// Package modelstore keeps the sidecar's models in step with a bucket, as
+// the B&A inference model fetcher does, with what it gets wrong fixed.
+//
+// A bucket (a gocloud.dev/blob URL: file:///dir, s3://bucket?endpoint=...,
+// gs://bucket) holds a JSON config object and the model files:
+//
+//	{"model_metadata":[{"model_path":"pcvr_v1/","checksum":"…",
+//	  "warm_up_batch_request_json":"…","eviction_grace_period_in_ms":60000}]}
+//
+// ParseConfig is strict (unknown fields, duplicate paths, malformed
+// checksums, negative grace periods are errors naming the entry and field)
+// and tolerant where the seed's protobuf JSON parser is (lowerCamelCase
+// names, trailing commas, the grace period as a string).
+//
+// A model_path ending in "/" selects every object under that prefix and
+// registers them by their paths relative to it ("saved_model.pb",
+// "variables/variables.index"); any other model_path selects exactly one
+// object, registered by its base name.
+//
+// Plan is the sync rules as a pure function of the loaded models, the
+// config and the time. A Watcher polls the config (skipping the read when
+// S3's ETag or GCS's generation is unchanged, and the parse when the
+// content hash is), executes the plan: downloads new or changed models in
+// parallel into size-capped temporary files, verifies their checksums,
+// registers them one at a time through a Registrar (the sidecar
+// Supervisor) with their warm-up requests, and deletes delisted models when
+// their grace ends. A changed checksum is an in-place update: the old
+// content serves until its grace ends, then the new content is registered
+// at the same path and the sidecar swaps it in atomically (no
+// MODEL_NOT_FOUND window). A bad or missing config, a failed download, a
+// checksum mismatch or a failed load or warm-up changes nothing that is
+// serving; it is logged with the reason, counted, and retried on the next
+// poll.
+//
+// Metrics (on WatcherOptions.Metrics): inferbid_modelstore_fetches_total
+// {kind=config|model, result}, inferbid_modelstore_registrations_total
+// {kind=load|update, outcome}, inferbid_modelstore_deletions_total{outcome},
+// inferbid_modelstore_models_available, inferbid_modelstore_registration_seconds
+// {model_path} (load and warm-up in the sidecar),
+// inferbid_modelstore_registration_duration_seconds,
+// inferbid_modelstore_download_bytes_total,
+// inferbid_modelstore_last_good_sync_timestamp_seconds and
+// inferbid_modelstore_seconds_since_last_good_sync.
+//
+// The checksum of a model equals the seed's shell pipeline
+//
+//	find DIR -type f -exec sha256sum {} \; | sort -k 2 | awk '{print $1}' | tr -d '\n' | sha256sum | awk '{print $1}'
+//
+// run with LC_ALL=C (other locales collate, and may order names with
+// punctuation differently): the SHA-256 of the concatenated lowercase hex
+// SHA-256 of each file, ordered by path. File names holding a backslash or
+// a newline are the exception: sha256sum escapes those lines, so the
+// pipeline hashes a different string.
+package modelstore

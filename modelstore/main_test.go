@@ -1,0 +1,37 @@
+package modelstore
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/inferbid/inferbid/modelstore/storetest"
+)
+
+var servers *storetest.Servers
+
+// TestMain starts versitygw and fake-gcs-server from the installed binaries
+// (scripts/test-servers.sh install), or uses the ones the environment names,
+// so plain `go test` runs the S3 and GCS suites.
+func TestMain(m *testing.M) {
+	var err error
+	servers, err = storetest.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "test servers:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	servers.Stop()
+	os.Exit(code)
+}
+
+// needServer skips (or, with INFERBID_REQUIRE_SERVERS=1, fails) when a
+// server is unavailable.
+func needServer(t *testing.T, name, reason string) {
+	t.Helper()
+	msg := fmt.Sprintf("%s test server unavailable: %s", name, reason)
+	if storetest.Required() {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}

@@ -1,0 +1,114 @@
+package modelstore
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Fetch results counted in inferbid_modelstore_fetches_total{kind,result}.
+const (
+	resultSuccess   = "success"
+	resultUnchanged = "unchanged" // config object not modified since the last poll
+	// failures
+	reasonNotFound   = "not_found"
+	reasonRead       = "read_error"
+	reasonParse      = "parse_error"
+	reasonTooLarge   = "too_large"
+	reasonChecksum   = "checksum_mismatch"
+	reasonList       = "list_error"
+	reasonEmpty      = "no_objects"
+	reasonBadObject  = "bad_object_key"
+	reasonRegister   = "register_error"
+	reasonDelete     = "delete_error"
+	reasonCanceled   = "canceled"
+	reasonLocalError = "local_io_error"
+)
+
+type metrics struct {
+	fetches       *prometheus.CounterVec // kind=config|model, result
+	registrations *prometheus.CounterVec // kind=load|update, outcome=success|failure
+	deletions     *prometheus.CounterVec // outcome
+	available     prometheus.Gauge
+	regSeconds    *prometheus.GaugeVec // model_path: last registration+warm-up latency
+	regHistogram  prometheus.Histogram
+	downloadBytes prometheus.Counter
+	lastGood      prometheus.Gauge // unix seconds of the last good sync
+
+	mu         sync.Mutex
+	lastGoodAt time.Time
+	startedAt  time.Time
+	now        func() time.Time
+}
+
+func newMetrics(reg prometheus.Registerer, now func() time.Time) (*metrics, error) {
+	m := &metrics{
+		fetches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inferbid_modelstore_fetches_total",
+			Help: "Config and model fetches from the bucket by kind (config, model) and result (success, unchanged, or the failure reason).",
+		}, []string{"kind", "result"}),
+		registrations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inferbid_modelstore_registrations_total",
+			Help: "Model registrations with the sidecar by kind (load, update) and outcome (success, failure).",
+		}, []string{"kind", "outcome"}),
+		deletions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inferbid_modelstore_deletions_total",
+			Help: "Model deletions from the sidecar by outcome (success, failure).",
+		}, []string{"outcome"}),
+		available: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "inferbid_modelstore_models_available",
+			Help: "Models the watcher has registered and not deleted.",
+		}),
+		regSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "inferbid_modelstore_registration_seconds",
+			Help: "Duration of the last successful registration (load, validation and warm-up in the sidecar) per model path.",
+		}, []string{"model_path"}),
+		regHistogram: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "inferbid_modelstore_registration_duration_seconds",
+			Help:    "Durations of successful registrations including warm-up.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
+		}),
+		downloadBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "inferbid_modelstore_download_bytes_total",
+			Help: "Bytes of model files downloaded from the bucket.",
+		}),
+		lastGood: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "inferbid_modelstore_last_good_sync_timestamp_seconds",
+			Help: "Unix time of the last poll that read the config and completed every due action.",
+		}),
+		now:       now,
+		startedAt: now(),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	since := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "inferbid_modelstore_seconds_since_last_good_sync",
+		Help: "Seconds since the last good sync (since the watcher started when none was good yet).",
+	}, m.sinceLastGood)
+	for _, c := range []prometheus.Collector{m.fetches, m.registrations, m.deletions, m.available,
+		m.regSeconds, m.regHistogram, m.downloadBytes, m.lastGood, since} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) sinceLastGood() float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ref := m.lastGoodAt
+	if ref.IsZero() {
+		ref = m.startedAt
+	}
+	return m.now().Sub(ref).Seconds()
+}
+
+func (m *metrics) goodSync(t time.Time) {
+	m.mu.Lock()
+	m.lastGoodAt = t
+	m.mu.Unlock()
+	m.lastGood.Set(float64(t.UnixNano()) / 1e9)
+}

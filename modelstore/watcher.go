@@ -1,0 +1,398 @@
+package modelstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"gocloud.dev/blob"
+	_ "gocloud.dev/blob/fileblob" // file:// buckets
+	_ "gocloud.dev/blob/gcsblob"  // gs:// buckets (STORAGE_EMULATOR_HOST for emulators)
+	_ "gocloud.dev/blob/s3blob"   // s3:// buckets (AWS SDK v2)
+
+	"github.com/inferbid/inferbid/runtimes"
+)
+
+// Registrar is what the watcher drives (the sidecar Supervisor satisfies it).
+type Registrar interface {
+	RegisterModel(ctx context.Context, modelPath string, files runtimes.Files, warmUpJSON string) error
+	DeleteModel(ctx context.Context, modelPath string) error
+}
+
+// WatcherOptions configure a Watcher; zero fields mean defaults.
+type WatcherOptions struct {
+	// BucketURL is a gocloud.dev/blob URL: file:///dir, s3://bucket?...,
+	// gs://bucket (required).
+	BucketURL string
+	// ConfigPath is the key of the model_metadata config object (required).
+	ConfigPath string
+	// Period between polls (±10% jitter); 0 = DefaultPeriod.
+	Period time.Duration
+	// Registrar receives registrations and deletions (required).
+	Registrar Registrar
+	// MaxModelBytes caps the total size of one model; 0 = DefaultMaxModelBytes.
+	MaxModelBytes int64
+	// Parallelism bounds concurrent model downloads; 0 = DefaultParallelism.
+	Parallelism int
+	// Logger; nil = slog.Default().
+	Logger *slog.Logger
+	// Metrics receives the watcher's collectors; nil = none.
+	Metrics prometheus.Registerer
+	// TempDir holds downloads until they are verified; "" = os.TempDir().
+	TempDir string
+	// OpTimeout bounds each model's download, its registration (load and
+	// warm-up in the sidecar) and each deletion, so a hung sidecar or bucket cannot stall polling forever;
+	// 0 = DefaultOpTimeout.
+	OpTimeout time.Duration
+	// Now is the clock; nil = time.Now (tests step a fake clock through
+	// grace periods).
+	Now func() time.Time
+}
+
+// Defaults for WatcherOptions.
+const (
+	DefaultPeriod        = 60 * time.Second
+	DefaultMaxModelBytes = 2 << 30
+	DefaultParallelism   = 4
+	DefaultOpTimeout     = 10 * time.Minute
+)
+
+// Watcher polls a bucket's model config and keeps the Registrar in step.
+type Watcher struct {
+	opts          WatcherOptions
+	bucket        *blob.Bucket
+	scheme        string
+	log           *slog.Logger
+	metrics       *metrics
+	now           func() time.Time
+	maxModelBytes int64
+	parallelism   int
+	// registerSem lets one model at a time be read into memory and sent,
+	// so host memory stays near one model however many download at once.
+	registerSem chan struct{}
+
+	syncMu sync.Mutex // one poll at a time; guards the fields below
+	// last good config and how its object was identified
+	haveConfig    bool
+	config        Config
+	configHash    [sha256.Size]byte
+	configVersion string
+	nextWake      time.Time
+
+	stateMu sync.RWMutex
+	state   map[string]Loaded
+}
+
+// NewWatcher checks opts and opens the bucket. It does not poll: call
+// SyncOnce or Run.
+func NewWatcher(opts WatcherOptions) (*Watcher, error) {
+	if opts.BucketURL == "" {
+		return nil, errors.New("modelstore: WatcherOptions.BucketURL is required")
+	}
+	if opts.ConfigPath == "" {
+		return nil, errors.New("modelstore: WatcherOptions.ConfigPath is required")
+	}
+	if opts.Registrar == nil {
+		return nil, errors.New("modelstore: WatcherOptions.Registrar is required")
+	}
+	if opts.Period < 0 || opts.MaxModelBytes < 0 || opts.Parallelism < 0 || opts.OpTimeout < 0 {
+		return nil, errors.New("modelstore: negative Period, MaxModelBytes, Parallelism or OpTimeout")
+	}
+	u, err := url.Parse(opts.BucketURL)
+	if err != nil {
+		return nil, fmt.Errorf("modelstore: bucket URL %q: %w", opts.BucketURL, err)
+	}
+	w := &Watcher{
+		opts:          opts,
+		scheme:        u.Scheme,
+		log:           opts.Logger,
+		now:           opts.Now,
+		maxModelBytes: opts.MaxModelBytes,
+		parallelism:   opts.Parallelism,
+		registerSem:   make(chan struct{}, 1),
+		state:         map[string]Loaded{},
+	}
+	if w.log == nil {
+		w.log = slog.Default()
+	}
+	w.log = w.log.With("component", "modelstore", "bucket", opts.BucketURL)
+	if w.now == nil {
+		w.now = time.Now
+	}
+	if w.opts.Period == 0 {
+		w.opts.Period = DefaultPeriod
+	}
+	if w.maxModelBytes == 0 {
+		w.maxModelBytes = DefaultMaxModelBytes
+	}
+	if w.parallelism == 0 {
+		w.parallelism = DefaultParallelism
+	}
+	if w.opts.OpTimeout == 0 {
+		w.opts.OpTimeout = DefaultOpTimeout
+	}
+	if w.metrics, err = newMetrics(opts.Metrics, w.now); err != nil {
+		return nil, fmt.Errorf("modelstore: register metrics: %w", err)
+	}
+	if w.bucket, err = blob.OpenBucket(context.Background(), opts.BucketURL); err != nil {
+		return nil, fmt.Errorf("modelstore: open bucket %q: %w", opts.BucketURL, err)
+	}
+	return w, nil
+}
+
+// Close closes the bucket. Models stay registered.
+func (w *Watcher) Close() error { return w.bucket.Close() }
+
+// Models returns what the watcher has registered, by path.
+func (w *Watcher) Models() map[string]Loaded {
+	w.stateMu.RLock()
+	defer w.stateMu.RUnlock()
+	out := make(map[string]Loaded, len(w.state))
+	for k, v := range w.state {
+		out[k] = v
+	}
+	return out
+}
+
+// SyncOnce runs one poll: read the config (skipped when the object is
+// unchanged), plan, and execute the plan. The error joins every failure of
+// the poll; each is also logged and counted. When the config cannot be
+// read or parsed the last good config still drives due actions (grace
+// periods ending, retries), so nothing the bad config says takes effect.
+func (w *Watcher) SyncOnce(ctx context.Context) error {
+	w.syncMu.Lock()
+	defer w.syncMu.Unlock()
+	var errs []error
+	cfg, err := w.loadConfig(ctx)
+	if err != nil {
+		errs = append(errs, err)
+		if !w.haveConfig {
+			return err
+		}
+		cfg = w.config
+	}
+	plan := Plan(w.Models(), cfg, w.now())
+	errs = append(errs, w.apply(ctx, plan)...)
+	w.nextWake = plan.NextWake
+	w.metrics.available.Set(float64(len(w.Models())))
+	if len(errs) == 0 {
+		w.metrics.goodSync(w.now())
+	}
+	return errors.Join(errs...)
+}
+
+// loadConfig returns the current config, reading and parsing the object
+// only when it changed.
+func (w *Watcher) loadConfig(ctx context.Context) (Config, error) {
+	known := ""
+	if w.haveConfig {
+		known = w.configVersion
+	}
+	ctx, cancel := context.WithTimeout(ctx, w.opts.OpTimeout)
+	defer cancel()
+	data, version, err := w.readConfigObject(ctx, known)
+	if err != nil {
+		w.metrics.fetches.WithLabelValues("config", reasonOf(err)).Inc()
+		w.log.Error("model config fetch failed", "config_path", w.opts.ConfigPath, "reason", reasonOf(err), "err", err)
+		return Config{}, err
+	}
+	if data == nil { // same version as the last good config
+		w.metrics.fetches.WithLabelValues("config", resultUnchanged).Inc()
+		return w.config, nil
+	}
+	hash := sha256.Sum256(data)
+	if w.haveConfig && hash == w.configHash {
+		w.configVersion = version
+		w.metrics.fetches.WithLabelValues("config", resultUnchanged).Inc()
+		return w.config, nil
+	}
+	cfg, err := ParseConfig(data)
+	if err != nil {
+		err = &fetchError{reason: reasonParse, err: fmt.Errorf("%s: %w", w.opts.ConfigPath, err)}
+		w.metrics.fetches.WithLabelValues("config", reasonParse).Inc()
+		w.log.Error("model config rejected; nothing changes", "config_path", w.opts.ConfigPath, "reason", reasonParse, "err", err)
+		return Config{}, err
+	}
+	w.metrics.fetches.WithLabelValues("config", resultSuccess).Inc()
+	w.log.Info("model config changed", "config_path", w.opts.ConfigPath, "models", len(cfg.Models))
+	w.haveConfig, w.config, w.configHash, w.configVersion = true, cfg, hash, version
+	return cfg, nil
+}
+
+func (w *Watcher) setState(path string, f func(m Loaded, ok bool) (Loaded, bool)) {
+	w.stateMu.Lock()
+	defer w.stateMu.Unlock()
+	m, ok := w.state[path]
+	if m, keep := f(m, ok); keep {
+		w.state[path] = m
+	} else {
+		delete(w.state, path)
+	}
+}
+
+func (w *Watcher) apply(ctx context.Context, plan SyncPlan) []error {
+	var errs []error
+	var loads []Action
+	for _, a := range plan.Actions {
+		switch a.Kind {
+		case ActStartGrace:
+			w.setState(a.Path, func(m Loaded, ok bool) (Loaded, bool) { m.EvictAt = a.At; return m, ok })
+			w.log.Info("model eviction grace period starts; it keeps serving", "model_path", a.Path, "until", a.At)
+		case ActCancelGrace:
+			w.setState(a.Path, func(m Loaded, ok bool) (Loaded, bool) {
+				m.EvictAt = time.Time{}
+				m.Entry = a.Entry
+				return m, ok
+			})
+			w.log.Info("model listed again with its serving checksum; kept", "model_path", a.Path)
+		case ActRefresh:
+			w.setState(a.Path, func(m Loaded, ok bool) (Loaded, bool) { m.Entry = a.Entry; return m, ok })
+		case ActDelete:
+			if err := w.delete(ctx, a.Path); err != nil {
+				errs = append(errs, err)
+			}
+		case ActLoad, ActUpdate:
+			loads = append(loads, a)
+		}
+	}
+	return append(errs, w.loadAll(ctx, loads)...)
+}
+
+func (w *Watcher) delete(ctx context.Context, path string) error {
+	ctx, cancel := context.WithTimeout(ctx, w.opts.OpTimeout)
+	defer cancel()
+	err := w.opts.Registrar.DeleteModel(ctx, path)
+	if err != nil && !isNotFound(err) {
+		w.metrics.deletions.WithLabelValues("failure").Inc()
+		w.log.Error("model deletion failed; retrying next poll", "model_path", path, "err", err)
+		return fmt.Errorf("delete model %q: %w", path, err)
+	}
+	w.metrics.deletions.WithLabelValues("success").Inc()
+	w.metrics.regSeconds.DeleteLabelValues(path)
+	w.setState(path, func(Loaded, bool) (Loaded, bool) { return Loaded{}, false })
+	w.log.Info("model deleted", "model_path", path)
+	return nil
+}
+
+// loadAll runs loads and updates with bounded parallelism.
+func (w *Watcher) loadAll(ctx context.Context, loads []Action) []error {
+	if len(loads) == 0 {
+		return nil
+	}
+	errs := make([]error, len(loads))
+	sem := make(chan struct{}, w.parallelism)
+	var wg sync.WaitGroup
+	for i, a := range loads {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			errs[i] = w.load(ctx, a)
+		}()
+	}
+	wg.Wait()
+	var failed []error
+	for _, err := range errs {
+		if err != nil {
+			failed = append(failed, err)
+		}
+	}
+	return failed
+}
+
+func (w *Watcher) load(ctx context.Context, a Action) error {
+	kind := a.Kind.String()
+	e := a.Entry
+	fail := func(err error) error {
+		reason := reasonOf(err)
+		w.metrics.registrations.WithLabelValues(kind, "failure").Inc()
+		msg := "model load failed; nothing changes, retrying next poll"
+		if a.Kind == ActUpdate {
+			msg = "model update failed; the old content keeps serving, retrying next poll"
+		}
+		w.log.Error(msg, "model_path", e.Path, "reason", reason, "err", err)
+		return err
+	}
+	dctx, cancel := context.WithTimeout(ctx, w.opts.OpTimeout)
+	d, err := w.download(dctx, e)
+	cancel()
+	if err != nil {
+		w.metrics.fetches.WithLabelValues("model", reasonOf(err)).Inc()
+		return fail(err)
+	}
+	defer d.cleanup()
+	w.metrics.fetches.WithLabelValues("model", resultSuccess).Inc()
+
+	select {
+	case w.registerSem <- struct{}{}:
+	case <-ctx.Done():
+		return fail(ctx.Err())
+	}
+	files, err := d.read()
+	if err != nil {
+		<-w.registerSem
+		return fail(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, w.opts.OpTimeout)
+	start := time.Now()
+	err = w.opts.Registrar.RegisterModel(rctx, e.Path, files, e.WarmUpJSON)
+	elapsed := time.Since(start)
+	cancel()
+	files = nil
+	<-w.registerSem
+	if err != nil {
+		return fail(&fetchError{reason: reasonRegister, err: fmt.Errorf("register model %q: %w", e.Path, err)})
+	}
+	w.metrics.registrations.WithLabelValues(kind, "success").Inc()
+	w.metrics.regSeconds.WithLabelValues(e.Path).Set(elapsed.Seconds())
+	w.metrics.regHistogram.Observe(elapsed.Seconds())
+	w.setState(e.Path, func(Loaded, bool) (Loaded, bool) {
+		return Loaded{Entry: e, Checksum: d.checksum}, true
+	})
+	w.log.Info("model registered", "model_path", e.Path, "kind", kind, "bytes", d.size, "files", len(d.files),
+		"checksum", d.checksum, "registration_seconds", elapsed.Seconds())
+	return nil
+}
+
+// Run polls until ctx ends, every Period with ±10% jitter, and also when a
+// grace period ends. It returns nil when ctx ends.
+func (w *Watcher) Run(ctx context.Context) error {
+	for {
+		if err := w.SyncOnce(ctx); err != nil && ctx.Err() == nil {
+			w.log.Warn("model sync incomplete", "err", err)
+		}
+		wait := jitter(w.opts.Period)
+		w.syncMu.Lock()
+		next := w.nextWake
+		w.syncMu.Unlock()
+		if !next.IsZero() {
+			if d := next.Sub(w.now()); d < wait {
+				wait = max(d, time.Millisecond)
+			}
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// jitter spreads polls of many servers over ±10% of the period.
+func jitter(d time.Duration) time.Duration {
+	span := int64(d) / 5
+	if span <= 0 {
+		return d
+	}
+	return d - time.Duration(span/2) + time.Duration(rand.Int64N(span))
+}

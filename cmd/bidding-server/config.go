@@ -1,0 +1,171 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// config is everything the server is started with. Every INFERENCE_* setting
+// is a flag and an environment variable of the same name (lower case for the
+// flag); a flag given on the command line wins over the variable.
+type config struct {
+	SidecarBinaryPath    string
+	SidecarRuntimeConfig string
+	SidecarRlimitMB      int
+	ModelBucketName      string
+	ModelConfigPath      string
+	ModelFetchPeriod     time.Duration
+	LocalModels          []localModel
+
+	UDFCodePath     string
+	Listen          string
+	JSPoolSize      int
+	JSCallTimeout   time.Duration
+	JSIsolateCalls  bool
+	MaxRequestBytes int64
+	MaxGroups       int
+	MaxBidBytes     int
+	RequestTimeout  time.Duration
+	ShutdownGrace   time.Duration
+	LogLevel        string
+}
+
+// localModel is one --inference_model_local_paths item.
+type localModel struct {
+	ModelPath string // the path JS sees
+	Local     string // the file or directory on disk
+}
+
+// envFlags are the flags that also read an environment variable.
+var envFlags = []string{
+	"inference_sidecar_binary_path",
+	"inference_sidecar_runtime_config",
+	"inference_sidecar_rlimit_mb",
+	"inference_model_bucket_name",
+	"inference_model_config_path",
+	"inference_model_fetch_period_ms",
+	"inference_model_local_paths",
+}
+
+const usageHeader = `bidding-server runs an ad tech's generateBid JavaScript with ML inference.
+
+Every INFERENCE_* setting can be given as a flag or as the environment
+variable of the same name in upper case (e.g. --inference_model_bucket_name or
+INFERENCE_MODEL_BUCKET_NAME); a flag on the command line wins over the
+environment. Without a sidecar binary, inference is disabled: the module runs
+without getModelPaths/runInference, as in B&A.
+
+Flags:
+`
+
+// parseConfig reads flags from args and the environment through getenv.
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+	fs := flag.NewFlagSet("bidding-server", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usageHeader)
+		fs.PrintDefaults()
+	}
+	var c config
+	var fetchMS int
+	var local string
+	fs.StringVar(&c.SidecarBinaryPath, "inference_sidecar_binary_path", "", "the inference sidecar binary (e.g. bin/inference-sidecar-tensorflow); empty disables inference")
+	fs.StringVar(&c.SidecarRuntimeConfig, "inference_sidecar_runtime_config", "", `the sidecar's runtime config JSON ({"num_interop_threads":..,"num_intraop_threads":..,"module_name":..,"cpuset":[..]})`)
+	fs.IntVar(&c.SidecarRlimitMB, "inference_sidecar_rlimit_mb", 0, "address-space limit of the sidecar in MiB; 0 = none")
+	fs.StringVar(&c.ModelBucketName, "inference_model_bucket_name", "", "the model bucket as a gocloud URL: file:///dir, s3://bucket?..., gs://bucket; empty = no bucket sync")
+	fs.StringVar(&c.ModelConfigPath, "inference_model_config_path", "", "the model_metadata config object in the bucket (e.g. model_config.json)")
+	fs.IntVar(&fetchMS, "inference_model_fetch_period_ms", 0, "bucket poll period in milliseconds; 0 = the watcher's default")
+	fs.StringVar(&local, "inference_model_local_paths", "", "comma-separated local models registered at start: LOCAL or MODEL_PATH=LOCAL; without MODEL_PATH the path is LOCAL's base name, plus a trailing / for a directory")
+	fs.StringVar(&c.UDFCodePath, "udf_code_path", "", "the JavaScript bidding module defining generateBid; empty = the embedded example (examples/bidding/generate_bid.js)")
+	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "HTTP listen address")
+	fs.IntVar(&c.JSPoolSize, "js_pool_size", 0, "number of JS runtimes; 0 = GOMAXPROCS")
+	fs.DurationVar(&c.JSCallTimeout, "js_call_timeout", 0, "deadline of one generateBid call, inference included; 0 = 2s")
+	fs.BoolVar(&c.JSIsolateCalls, "js_isolate_calls", false, "run every generateBid in a fresh JS runtime, so no script state survives between calls (costs a module run per call)")
+	fs.Int64Var(&c.MaxRequestBytes, "max_request_bytes", 4<<20, "largest accepted generateBids body")
+	fs.IntVar(&c.MaxGroups, "max_interest_groups", 1000, "most interest groups in one generateBids request")
+	fs.IntVar(&c.MaxBidBytes, "max_bid_bytes", 1<<20, "largest JSON a generateBid call may return; larger is that group's error")
+	fs.DurationVar(&c.RequestTimeout, "request_timeout", 10*time.Second, "bound on one generateBids request, waiting for a free JS runtime included")
+	fs.DurationVar(&c.ShutdownGrace, "shutdown_grace", 10*time.Second, "how long SIGTERM waits for requests in flight")
+	fs.StringVar(&c.LogLevel, "log_level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, name := range envFlags {
+		if set[name] {
+			continue
+		}
+		env := strings.ToUpper(name)
+		if v := getenv(env); v != "" {
+			if err := fs.Set(name, v); err != nil {
+				return c, fmt.Errorf("environment variable %s=%q: %w", env, v, err)
+			}
+		}
+	}
+	if fetchMS < 0 {
+		return c, fmt.Errorf("--inference_model_fetch_period_ms must be >= 0, got %d", fetchMS)
+	}
+	c.ModelFetchPeriod = time.Duration(fetchMS) * time.Millisecond
+	if c.SidecarRlimitMB < 0 {
+		return c, fmt.Errorf("--inference_sidecar_rlimit_mb must be >= 0, got %d", c.SidecarRlimitMB)
+	}
+	if c.MaxRequestBytes <= 0 || c.MaxGroups <= 0 || c.MaxBidBytes <= 0 || c.RequestTimeout <= 0 {
+		return c, errors.New("--max_request_bytes, --max_interest_groups, --max_bid_bytes and --request_timeout must be > 0")
+	}
+	var err error
+	if c.LocalModels, err = parseLocalModels(local); err != nil {
+		return c, err
+	}
+	if c.SidecarBinaryPath == "" && (c.ModelBucketName != "" || len(c.LocalModels) > 0) {
+		return c, errors.New("models are configured (bucket or local paths) but no --inference_sidecar_binary_path / INFERENCE_SIDECAR_BINARY_PATH")
+	}
+	if c.ModelBucketName != "" && c.ModelConfigPath == "" {
+		return c, errors.New("--inference_model_bucket_name needs --inference_model_config_path")
+	}
+	return c, nil
+}
+
+// parseLocalModels parses "LOCAL" and "MODEL_PATH=LOCAL" items.
+func parseLocalModels(s string) ([]localModel, error) {
+	var out []localModel
+	for item := range strings.SplitSeq(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		var m localModel
+		if mp, local, ok := strings.Cut(item, "="); ok {
+			m = localModel{ModelPath: mp, Local: local}
+		} else {
+			m = localModel{Local: item}
+		}
+		st, err := os.Stat(m.Local)
+		if err != nil {
+			return nil, fmt.Errorf("--inference_model_local_paths: %w", err)
+		}
+		if m.ModelPath == "" {
+			m.ModelPath = filepath.Base(filepath.Clean(m.Local))
+			if st.IsDir() {
+				m.ModelPath += "/"
+			}
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+func (c config) String() string {
+	return "sidecar=" + strconv.Quote(c.SidecarBinaryPath) + " bucket=" + strconv.Quote(c.ModelBucketName) +
+		" config=" + strconv.Quote(c.ModelConfigPath) + " udf=" + strconv.Quote(c.UDFCodePath) + " listen=" + c.Listen
+}

@@ -1,0 +1,35 @@
+// Command bidding-server runs an ad tech's JavaScript bidding module
+// (generateBid) in a pool of goja runtimes, with ML inference served by a
+// supervised inference sidecar and models synced from a bucket.
+//
+//	bidding-server --udf_code_path generate_bid.js \
+//	  --inference_sidecar_binary_path bin/inference-sidecar-tensorflow \
+//	  --inference_model_bucket_name file:///abs/examples/bucket \
+//	  --inference_model_config_path model_config.json
+//
+// Every INFERENCE_* flag can also come from the environment variable of the
+// same name in upper case; a flag on the command line wins. See -help.
+//
+// Without --udf_code_path it runs the embedded example module
+// (examples/bidding/generate_bid.js). --inference_model_local_paths takes
+// LOCAL or MODEL_PATH=LOCAL items; without MODEL_PATH the model path is
+// LOCAL's base name, with a trailing "/" for a directory.
+//
+// HTTP API:
+//
+//	POST /v1/generateBids  {"interest_groups":[{"name":..},..], "auction_signals":..,
+//	                        "per_buyer_signals":.., "trusted_bidding_signals":.., "browser_signals":..}
+//	                       -> {"bids":[{"interest_group":N,"bid":..} or {"interest_group":N,"error":..}]}
+//	                       groups run concurrently through the JS pool, answers keep the request order;
+//	                       a body that is not JSON, lacks interest groups or is too large is a 400/413
+//	                       with {"error":..}
+//	GET  /v1/models        {"model_paths":[..],"inference_enabled":bool}
+//	GET  /healthz          200 while the process serves
+//	GET  /readyz           200 once the module compiled, the sidecar is healthy and the first
+//	                       model sync (local models and the bucket) finished; else 503 with reasons
+//	GET  /metrics          Prometheus: inferbid_inference_* (B&A's inference metrics),
+//	                       inferbid_sidecar_restarts_total, inferbid_js_*, inferbid_http_*, Go/process
+//
+// SIGTERM or SIGINT stop it gracefully: requests in flight finish (up to
+// --shutdown_grace), then the sidecar gets SIGTERM.
+package main

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/inferbid/inferbid/examples"
+	"github.com/inferbid/inferbid/jsbridge"
+	"github.com/inferbid/inferbid/modelstore"
+	"github.com/inferbid/inferbid/sidecar"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stderr); err != nil {
+		if errors.Is(err, errUsage) {
+			os.Exit(2)
+		}
+		fmt.Fprintln(os.Stderr, "bidding-server:", err)
+		os.Exit(1)
+	}
+}
+
+var errUsage = errors.New("usage")
+
+// modelSyncer is the bucket watcher as the server uses it.
+type modelSyncer interface {
+	SyncOnce(ctx context.Context) error
+	Run(ctx context.Context) error
+}
+
+// run starts everything, serves until ctx ends, then shuts down gracefully.
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	cfg, err := parseConfig(args, getenv, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		fmt.Fprintln(stderr, "bidding-server:", err)
+		return errUsage
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		return fmt.Errorf("--log_level: %w", err)
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	slog.SetDefault(logger)
+
+	source, name := examples.GenerateBidJS, "examples/bidding/generate_bid.js (embedded)"
+	if cfg.UDFCodePath != "" {
+		b, err := os.ReadFile(cfg.UDFCodePath)
+		if err != nil {
+			return fmt.Errorf("--udf_code_path: %w", err)
+		}
+		source, name = string(b), cfg.UDFCodePath
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := newMetrics(reg)
+
+	srv := &server{metrics: m, gatherer: reg, logger: logger, maxBody: cfg.MaxRequestBytes, maxGroups: cfg.MaxGroups,
+		maxBidBytes: cfg.MaxBidBytes, requestTimeout: cfg.RequestTimeout}
+	popts := jsbridge.Options{Size: cfg.JSPoolSize, CallTimeout: cfg.JSCallTimeout, IsolateCalls: cfg.JSIsolateCalls, Logger: logger, Hooks: m.hooks()}
+
+	var sup *sidecar.Supervisor
+	if cfg.SidecarBinaryPath != "" {
+		sup, err = sidecar.StartSupervisor(ctx, sidecar.SupervisorOptions{
+			BinaryPath:    cfg.SidecarBinaryPath,
+			RuntimeConfig: cfg.SidecarRuntimeConfig,
+			RlimitMB:      cfg.SidecarRlimitMB,
+			Logger:        logger,
+			OnRestart:     m.sidecarRestarts.Inc,
+		})
+		if err != nil {
+			return fmt.Errorf("start sidecar %s: %w", cfg.SidecarBinaryPath, err)
+		}
+		defer sup.Close()
+		client := sup.Client()
+		popts.Inference = client
+		srv.models, srv.health = client, client
+	} else {
+		logger.Warn("no inference sidecar binary: inference is disabled (getModelPaths/runInference are not defined)")
+	}
+
+	pool, err := jsbridge.New(name, source, popts)
+	if err != nil {
+		return fmt.Errorf("load bidding module: %w", err)
+	}
+	defer pool.Close()
+	srv.pool = pool
+
+	bgCtx, cancelBG := context.WithCancel(ctx)
+	defer cancelBG()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		syncModels(bgCtx, cfg, sup, srv, reg, logger)
+	}()
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+	httpSrv := &http.Server{
+		Handler:           srv.handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	logger.Info("bidding-server listening", "addr", ln.Addr().String(), "inference", pool.InferenceEnabled(),
+		"js_runtimes", pool.Size(), "module", name)
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- httpSrv.Serve(ln) }()
+
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("http: %w", err)
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down", "grace", cfg.ShutdownGrace)
+	shutCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
+	defer cancel()
+	err = httpSrv.Shutdown(shutCtx)
+	cancelBG()
+	<-done
+	// Deferred: pool.Close, then sup.Close (SIGTERM to the sidecar).
+	if err != nil {
+		return fmt.Errorf("http shutdown: %w", err)
+	}
+	logger.Info("stopped")
+	return nil
+}
+
+// syncModels registers the local models, runs the first bucket sync until
+// it succeeds (marking the server ready), then keeps the watcher polling.
+func syncModels(ctx context.Context, cfg config, sup *sidecar.Supervisor, srv *server, reg prometheus.Registerer, logger *slog.Logger) {
+	if sup == nil {
+		srv.setSyncResult(nil)
+		return
+	}
+	for _, lm := range cfg.LocalModels {
+		if err := registerLocal(ctx, sup, lm); err != nil {
+			// A bad local model is an operator error that retrying will not
+			// fix: log it and stay not ready.
+			logger.Error("local model not registered", "model_path", lm.ModelPath, "local", lm.Local, "err", err)
+			srv.setSyncResult(err)
+			return
+		}
+		logger.Info("local model registered", "model_path", lm.ModelPath, "local", lm.Local)
+	}
+	if cfg.ModelBucketName == "" {
+		srv.setSyncResult(nil)
+		return
+	}
+	var w modelSyncer
+	w, err := modelstore.NewWatcher(modelstore.WatcherOptions{
+		BucketURL:  cfg.ModelBucketName,
+		ConfigPath: cfg.ModelConfigPath,
+		Period:     cfg.ModelFetchPeriod,
+		Registrar:  sup,
+		Logger:     logger,
+		Metrics:    reg,
+	})
+	if err != nil {
+		logger.Error("model bucket watcher not started", "bucket", cfg.ModelBucketName, "err", err)
+		srv.setSyncResult(err)
+		return
+	}
+	retry := cfg.ModelFetchPeriod
+	if retry <= 0 || retry > 5*time.Second {
+		retry = 5 * time.Second
+	}
+	for {
+		err := w.SyncOnce(ctx)
+		srv.setSyncResult(err)
+		if err == nil {
+			logger.Info("first model sync finished", "bucket", cfg.ModelBucketName)
+			break
+		}
+		logger.Warn("model sync failed, retrying", "bucket", cfg.ModelBucketName, "err", err, "in", retry)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(retry):
+		}
+	}
+	if err := w.Run(ctx); err != nil && ctx.Err() == nil {
+		logger.Error("model bucket watcher stopped", "err", err)
+	}
+}
+
+func registerLocal(ctx context.Context, sup *sidecar.Supervisor, lm localModel) error {
+	files, err := modelstore.ReadLocal(lm.Local)
+	if err != nil {
+		return err
+	}
+	return sup.RegisterModel(ctx, lm.ModelPath, files, "")
+}

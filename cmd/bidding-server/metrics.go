@@ -1,0 +1,126 @@
+package main
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/jsbridge"
+)
+
+// metrics are the server's Prometheus collectors: B&A's inference metrics
+// (request count, duration, sizes, errors by type, per-model request,
+// failure and batch-size counts, sidecar restarts) plus the JS and HTTP
+// layers.
+type metrics struct {
+	inferenceRequests  prometheus.Counter
+	inferenceDuration  prometheus.Histogram
+	inferenceReqBytes  prometheus.Histogram
+	inferenceRespBytes prometheus.Histogram
+	inferenceErrors    *prometheus.CounterVec // error_type: whole-batch and per-entry errors
+	modelRequests      *prometheus.CounterVec // model_path
+	modelFailures      *prometheus.CounterVec // model_path, error_type
+	modelBatchSize     *prometheus.HistogramVec
+	modelPathsErrors   prometheus.Counter
+	sidecarRestarts    prometheus.Counter
+	jsCalls            *prometheus.CounterVec // func, outcome
+	jsCallDuration     *prometheus.HistogramVec
+	httpRequests       *prometheus.CounterVec // handler, code
+}
+
+// unknownModelLabel replaces model paths that name no registered model, so
+// a script's typos cannot grow label cardinality without bound.
+const unknownModelLabel = "_unregistered"
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	latency := []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}
+	sizes := prometheus.ExponentialBuckets(64, 4, 10)
+	m := &metrics{
+		inferenceRequests: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "inferbid_inference_requests_total", Help: "runInference calls."}),
+		inferenceDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "inferbid_inference_request_duration_seconds", Help: "runInference duration on the host (parse, sidecar call, render).", Buckets: latency}),
+		inferenceReqBytes: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "inferbid_inference_request_size_bytes", Help: "runInference batch JSON size (object arguments are not counted).", Buckets: sizes}),
+		inferenceRespBytes: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "inferbid_inference_response_size_bytes", Help: "runInference response JSON size.", Buckets: sizes}),
+		inferenceErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inferbid_inference_errors_total", Help: "runInference errors by error_type (whole-batch and per-entry)."}, []string{"error_type"}),
+		modelRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inferbid_inference_model_requests_total", Help: "Batch entries by model."}, []string{"model_path"}),
+		modelFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inferbid_inference_model_failures_total", Help: "Failed batch entries by model and error_type."}, []string{"model_path", "error_type"}),
+		modelBatchSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "inferbid_inference_model_batch_size", Help: "Batch size (first dimension) of batch entries by model.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 12)}, []string{"model_path"}),
+		modelPathsErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "inferbid_get_model_paths_errors_total", Help: "getModelPaths calls that could not ask the sidecar."}),
+		sidecarRestarts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "inferbid_sidecar_restarts_total", Help: "Restarts of the inference sidecar."}),
+		jsCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inferbid_js_calls_total", Help: "Calls into the JS module by function and outcome (ok, exception, deadline, error)."}, []string{"func", "outcome"}),
+		jsCallDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "inferbid_js_call_duration_seconds", Help: "Duration of calls into the JS module.", Buckets: latency}, []string{"func"}),
+		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inferbid_http_requests_total", Help: "HTTP requests by handler and status code."}, []string{"handler", "code"}),
+	}
+	reg.MustRegister(m.inferenceRequests, m.inferenceDuration, m.inferenceReqBytes, m.inferenceRespBytes,
+		m.inferenceErrors, m.modelRequests, m.modelFailures, m.modelBatchSize, m.modelPathsErrors,
+		m.sidecarRestarts, m.jsCalls, m.jsCallDuration, m.httpRequests)
+	return m
+}
+
+// hooks connects the pool's events to the collectors.
+func (m *metrics) hooks() jsbridge.Hooks {
+	return jsbridge.Hooks{
+		OnCall: func(ev jsbridge.CallEvent) {
+			m.jsCalls.WithLabelValues(ev.Func, callOutcome(ev.Err)).Inc()
+			m.jsCallDuration.WithLabelValues(ev.Func).Observe(ev.Duration.Seconds())
+		},
+		OnInference: func(ev *jsbridge.InferenceEvent) {
+			m.inferenceRequests.Inc()
+			m.inferenceDuration.Observe(ev.Duration.Seconds())
+			if !ev.ObjectArg && ev.RequestBytes > 0 {
+				m.inferenceReqBytes.Observe(float64(ev.RequestBytes))
+			}
+			m.inferenceRespBytes.Observe(float64(ev.ResponseBytes))
+			if ev.Err != nil {
+				m.inferenceErrors.WithLabelValues(inferr.TypeOf(ev.Err).String()).Inc()
+			}
+			for _, e := range ev.Entries {
+				label := e.ModelPath
+				t := inferr.TypeOf(e.Err)
+				if e.Err != nil && (t == inferr.ModelNotFound || t == inferr.InputParsing) {
+					label = unknownModelLabel
+				}
+				m.modelRequests.WithLabelValues(label).Inc()
+				if e.BatchSize > 0 {
+					m.modelBatchSize.WithLabelValues(label).Observe(float64(e.BatchSize))
+				}
+				if e.Err != nil {
+					m.inferenceErrors.WithLabelValues(t.String()).Inc()
+					m.modelFailures.WithLabelValues(label, t.String()).Inc()
+				}
+			}
+		},
+		OnModelPaths: func(err error) {
+			if err != nil {
+				m.modelPathsErrors.Inc()
+			}
+		},
+	}
+}
+
+func callOutcome(err error) string {
+	var se *jsbridge.ScriptError
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, jsbridge.ErrDeadline):
+		return "deadline"
+	case errors.As(err, &se):
+		return "exception"
+	}
+	return "error"
+}

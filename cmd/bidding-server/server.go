@@ -1,0 +1,255 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/inferbid/inferbid/jsbridge"
+)
+
+// modelLister answers /v1/models (the sidecar client).
+type modelLister interface {
+	ModelPaths(ctx context.Context) ([]string, error)
+}
+
+// healthChecker probes the sidecar for /readyz.
+type healthChecker interface {
+	WaitHealthy(ctx context.Context) error
+}
+
+// server is the HTTP API over a JS pool.
+type server struct {
+	pool     *jsbridge.Pool
+	models   modelLister   // nil when inference is disabled
+	health   healthChecker // nil when inference is disabled
+	metrics  *metrics
+	gatherer prometheus.Gatherer
+	logger   *slog.Logger
+
+	maxBody        int64
+	maxGroups      int
+	maxBidBytes    int           // 0 = no bound
+	requestTimeout time.Duration // 0 = none
+
+	// synced is set once the first model sync (bucket and local models)
+	// finished; syncErr holds the last failure before that.
+	synced  atomic.Bool
+	syncMu  sync.Mutex
+	syncErr error
+}
+
+func (s *server) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/generateBids", s.count("generateBids", s.generateBids))
+	mux.HandleFunc("GET /v1/models", s.count("models", s.listModels))
+	mux.HandleFunc("GET /healthz", s.count("healthz", func(w http.ResponseWriter, r *http.Request) int {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		return http.StatusOK
+	}))
+	mux.HandleFunc("GET /readyz", s.count("readyz", s.ready))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{}))
+	return mux
+}
+
+// count wraps a handler that returns its status code, for the metrics.
+func (s *server) count(name string, h func(http.ResponseWriter, *http.Request) int) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		code := h(w, r)
+		s.metrics.httpRequests.WithLabelValues(name, fmt.Sprint(code)).Inc()
+	}
+}
+
+// generateBidsRequest is the body of POST /v1/generateBids. Signals are kept
+// as raw JSON and handed to JS as they came.
+type generateBidsRequest struct {
+	InterestGroups        []json.RawMessage `json:"interest_groups"`
+	AuctionSignals        json.RawMessage   `json:"auction_signals"`
+	PerBuyerSignals       json.RawMessage   `json:"per_buyer_signals"`
+	TrustedBiddingSignals json.RawMessage   `json:"trusted_bidding_signals"`
+	BrowserSignals        json.RawMessage   `json:"browser_signals"`
+}
+
+// bidResult is one entry of the answer: the bid or the error, never both.
+type bidResult struct {
+	InterestGroup string          `json:"interest_group"`
+	Bid           json.RawMessage `json:"bid,omitempty"`
+	Error         string          `json:"error,omitempty"`
+}
+
+func (s *server) generateBids(w http.ResponseWriter, r *http.Request) int {
+	body, err := readBody(w, r, s.maxBody)
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", s.maxBody))
+		}
+		return writeError(w, http.StatusBadRequest, "cannot read request body: "+err.Error())
+	}
+	var req generateBidsRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return writeError(w, http.StatusBadRequest, "request body is not a generateBids JSON object: "+err.Error())
+	}
+	if len(req.InterestGroups) == 0 {
+		return writeError(w, http.StatusBadRequest, `request has no "interest_groups" (an array of interest group objects with a "name")`)
+	}
+	if len(req.InterestGroups) > s.maxGroups {
+		return writeError(w, http.StatusBadRequest, fmt.Sprintf("request has %d interest groups, the limit is %d", len(req.InterestGroups), s.maxGroups))
+	}
+	names := make([]string, len(req.InterestGroups))
+	for i, ig := range req.InterestGroups {
+		var head struct {
+			Name *string `json:"name"`
+		}
+		if err := json.Unmarshal(ig, &head); err != nil || bytes.HasPrefix(bytes.TrimSpace(ig), []byte("null")) {
+			return writeError(w, http.StatusBadRequest, fmt.Sprintf("interest_groups[%d] is not an object", i))
+		}
+		if head.Name == nil {
+			return writeError(w, http.StatusBadRequest, fmt.Sprintf(`interest_groups[%d] has no string "name"`, i))
+		}
+		names[i] = *head.Name
+	}
+	signals := [][]byte{req.AuctionSignals, req.PerBuyerSignals, req.TrustedBiddingSignals, req.BrowserSignals}
+	for i := range signals {
+		if len(signals[i]) == 0 {
+			signals[i] = nil // absent: undefined in JS
+		}
+	}
+
+	// Groups run concurrently; the pool bounds how many run at once and the
+	// results keep the request order.
+	ctx := r.Context()
+	if s.requestTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.requestTimeout)
+		defer cancel()
+	}
+	bids := make([]bidResult, len(req.InterestGroups))
+	var wg sync.WaitGroup
+	for i, ig := range req.InterestGroups {
+		wg.Go(func() {
+			args := append([][]byte{ig}, signals...)
+			out, err := s.pool.CallJSON(ctx, "generateBid", args...)
+			bids[i].InterestGroup = names[i]
+			if err == nil && s.maxBidBytes > 0 && len(out) > s.maxBidBytes {
+				err = fmt.Errorf("generateBid returned %d bytes of JSON, the limit is %d", len(out), s.maxBidBytes)
+			}
+			if err != nil {
+				bids[i].Error = bidError(err)
+				s.logger.Debug("generateBid failed", "interest_group", names[i], "err", err)
+				return
+			}
+			bids[i].Bid = out
+		})
+	}
+	wg.Wait()
+	writeJSON(w, http.StatusOK, map[string]any{"bids": bids})
+	return http.StatusOK
+}
+
+// bidError is the message a client sees for a failed group.
+func bidError(err error) string {
+	var se *jsbridge.ScriptError
+	switch {
+	case errors.Is(err, jsbridge.ErrDeadline):
+		return "generateBid exceeded its deadline"
+	case errors.As(err, &se):
+		// The first line: the exception, without goja's stack dump.
+		msg, _, _ := strings.Cut(se.Message, "\n")
+		return "generateBid threw: " + msg
+	case errors.Is(err, jsbridge.ErrNotFunction):
+		return "the bidding module defines no generateBid function"
+	}
+	return err.Error()
+}
+
+func (s *server) listModels(w http.ResponseWriter, r *http.Request) int {
+	if s.models == nil {
+		writeJSON(w, http.StatusOK, map[string]any{"model_paths": []string{}, "inference_enabled": false})
+		return http.StatusOK
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	paths, err := s.models.ModelPaths(ctx)
+	if err != nil {
+		return writeError(w, http.StatusServiceUnavailable, "cannot list models: "+err.Error())
+	}
+	if paths == nil {
+		paths = []string{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"model_paths": paths, "inference_enabled": true})
+	return http.StatusOK
+}
+
+// ready: the module compiled (the pool exists), the sidecar answers its
+// health check, and the first model sync finished.
+func (s *server) ready(w http.ResponseWriter, r *http.Request) int {
+	var problems []string
+	if s.pool == nil {
+		problems = append(problems, "bidding module not loaded")
+	}
+	if s.health != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), 500*time.Millisecond)
+		err := s.health.WaitHealthy(ctx)
+		cancel()
+		if err != nil {
+			problems = append(problems, "sidecar not healthy: "+err.Error())
+		}
+	}
+	if !s.synced.Load() {
+		s.syncMu.Lock()
+		err := s.syncErr
+		s.syncMu.Unlock()
+		msg := "first model sync not finished"
+		if err != nil {
+			msg += ": last attempt: " + err.Error()
+		}
+		problems = append(problems, msg)
+	}
+	if len(problems) > 0 {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "problems": problems})
+		return http.StatusServiceUnavailable
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	return http.StatusOK
+}
+
+func (s *server) setSyncResult(err error) {
+	if err == nil {
+		s.synced.Store(true)
+		return
+	}
+	s.syncMu.Lock()
+	s.syncErr = err
+	s.syncMu.Unlock()
+}
+
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	var buf bytes.Buffer
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
+	return buf.Bytes(), err
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) int {
+	writeJSON(w, code, map[string]string{"error": msg})
+	return code
+}

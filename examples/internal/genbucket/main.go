@@ -1,0 +1,25 @@
+// Command genbucket writes the sample model bucket examples/bucket: pCTR and
+// pCVR TensorFlow SavedModels made by tfsave (no TensorFlow needed) and a
+// model_config.json whose checksums are computed from the written files.
+//
+//	go run ./examples/internal/genbucket -out examples/bucket
+//
+// The output is deterministic; examples' tests regenerate it and compare.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/inferbid/inferbid/examples/internal/bucketgen"
+)
+
+func main() {
+	out := flag.String("out", "examples/bucket", "bucket directory to (re)write")
+	flag.Parse()
+	if err := bucketgen.Write(*out); err != nil {
+		fmt.Fprintln(os.Stderr, "genbucket:", err)
+		os.Exit(1)
+	}
+}

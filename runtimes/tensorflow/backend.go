@@ -1,0 +1,394 @@
+package tensorflow
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/runtimes"
+	fpb "github.com/wamuir/graft/tensorflow/core/framework/function_go_proto"
+	ndpb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
+	opb "github.com/wamuir/graft/tensorflow/core/framework/op_def_go_proto"
+	cpb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
+)
+
+// Name is the name the backend registers under.
+const Name = "tensorflow"
+
+func init() {
+	runtimes.Register(Name, func(cfg runtimes.Config) (runtimes.Backend, error) { return New(cfg), nil })
+}
+
+// Backend loads TensorFlow SavedModels.
+type Backend struct {
+	cfg runtimes.Config
+}
+
+// New returns a backend with the runtime config (ModelResetProbability is
+// used).
+func New(cfg runtimes.Config) *Backend { return &Backend{cfg: cfg} }
+
+// Close releases nothing: models own their memory.
+func (b *Backend) Close() error { return nil }
+
+const (
+	servingKey   = "serving_default"
+	initOpKey    = "__saved_model_init_op"
+	checkpointAt = "variables/variables"
+)
+
+// Load parses the SavedModel in files, restores its variables by running
+// the saver's restore op, and compiles the serving_default signature.
+func (b *Backend) Load(ctx context.Context, files runtimes.Files) (runtimes.BackendModel, error) {
+	m, err := load(files, b.cfg.ModelResetProbability)
+	if err != nil {
+		return nil, inferr.Wrap(inferr.ModelExecution, err, "")
+	}
+	return m, nil
+}
+
+// modelRoot finds saved_model.pb (at the root or in one folder) and
+// returns the files relative to its folder.
+func modelRoot(files runtimes.Files) (map[string][]byte, error) {
+	best := ""
+	for name := range files {
+		if path.Base(name) == "saved_model.pb" && (best == "" || len(name) < len(best)) {
+			best = name
+		}
+	}
+	if best == "" {
+		return nil, fmt.Errorf("%w: no saved_model.pb among the model files", ErrCorruptModel)
+	}
+	dir := path.Dir(best)
+	if dir == "." {
+		return files, nil
+	}
+	out := map[string][]byte{}
+	for name, data := range files {
+		if rel, ok := strings.CutPrefix(name, dir+"/"); ok {
+			out[rel] = data
+		}
+	}
+	return out, nil
+}
+
+func parseSavedModel(data []byte) (sm *cpb.SavedModel, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			sm, err = nil, fmt.Errorf("%w: saved_model.pb: %v", ErrCorruptModel, r)
+		}
+	}()
+	sm = &cpb.SavedModel{}
+	if err := proto.Unmarshal(data, sm); err != nil {
+		return nil, fmt.Errorf("%w: saved_model.pb: %v", ErrCorruptModel, err)
+	}
+	return sm, nil
+}
+
+// serveGraph picks the MetaGraph tagged "serve" (or the only one).
+func serveGraph(sm *cpb.SavedModel) (*cpb.MetaGraphDef, error) {
+	for _, mg := range sm.MetaGraphs {
+		for _, t := range mg.GetMetaInfoDef().GetTags() {
+			if t == "serve" {
+				return mg, nil
+			}
+		}
+	}
+	if len(sm.MetaGraphs) == 1 {
+		return sm.MetaGraphs[0], nil
+	}
+	return nil, fmt.Errorf("%w: saved_model.pb has %d MetaGraphs and none is tagged \"serve\"", ErrNoSignature, len(sm.MetaGraphs))
+}
+
+func newGraphDef(mg *cpb.MetaGraphDef) (*graphDef, error) {
+	g := &graphDef{lib: map[string]*fpb.FunctionDef{}, ops: map[string]*opb.OpDef{}}
+	for _, od := range mg.GetMetaInfoDef().GetStrippedOpList().GetOp() {
+		g.ops[od.Name] = od
+	}
+	for _, fn := range mg.GetGraphDef().GetLibrary().GetFunction() {
+		if fn.GetSignature().GetName() == "" {
+			return nil, fmt.Errorf("%w: a library function has no name", ErrBadGraph)
+		}
+		g.lib[fn.Signature.Name] = fn
+	}
+	return g, nil
+}
+
+func (g *graphDef) mainScope(nodes []*ndpb.NodeDef) (*scope, error) {
+	sc := &scope{nodes: make(map[string]*ndpb.NodeDef, len(nodes)), done: map[string][]int{}, visiting: map[string]bool{}}
+	for _, n := range nodes {
+		if _, dup := sc.nodes[n.Name]; dup {
+			return nil, fmt.Errorf("%w: two nodes are named %q", ErrBadGraph, n.Name)
+		}
+		sc.nodes[n.Name] = n
+	}
+	return sc, nil
+}
+
+// model is a loaded SavedModel.
+type model struct {
+	sig      runtimes.Signature
+	serve    *program
+	states   *statePool
+	feeds    []int // feed slot per signature input
+	defaults []int // slot of the default value per input, -1 if none
+	outNames []string
+
+	// Stateful models run one call at a time and may be reset.
+	stateful  bool
+	mu        sync.Mutex
+	restore   *program
+	resetProb float64
+}
+
+func load(files runtimes.Files, resetProb float64) (*model, error) {
+	files2, err := modelRoot(files)
+	if err != nil {
+		return nil, err
+	}
+	sm, err := parseSavedModel(files2["saved_model.pb"])
+	if err != nil {
+		return nil, err
+	}
+	mg, err := serveGraph(sm)
+	if err != nil {
+		return nil, err
+	}
+	g, err := newGraphDef(mg)
+	if err != nil {
+		return nil, err
+	}
+	nodes := mg.GetGraphDef().GetNode()
+	if err := validateGraph(nodes, g.lib, mg.GetSaverDef().GetSaveTensorName()); err != nil {
+		return nil, err
+	}
+	sigDef, ok := mg.SignatureDef[servingKey]
+	if !ok {
+		keys := make([]string, 0, len(mg.SignatureDef))
+		for k := range mg.SignatureDef {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		return nil, fmt.Errorf("%w (signatures: %s)", ErrNoSignature, strings.Join(keys, ", "))
+	}
+
+	var ck *checkpoint
+	if idx, ok := files2[checkpointAt+".index"]; ok {
+		if ck, err = parseCheckpoint(idx, checkpointAt, files2); err != nil {
+			return nil, err
+		}
+	}
+	vars := newVarStore()
+	m := &model{resetProb: resetProb}
+
+	// Restore the variables the way TensorFlow does: run the saver's
+	// restore op with the checkpoint prefix fed as the filename.
+	// As TensorFlow does, a model without variables/variables.index skips
+	// the restore (frozen models); serving must then read no variable.
+	if sd := mg.GetSaverDef(); sd.GetRestoreOpName() != "" && ck != nil {
+		main, err := g.mainScope(nodes)
+		if err != nil {
+			return nil, err
+		}
+		c := newCompiler(g, vars, ck)
+		c.feedConst(sd.FilenameTensorName, &tensor{dt: dtString, shape: []int64{}, s: []string{checkpointAt}})
+		restoreOp, _, _ := splitTensorName(strings.TrimPrefix(sd.RestoreOpName, "^"))
+		if err := c.target(main, restoreOp); err != nil {
+			return nil, fmt.Errorf("saver restore op: %w", err)
+		}
+		m.restore = c.prog
+		if err := m.restore.run(m.restore.newState()); err != nil {
+			return nil, fmt.Errorf("restoring variables: %w", err)
+		}
+	}
+	// The init op (TF2's __saved_model_init_op) runs after the restore.
+	if initSig, ok := mg.SignatureDef[initOpKey]; ok {
+		for _, out := range initSig.Outputs {
+			name, _, _ := splitTensorName(out.GetName())
+			main, err := g.mainScope(nodes)
+			if err != nil {
+				return nil, err
+			}
+			if nd, ok := main.nodes[name]; ok && nd.Op == "NoOp" && len(nd.Input) == 0 {
+				continue
+			}
+			c := newCompiler(g, vars, ck)
+			if err := c.target(main, name); err != nil {
+				return nil, fmt.Errorf("init op: %w", err)
+			}
+			if err := c.prog.run(c.prog.newState()); err != nil {
+				return nil, fmt.Errorf("init op: %w", err)
+			}
+		}
+	}
+	if err := m.compileServing(g, nodes, sigDef, vars, ck); err != nil {
+		return nil, err
+	}
+	if !m.stateful {
+		// Only a stateful model can need its checkpoint again (reset);
+		// dropping the restore program frees the checkpoint bytes.
+		m.restore = nil
+	}
+	return m, nil
+}
+
+func (m *model) compileServing(g *graphDef, nodes []*ndpb.NodeDef, sd *cpb.SignatureDef, vars *varStore, ck *checkpoint) error {
+	main, err := g.mainScope(nodes)
+	if err != nil {
+		return err
+	}
+	c := newCompiler(g, vars, ck)
+	inKeys := sortedKeys(sd.Inputs)
+	for _, key := range inKeys {
+		ti := sd.Inputs[key]
+		dt := fromDType(ti.Dtype)
+		if dt == runtimes.Invalid {
+			return fmt.Errorf("%w: serving_default input %q (%s) has dtype %s; inputs must be DOUBLE, FLOAT, INT8, INT16, INT32 or INT64", ErrBadGraph, key, ti.GetName(), dtypeName(ti.Dtype))
+		}
+		name := ti.GetName()
+		if name == "" {
+			return fmt.Errorf("%w: serving_default input %q has no tensor name (composite tensors are not supported)", ErrBadGraph, key)
+		}
+		nodeName, idx, err := splitTensorName(name)
+		if err != nil {
+			return err
+		}
+		if _, ok := main.nodes[nodeName]; !ok {
+			return fmt.Errorf("%w: serving_default input %q names tensor %q, which is not in the graph", ErrBadGraph, key, name)
+		}
+		def := -1
+		if nd := main.nodes[nodeName]; nd.Op == "PlaceholderWithDefault" && idx == 0 && len(nd.Input) == 1 {
+			if s, err := c.ref(main, nd.Input[0]); err == nil {
+				def = s
+			}
+		}
+		m.feeds = append(m.feeds, c.feed(name, baseType(ti.Dtype)))
+		m.defaults = append(m.defaults, def)
+		m.sig.Inputs = append(m.sig.Inputs, runtimes.TensorSpec{Name: name, Aliases: []string{key}, DType: dt, Shape: specShape(ti.TensorShape)})
+	}
+	for _, key := range sortedKeys(sd.Outputs) {
+		ti := sd.Outputs[key]
+		if ti.GetName() == "" {
+			return fmt.Errorf("%w: serving_default output %q has no tensor name", ErrBadGraph, key)
+		}
+		if fromDType(ti.Dtype) == runtimes.Invalid {
+			return fmt.Errorf("%w: serving_default output %q has dtype %s, which cannot be returned", ErrBadGraph, key, dtypeName(ti.Dtype))
+		}
+		if err := c.fetch(main, ti.GetName()); err != nil {
+			return fmt.Errorf("serving_default output %q (%s): %w", key, ti.GetName(), err)
+		}
+		m.outNames = append(m.outNames, ti.GetName())
+		m.sig.Outputs = append(m.sig.Outputs, runtimes.TensorSpec{Name: ti.GetName(), Aliases: []string{key}, DType: fromDType(ti.Dtype), Shape: specShape(ti.TensorShape)})
+	}
+	if err := c.prog.finish(); err != nil {
+		return err
+	}
+	for i, d := range m.defaults {
+		if d >= 0 && c.prog.consts[d] != nil && c.prog.consts[d].dt == c.prog.types[m.feeds[i]] {
+			m.sig.Inputs[i].Optional = true
+		} else {
+			m.defaults[i] = -1
+		}
+	}
+	written := map[*variable]bool{}
+	for _, st := range c.prog.steps {
+		if st.writes != nil {
+			written[st.writes] = true
+		}
+	}
+	for _, st := range c.prog.steps {
+		if v := st.readVar; v != nil && v.value == nil && !written[v] {
+			what := "the restore op did not assign it"
+			if ck == nil {
+				what = "the model has no checkpoint (variables/variables.index)"
+			}
+			return &OpError{Op: st.op, Node: st.node, Err: fmt.Errorf("%w: serving reads variable %s, but %s", ErrCorruptCheckpoint, v.name, what)}
+		}
+	}
+	m.serve = c.prog
+	m.stateful = c.prog.stateful
+	m.states = newStatePool(c.prog)
+	return nil
+}
+
+func sortedKeys[V any](mp map[string]V) []string {
+	keys := make([]string, 0, len(mp))
+	for k := range mp {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func (m *model) Signature() runtimes.Signature { return m.sig }
+
+// Stateful reports whether serving updates variables (calls are then
+// serialised and ModelResetProbability applies).
+func (m *model) Stateful() bool { return m.stateful }
+
+func (m *model) Predict(ctx context.Context, inputs []runtimes.Tensor) ([]runtimes.Tensor, error) {
+	if len(inputs) != len(m.feeds) {
+		return nil, inferr.Errorf(inferr.InputParsing, "model takes %d inputs, got %d", len(m.feeds), len(inputs))
+	}
+	if m.stateful {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.resetProb > 0 && m.restore != nil && rand.Float64() < m.resetProb {
+			if err := m.reset(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	s := m.states.get()
+	defer m.states.put(s)
+	for i, in := range inputs {
+		slot := m.feeds[i]
+		if in.Data == nil {
+			if m.defaults[i] < 0 {
+				return nil, inferr.Errorf(inferr.InputParsing, "missing input tensor %q", m.sig.Inputs[i].Name)
+			}
+			s.vals[slot] = s.vals[m.defaults[i]]
+			continue
+		}
+		if want := toDType(in.DType()); want != m.serve.types[slot] {
+			return nil, inferr.Errorf(inferr.InputParsing, "input tensor %q: data_type %s, model expects %s", m.sig.Inputs[i].Name, in.DType(), dtypeName(m.serve.types[slot]))
+		}
+		viewInput(&s.owned[slot], in)
+		s.vals[slot] = &s.owned[slot]
+	}
+	err := m.serve.run(s)
+	var out []runtimes.Tensor
+	if err == nil {
+		out = make([]runtimes.Tensor, len(m.serve.fetches))
+		for i, slot := range m.serve.fetches {
+			if out[i], err = exportTensor(m.outNames[i], s.vals[slot]); err != nil {
+				break
+			}
+		}
+	}
+	// Drop references to the caller's input data before pooling the state.
+	for _, slot := range m.feeds {
+		s.owned[slot] = tensor{}
+	}
+	if err != nil {
+		return nil, inferr.Wrap(inferr.ModelExecution, err, "")
+	}
+	return out, nil
+}
+
+// reset restores every variable from the checkpoint (the caller holds mu).
+func (m *model) reset() error {
+	if err := m.restore.run(m.restore.newState()); err != nil {
+		return inferr.Wrap(inferr.ModelExecution, err, "resetting model state from its checkpoint")
+	}
+	return nil
+}
+
+func (m *model) Close() error { return nil }

@@ -1,0 +1,13 @@
+//go:build !amd64 || purego
+
+package tensorflow
+
+const hasGemm4x4 = false
+
+func gemm4x4(c *float32, ldc int, a *float32, lda int, panel *float32, k int, bias *float32, relu int) {
+	panic("gemm4x4 is amd64 only")
+}
+
+func gemm4x8(c *float32, ldc int, a *float32, lda int, panel0, panel1 *float32, k int, bias *float32, relu int) {
+	panic("gemm4x8 is amd64 only")
+}

@@ -1,0 +1,214 @@
+package tensorflow
+
+import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/inferbid/inferbid/runtimes"
+)
+
+// referenceDir holds models made by real TensorFlow (see its README); the
+// tests skip when it is absent.
+const referenceDir = "../../../shared/reference-models"
+
+func readModelDir(t testing.TB, dir string) runtimes.Files {
+	t.Helper()
+	root := filepath.Join(referenceDir, dir)
+	if _, err := os.Stat(root); err != nil {
+		t.Skipf("reference models not available: %v", err)
+	}
+	files := runtimes.Files{}
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		files[filepath.ToSlash(rel)] = b
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+func loadRef(t testing.TB, dir string, cfg runtimes.Config) *runtimes.Model {
+	t.Helper()
+	files := readModelDir(t, dir)
+	rt := runtimes.NewRuntime(Name, cfg, New(cfg))
+	m, err := rt.Load(context.Background(), dir, files)
+	if err != nil {
+		t.Fatalf("load %s: %v", dir, err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+func closeRel(got, want float64) bool {
+	return math.Abs(got-want) <= 1e-6*math.Abs(want)
+}
+
+func checkFloats(t *testing.T, out runtimes.Tensor, want []float64) {
+	t.Helper()
+	got, ok := runtimes.Data[float32](out)
+	if !ok {
+		t.Fatalf("output %q is %s, want FLOAT", out.Name, out.DType())
+	}
+	if len(got) != len(want) {
+		t.Fatalf("output %q has %d values %v, want %d", out.Name, len(got), got, len(want))
+	}
+	for i := range want {
+		t.Logf("output %q[%d] = %.17g, reference %.17g", out.Name, i, float64(got[i]), want[i])
+		if !closeRel(float64(got[i]), want[i]) {
+			t.Errorf("output %q[%d] = %.17g, want %.17g (1e-6 relative)", out.Name, i, float64(got[i]), want[i])
+		}
+	}
+}
+
+var pcvrRow = []float64{0.32, 0.12, 0.98, 0.32, 0.12, 0.98, 0.32, 0.12, 0.98, 0.11}
+
+func TestReferencePCVR(t *testing.T) {
+	for _, dir := range []string{"bidding-auction-servers/tensorflow/pcvr", "bidding-auction-servers/tensorflow/frozen_pcvr"} {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			m := loadRef(t, dir, runtimes.Config{})
+			sig := m.Signature()
+			if len(sig.Inputs) != 7 || len(sig.Outputs) != 1 {
+				t.Fatalf("signature has %d inputs and %d outputs, want 7 and 1", len(sig.Inputs), len(sig.Outputs))
+			}
+			var in []runtimes.Tensor
+			for _, spec := range sig.Inputs {
+				switch spec.DType {
+				case runtimes.Double:
+					in = append(in, runtimes.NewTensor(spec.Name, []int64{1, 10}, append([]float64(nil), pcvrRow...)))
+				case runtimes.Int64:
+					in = append(in, runtimes.NewTensor(spec.Aliases[0], []int64{1, 1}, []int64{7}))
+				default:
+					t.Fatalf("unexpected input %+v", spec)
+				}
+			}
+			out, err := m.Predict(context.Background(), in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out[0].Name != sig.Outputs[0].Name {
+				t.Errorf("output named %q, want %q", out[0].Name, sig.Outputs[0].Name)
+			}
+			checkFloats(t, out[0], []float64{0.011748060584068299})
+		})
+	}
+}
+
+func TestReferenceFrozenPCVRTwoRows(t *testing.T) {
+	m := loadRef(t, "bidding-auction-servers/tensorflow/frozen_pcvr", runtimes.Config{})
+	var in []runtimes.Tensor
+	for _, spec := range m.Signature().Inputs {
+		if spec.DType == runtimes.Double {
+			in = append(in, runtimes.NewTensor(spec.Name, []int64{2, 10}, append(append([]float64(nil), pcvrRow...), pcvrRow...)))
+		} else {
+			in = append(in, runtimes.NewTensor(spec.Name, []int64{2, 1}, []int64{7, 3}))
+		}
+	}
+	out, err := m.Predict(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := runtimes.FormatShape(out[0].Shape); got != "[2,1]" {
+		t.Errorf("output shape %s, want [2,1]", got)
+	}
+	checkFloats(t, out[0], []float64{0.011748060584068299, 0.10649197548627854})
+}
+
+func TestReferenceSimple(t *testing.T) {
+	m := loadRef(t, "bidding-auction-servers/tensorflow/simple", runtimes.Config{})
+	sig := m.Signature()
+	if len(sig.Inputs) != 1 || sig.Inputs[0].Name != "serving_default_double1:0" || sig.Inputs[0].DType != runtimes.Double {
+		t.Fatalf("inputs %+v", sig.Inputs)
+	}
+	if len(sig.Outputs) != 1 || sig.Outputs[0].Name != "PartitionedCall:0" {
+		t.Fatalf("outputs %+v", sig.Outputs)
+	}
+	out, err := m.Predict(context.Background(), []runtimes.Tensor{runtimes.NewTensor("double1", []int64{2, 1}, []float64{0.5, -3})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := runtimes.Data[float32](out[0])
+	if len(got) != 2 || got[0] <= 0 || got[0] >= 1 || got[1] <= 0 || got[1] >= 1 {
+		t.Fatalf("simple model output %v, want two sigmoid values in (0,1)", got)
+	}
+}
+
+func TestReferenceStateful(t *testing.T) {
+	in := []runtimes.Tensor{runtimes.NewTensor("input_1", []int64{1}, []float32{1})}
+	t.Run("counts", func(t *testing.T) {
+		m := loadRef(t, "bidding-auction-servers/tensorflow/stateful", runtimes.Config{})
+		for want := int32(2); want <= 6; want++ {
+			out, err := m.Predict(context.Background(), in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, ok := runtimes.Data[int32](out[0])
+			if !ok || len(got) != 1 || got[0] != want || len(out[0].Shape) != 0 {
+				t.Fatalf("call returned %v shape %v, want scalar %d", out[0].Data, out[0].Shape, want)
+			}
+		}
+	})
+	t.Run("reset every call", func(t *testing.T) {
+		m := loadRef(t, "bidding-auction-servers/tensorflow/stateful", runtimes.Config{ModelResetProbability: 1})
+		for range 4 {
+			out, err := m.Predict(context.Background(), in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := runtimes.Data[int32](out[0]); got[0] != 2 {
+				t.Fatalf("with reset probability 1 a call returned %d, want 2", got[0])
+			}
+		}
+	})
+}
+
+func TestReferenceHalfPlusTwo(t *testing.T) {
+	m := loadRef(t, "tensorflow-serving/half_plus_two", runtimes.Config{})
+	sig := m.Signature()
+	if len(sig.Inputs) != 1 || sig.Inputs[0].Name != "x:0" || len(sig.Outputs) != 1 || sig.Outputs[0].Name != "y:0" {
+		t.Fatalf("signature %+v", sig)
+	}
+	xs := []float32{0, 1, 2, 5, -3.5}
+	out, err := m.Predict(context.Background(), []runtimes.Tensor{runtimes.NewTensor("x", []int64{5, 1}, xs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]float64, len(xs))
+	for i, x := range xs {
+		want[i] = 0.5*float64(x) + 2
+	}
+	checkFloats(t, out[0], want)
+}
+
+// TestReferenceFrozenWithoutVariables: as in TensorFlow, a model with no
+// variables/variables.index skips the restore; a frozen model still serves.
+func TestReferenceFrozenWithoutVariables(t *testing.T) {
+	files := readModelDir(t, "bidding-auction-servers/tensorflow/frozen_pcvr")
+	delete(files, "variables/variables.index")
+	delete(files, "variables/variables.data-00000-of-00001")
+	m := loadFiles(t, files, runtimes.Config{})
+	var in []runtimes.Tensor
+	for _, spec := range m.Signature().Inputs {
+		if spec.DType == runtimes.Double {
+			in = append(in, runtimes.NewTensor(spec.Name, []int64{1, 10}, append([]float64(nil), pcvrRow...)))
+		} else {
+			in = append(in, runtimes.NewTensor(spec.Name, []int64{1, 1}, []int64{7}))
+		}
+	}
+	out, err := m.Predict(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFloats(t, out[0], []float64{0.011748060584068299})
+}

@@ -1,0 +1,248 @@
+package tensorflow
+
+import (
+	"fmt"
+
+	apb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
+	ndpb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
+)
+
+// variable is a TensorFlow variable (TF2 resource or TF1 ref). value is
+// replaced, never written in place, so a reader keeps a consistent tensor.
+type variable struct {
+	name  string
+	dt    dtype
+	value *tensor
+}
+
+// assign replaces the variable's value with a copy of t.
+func (v *variable) assign(t *tensor) error {
+	if t.dt != v.dt {
+		return fmt.Errorf("variable %s is %s, assigned a %s", v.name, dtypeName(v.dt), dtypeName(t.dt))
+	}
+	v.value = t.clone()
+	return nil
+}
+
+// varStore holds a model's variables by container/shared_name.
+type varStore struct {
+	vars map[string]*variable
+}
+
+func newVarStore() *varStore { return &varStore{vars: map[string]*variable{}} }
+
+func (s *varStore) get(key string, dt dtype) *variable {
+	if v, ok := s.vars[key]; ok {
+		return v
+	}
+	v := &variable{name: key, dt: baseType(dt)}
+	s.vars[key] = v
+	return v
+}
+
+// resourceVar returns the variable a resource input names; the handle must
+// be known at load (a VarHandleOp, possibly passed through calls).
+func (n *nodeCtx) resourceVar(i int) (*variable, error) {
+	t := n.constIn(i)
+	if t == nil || t.dt != dtResource || t.res == nil {
+		return nil, fmt.Errorf("input %d is not a variable handle known at load time", i)
+	}
+	return t.res, nil
+}
+
+func (c *compiler) resourceOp(nd *ndpb.NodeDef, a attrs, ins []int) ([]int, error) {
+	n := &nodeCtx{c: c, nd: nd, a: a, ins: ins}
+	if len(ins) < 1 {
+		return nil, fmt.Errorf("takes a resource input")
+	}
+	v, err := n.resourceVar(0)
+	if err != nil {
+		return nil, err
+	}
+	switch nd.Op {
+	case "ReadVariableOp":
+		out := n.out(v.dt)
+		c.emit(nd, ins, n.outs, func(vals []*tensor) error {
+			if v.value == nil {
+				return fmt.Errorf("variable %s is read before it is initialized", v.name)
+			}
+			vals[out] = v.value
+			return nil
+		}, false).readVar = v
+	case "VarIsInitializedOp":
+		out := n.out(dtBool)
+		c.emit(nd, ins, n.outs, func(vals []*tensor) error {
+			o := vals[out]
+			o.dt = dtBool
+			o.setShape(nil)
+			o.b = append(o.b[:0], v.value != nil)
+			return nil
+		}, false).readVar = v
+	case "DestroyResourceOp":
+		c.emit(nd, ins, nil, func([]*tensor) error { return nil }, false)
+	case "AssignVariableOp":
+		if err := n.wantInputs(2); err != nil {
+			return nil, err
+		}
+		val := ins[1]
+		c.emit(nd, ins, nil, func(vals []*tensor) error { return v.assign(vals[val]) }, false).writes = v
+	case "AssignAddVariableOp", "AssignSubVariableOp":
+		if err := n.wantInputs(2); err != nil {
+			return nil, err
+		}
+		val := ins[1]
+		sub := nd.Op == "AssignSubVariableOp"
+		var upd func(dst, old, d *tensor) error
+		switch v.dt {
+		case dtFloat:
+			upd = accumulate[float32]
+		case dtDouble:
+			upd = accumulate[float64]
+		case dtInt32:
+			upd = accumulate[int32]
+		case dtInt64:
+			upd = accumulate[int64]
+		default:
+			return nil, fmt.Errorf("variables of dtype %s are not supported", dtypeName(v.dt))
+		}
+		c.emit(nd, ins, nil, func(vals []*tensor) error {
+			if v.value == nil {
+				return fmt.Errorf("variable %s is updated before it is initialized", v.name)
+			}
+			d := vals[val]
+			if d.dt != v.dt {
+				return fmt.Errorf("variable %s is %s, the update is %s", v.name, dtypeName(v.dt), dtypeName(d.dt))
+			}
+			if sub {
+				d = d.clone()
+				negateInPlace(d)
+			}
+			nv := &tensor{}
+			if err := upd(nv, v.value, d); err != nil {
+				return fmt.Errorf("variable %s: %w", v.name, err)
+			}
+			v.value = nv
+			return nil
+		}, false).writes = v
+	case "ResourceGather":
+		if err := n.wantInputs(2); err != nil {
+			return nil, err
+		}
+		if n.a.i("batch_dims", 0) != 0 {
+			return nil, fmt.Errorf("batch_dims != 0 is not supported")
+		}
+		g, err := gatherFunc(v.dt, n.inTypes2(c)[1])
+		if err != nil {
+			return nil, err
+		}
+		idx := ins[1]
+		out := n.out(v.dt)
+		c.emit(nd, ins, n.outs, func(vals []*tensor) error {
+			if v.value == nil {
+				return fmt.Errorf("variable %s is read before it is initialized", v.name)
+			}
+			return g(vals[out], v.value, vals[idx], 0)
+		}, false).readVar = v
+	}
+	return n.outs, nil
+}
+
+func (n *nodeCtx) inTypes2(c *compiler) []dtype {
+	ts := make([]dtype, len(n.ins))
+	for i, s := range n.ins {
+		ts[i] = c.prog.types[s]
+	}
+	return ts
+}
+
+func accumulate[T elem](dst, old, d *tensor) error {
+	a, b := data[T](old), data[T](d)
+	if len(b) != len(a) && len(b) != 1 {
+		return fmt.Errorf("update has shape %v, variable %v", d.shape, old.shape)
+	}
+	o := alloc[T](dst, old.dt, old.shape)
+	for i := range o {
+		if len(b) == 1 {
+			o[i] = a[i] + b[0]
+		} else {
+			o[i] = a[i] + b[i]
+		}
+	}
+	return nil
+}
+
+func negateInPlace(t *tensor) {
+	for i := range t.f32 {
+		t.f32[i] = -t.f32[i]
+	}
+	for i := range t.f64 {
+		t.f64[i] = -t.f64[i]
+	}
+	for i := range t.i32 {
+		t.i32[i] = -t.i32[i]
+	}
+	for i := range t.i64 {
+		t.i64[i] = -t.i64[i]
+	}
+}
+
+// restoreV2 reads named tensors from the checkpoint. Names must be
+// constants; slices are not supported.
+func (c *compiler) restoreV2(nd *ndpb.NodeDef, a attrs, ins []int) ([]int, error) {
+	n := &nodeCtx{c: c, nd: nd, a: a, ins: ins}
+	if err := n.wantInputs(3); err != nil {
+		return nil, err
+	}
+	names, slices := n.constIn(1), n.constIn(2)
+	if names == nil || names.dt != dtString || slices == nil || slices.dt != dtString {
+		return nil, fmt.Errorf("tensor_names and shape_and_slices must be string constants")
+	}
+	dts := a.list("dtypes").GetType()
+	if len(names.s) != len(dts) || len(slices.s) != len(dts) {
+		return nil, fmt.Errorf("%d tensor names, %d slices, %d dtypes", len(names.s), len(slices.s), len(dts))
+	}
+	for i, sl := range slices.s {
+		if sl != "" {
+			return nil, fmt.Errorf("tensor %q: restoring slices (%q) is not supported", names.s[i], sl)
+		}
+	}
+	if c.ck == nil && len(dts) > 0 {
+		return nil, fmt.Errorf("%w: the model restores variables but has no variables/variables.index", ErrCorruptCheckpoint)
+	}
+	outs := make([]int, len(dts))
+	for i, dt := range dts {
+		outs[i] = n.out(dt)
+	}
+	ck := c.ck
+	keys := append([]string(nil), names.s...)
+	cache := make([]*tensor, len(keys))
+	c.emit(nd, ins, outs, func(vals []*tensor) error {
+		for i, k := range keys {
+			if cache[i] == nil {
+				t, err := ck.read(k, dts[i])
+				if err != nil {
+					return err
+				}
+				cache[i] = t
+			}
+			vals[outs[i]] = cache[i]
+		}
+		return nil
+	}, false)
+	return outs, nil
+}
+
+func decodeConst(a attrs) (*tensor, error) {
+	v, ok := a["value"].GetValue().(*apb.AttrValue_Tensor)
+	if !ok {
+		return nil, fmt.Errorf("%w: Const has no tensor value", ErrBadGraph)
+	}
+	t, err := decodeTensorProto(v.Tensor)
+	if err != nil {
+		return nil, fmt.Errorf("%w: constant: %v", ErrBadGraph, err)
+	}
+	if dt, err := a.typ("dtype"); err == nil && dt != t.dt {
+		return nil, fmt.Errorf("%w: constant is %s, its dtype attribute says %s", ErrBadGraph, dtypeName(t.dt), dtypeName(dt))
+	}
+	return t, nil
+}

@@ -227,14 +227,14 @@ func maxEntries(l batch.Limits) int {
 	if l.MaxEntries > 0 {
 		return l.MaxEntries
 	}
-	return 4096
+	return batch.DefaultMaxEntries
 }
 
 func maxTensors(l batch.Limits) int {
 	if l.MaxTensors > 0 {
 		return l.MaxTensors
 	}
-	return 1024
+	return batch.DefaultMaxTensors
 }
 
 func (s *Server) entryFromProto(r *inferencepb.ModelRequest) batch.Entry {

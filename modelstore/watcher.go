@@ -161,17 +161,33 @@ func (w *Watcher) Models() map[string]Loaded {
 	return out
 }
 
+// ErrConfig is matched (errors.Is) by a SyncOnce error that includes a
+// failure to read or parse the model config; download, checksum, load and
+// deletion failures do not match it. A first poll that fails this way
+// attempted nothing: no config is known yet.
+var ErrConfig = errors.New("modelstore: model config not read")
+
+// configError marks a config failure for errors.Is(err, ErrConfig), keeping
+// the message, the metric reason and the inferr type of err as they are.
+type configError struct{ err error }
+
+func (e configError) Error() string   { return e.err.Error() }
+func (e configError) Unwrap() []error { return []error{e.err, ErrConfig} }
+
 // SyncOnce runs one poll: read the config (skipped when the object is
 // unchanged), plan, and execute the plan. The error joins every failure of
 // the poll; each is also logged and counted. When the config cannot be
 // read or parsed the last good config still drives due actions (grace
 // periods ending, retries), so nothing the bad config says takes effect.
+// A config failure matches ErrConfig; when SyncOnce returns an error that
+// does not, the config was read and every model it lists was attempted.
 func (w *Watcher) SyncOnce(ctx context.Context) error {
 	w.syncMu.Lock()
 	defer w.syncMu.Unlock()
 	var errs []error
 	cfg, err := w.loadConfig(ctx)
 	if err != nil {
+		err = configError{err}
 		errs = append(errs, err)
 		if !w.haveConfig {
 			return err

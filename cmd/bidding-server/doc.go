@@ -25,8 +25,10 @@
 //	                       with {"error":..}
 //	GET  /v1/models        {"model_paths":[..],"inference_enabled":bool}
 //	GET  /healthz          200 while the process serves
-//	GET  /readyz           200 once the module compiled, the sidecar is healthy and the first
-//	                       model sync (local models and the bucket) finished; else 503 with reasons
+//	GET  /readyz           200 once the module compiled, the sidecar is healthy, the local models
+//	                       registered and the bucket's config was read with every model it lists
+//	                       attempted (a model that fails to load is logged, counted in /metrics
+//	                       and retried each poll; it does not hold readiness back); else 503 with reasons
 //	GET  /metrics          Prometheus: inferbid_inference_* (B&A's inference metrics),
 //	                       inferbid_sidecar_restarts_total, inferbid_js_*, inferbid_http_*, Go/process
 //

@@ -148,7 +148,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 }
 
 // syncModels registers the local models, runs the first bucket sync until
-// it succeeds (marking the server ready), then keeps the watcher polling.
+// it has read the config (marking the server ready), then keeps the watcher
+// polling.
 func syncModels(ctx context.Context, cfg config, sup *sidecar.Supervisor, srv *server, reg prometheus.Registerer, logger *slog.Logger) {
 	if sup == nil {
 		srv.setSyncResult(nil)
@@ -186,14 +187,26 @@ func syncModels(ctx context.Context, cfg config, sup *sidecar.Supervisor, srv *s
 	if retry <= 0 || retry > 5*time.Second {
 		retry = 5 * time.Second
 	}
+	// Ready once the config was read and every model it lists was attempted,
+	// as production model servers do: a model that failed (bad checksum,
+	// failed download or warm-up) is logged, counted in /metrics and retried
+	// by the watcher, and must not hold the models that loaded out of service.
+	// Only a config that was never read keeps the server not ready.
 	for {
 		err := w.SyncOnce(ctx)
-		srv.setSyncResult(err)
 		if err == nil {
+			srv.setSyncResult(nil)
 			logger.Info("first model sync finished", "bucket", cfg.ModelBucketName)
 			break
 		}
-		logger.Warn("model sync failed, retrying", "bucket", cfg.ModelBucketName, "err", err, "in", retry)
+		if !errors.Is(err, modelstore.ErrConfig) && ctx.Err() == nil {
+			srv.setSyncResult(nil)
+			logger.Warn("first model sync finished with failures; the watcher retries them every poll",
+				"bucket", cfg.ModelBucketName, "err", err)
+			break
+		}
+		srv.setSyncResult(err)
+		logger.Warn("model config not read, retrying", "bucket", cfg.ModelBucketName, "err", err, "in", retry)
 		select {
 		case <-ctx.Done():
 			return

@@ -1,0 +1,202 @@
+//go:build pytorch && cgo
+
+package pytorch_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inferbid/inferbid/batch"
+	"github.com/inferbid/inferbid/runtimes"
+)
+
+// e2eInputs is a batch for the e2e-style models (testdata/e2e_style.pt and
+// the reference pytorch_e2e_model.pt): five INT64 [rows] indices in 0..19,
+// then two FLOAT [rows,10].
+func e2eInputs(rows int) []runtimes.Tensor {
+	var in []runtimes.Tensor
+	for k := range 5 {
+		idx := make([]int64, rows)
+		for r := range idx {
+			idx[r] = int64((r*7 + k*3) % 20)
+		}
+		in = append(in, runtimes.NewTensor(fmt.Sprintf("i%d", k), []int64{int64(rows)}, idx))
+	}
+	for k := range 2 {
+		f := make([]float32, rows*10)
+		for i := range f {
+			f[i] = float32((i+k*5)%10) / 10
+		}
+		in = append(in, runtimes.NewTensor(fmt.Sprintf("f%d", k), []int64{int64(rows), 10}, f))
+	}
+	return in
+}
+
+// latencies times each call and reports p50/p99 in µs.
+type latencies []time.Duration
+
+func (l *latencies) time(fn func()) {
+	start := time.Now()
+	fn()
+	*l = append(*l, time.Since(start))
+}
+
+func (l latencies) report(b *testing.B) {
+	if len(l) == 0 {
+		return
+	}
+	slices.Sort(l)
+	q := func(p float64) float64 { return float64(l[min(len(l)-1, int(p*float64(len(l))))].Nanoseconds()) / 1e3 }
+	b.ReportMetric(q(0.50), "p50-µs")
+	b.ReportMetric(q(0.99), "p99-µs")
+}
+
+func warm(b *testing.B, m *runtimes.Model, in []runtimes.Tensor) {
+	for range m.WarmUpRuns() {
+		if _, err := m.Predict(context.Background(), in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkForward is the bare runtime call (runtimes.Model.Predict: input
+// checks, copy in, forward(), copy out) with one intra-op thread.
+func BenchmarkForward(b *testing.B) {
+	rt := openRuntime(b)
+	models := []struct {
+		name  string
+		files runtimes.Files
+		input func(rows int) []runtimes.Tensor
+	}{
+		{"e2e_style", readTestdata(b, "e2e_style.pt"), e2eInputs},
+		{"mlp", readTestdata(b, "mlp.pt"), func(rows int) []runtimes.Tensor {
+			return []runtimes.Tensor{runtimes.NewTensor("x", []int64{int64(rows), 8}, benchInput(rows))}
+		}},
+	}
+	// The reference e2e model too, when the folder is there.
+	if ref, err := os.ReadFile(filepath.Join(referenceDirOrEmpty(), "pytorch_e2e_model.pt")); err == nil {
+		models = append(models, struct {
+			name  string
+			files runtimes.Files
+			input func(rows int) []runtimes.Tensor
+		}{"reference_e2e", runtimes.Files{"m.pt": ref}, e2eInputs})
+	}
+	for _, md := range models {
+		m, err := rt.Load(context.Background(), md.name, md.files)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer m.Close()
+		for _, rows := range []int{1, 64, 1024} {
+			in := md.input(rows)
+			b.Run(fmt.Sprintf("%s/batch=%d", md.name, rows), func(b *testing.B) {
+				warm(b, m, in)
+				var l latencies
+				for b.Loop() {
+					l.time(func() {
+						if _, err := m.Predict(context.Background(), in); err != nil {
+							b.Fatal(err)
+						}
+					})
+				}
+				l.report(b)
+			})
+		}
+	}
+}
+
+// referenceDirOrEmpty is referenceDir without skipping.
+func referenceDirOrEmpty() string {
+	dir := os.Getenv("INFERBID_REFERENCE_MODELS")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "..", "shared", "reference-models")
+	}
+	return filepath.Join(dir, "bidding-auction-servers", "pytorch")
+}
+
+func e2eJSON(path string, in []runtimes.Tensor) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `{"request":[{"model_path":%q,"tensors":[`, path)
+	for i, t := range in {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		dims := make([]string, len(t.Shape))
+		for j, d := range t.Shape {
+			dims[j] = fmt.Sprint(d)
+		}
+		fmt.Fprintf(&b, `{"tensor_name":%q,"data_type":%q,"tensor_shape":[%s],"tensor_content":[`, t.Name, t.DType(), strings.Join(dims, ","))
+		var vals []string
+		switch d := t.Data.(type) {
+		case []int64:
+			for _, v := range d {
+				vals = append(vals, fmt.Sprintf(`"%d"`, v))
+			}
+		case []float32:
+			for _, v := range d {
+				vals = append(vals, fmt.Sprintf(`"%v"`, v))
+			}
+		}
+		b.WriteString(strings.Join(vals, ","))
+		b.WriteString("]}")
+	}
+	b.WriteString("]}]}")
+	return b.String()
+}
+
+// BenchmarkSidecar is the e2e-style model over the Unix socket to a real
+// inference-sidecar-pytorch process: the typed path (host-parsed tensors)
+// and the JSON path (sidecar parses and renders JSON), next to BenchmarkForward.
+func BenchmarkSidecar(b *testing.B) {
+	sup := startSidecar(b)
+	ctx := context.Background()
+	c := sup.Client()
+	if err := sup.RegisterModel(ctx, "e2e/", readTestdata(b, "e2e_style.pt"), e2eJSON("e2e/", e2eInputs(1))); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("health-rtt", func(b *testing.B) {
+		var l latencies
+		for b.Loop() {
+			l.time(func() {
+				if err := c.WaitHealthy(ctx); err != nil {
+					b.Fatal(err)
+				}
+			})
+		}
+		l.report(b)
+	})
+	for _, rows := range []int{1, 64, 1024} {
+		in := e2eInputs(rows)
+		entries := []batch.Entry{{ModelPath: "e2e/", Tensors: in}}
+		js := []byte(e2eJSON("e2e/", in))
+		b.Run(fmt.Sprintf("typed/batch=%d", rows), func(b *testing.B) {
+			var l latencies
+			for b.Loop() {
+				l.time(func() {
+					res, err := c.Predict(ctx, entries)
+					if err != nil || res[0].Err != nil {
+						b.Fatal(err, res)
+					}
+				})
+			}
+			l.report(b)
+		})
+		b.Run(fmt.Sprintf("json/batch=%d", rows), func(b *testing.B) {
+			var l latencies
+			for b.Loop() {
+				l.time(func() {
+					if _, err := c.PredictJSON(ctx, js); err != nil {
+						b.Fatal(err)
+					}
+				})
+			}
+			l.report(b)
+		})
+	}
+}

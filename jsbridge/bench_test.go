@@ -5,15 +5,14 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/dop251/goja"
 
 	"github.com/inferbid/inferbid/batch"
+	"github.com/inferbid/inferbid/internal/benchlat"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/runtimes/tensorflow"
 	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
@@ -30,9 +29,9 @@ import (
 //	js_stringify the same, the script running JSON.stringify(batchObject) first (a B&A-style script)
 //	js_object    runInference(batchObject), the object extension
 //
-// Serial runs report p50-us and p99-us per call and calls/s at one
-// goroutine; the parallel runs report calls/s at GOMAXPROCS goroutines
-// (pool size GOMAXPROCS).
+// Every run reports p50-µs, p99-µs and calls/s (benchlat): serial runs at
+// one goroutine, parallel runs at GOMAXPROCS goroutines (pool size
+// GOMAXPROCS), where calls/s is all callers together.
 func BenchmarkInferenceLayers(b *testing.B) {
 	ctx := context.Background()
 	files, err := tfsave.MLP(tfsave.Options{})
@@ -118,36 +117,27 @@ function js_object() { return check(runInference(reqObject)); }
 }
 
 func benchSerial(b *testing.B, call func() error) {
-	lat := make([]time.Duration, 0, b.N)
-	start := time.Now()
+	var r benchlat.Recorder
 	for b.Loop() {
-		t0 := time.Now()
-		if err := call(); err != nil {
+		if err := r.TimeErr(call); err != nil {
 			b.Fatal(err)
 		}
-		lat = append(lat, time.Since(t0))
 	}
-	total := time.Since(start)
-	slices.Sort(lat)
-	if len(lat) > 0 {
-		b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, "p50-us")
-		b.ReportMetric(float64(lat[(len(lat)*99)/100].Nanoseconds())/1e3, "p99-us")
-		b.ReportMetric(float64(len(lat))/total.Seconds(), "calls/s")
-	}
+	r.Report(b)
 }
 
 func benchParallel(b *testing.B, call func() error) {
+	var r benchlat.Recorder
 	var once sync.Once
-	start := time.Now()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if err := call(); err != nil {
+			if err := r.TimeErr(call); err != nil {
 				once.Do(func() { b.Error(err) })
 				return
 			}
 		}
 	})
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
+	r.Report(b)
 }
 
 // BenchmarkObjectArgument compares, in-process (no sidecar), the two ways a

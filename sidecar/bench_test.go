@@ -5,14 +5,11 @@ package sidecar_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/inferbid/inferbid/batch"
+	"github.com/inferbid/inferbid/internal/benchlat"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/runtimes/onnx"
 	"github.com/inferbid/inferbid/sidecar"
@@ -28,58 +25,18 @@ func mlpInput(rows int) []float32 {
 	return x
 }
 
-func mlpBatchJSON(path string, x []float32) []byte {
-	var b strings.Builder
-	fmt.Fprintf(&b, `{"request":[{"model_path":%q,"tensors":[{"tensor_name":"x","data_type":"FLOAT","tensor_shape":[%d,8],"tensor_content":[`, path, len(x)/8)
-	for i, v := range x {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, "%q", fmt.Sprint(v))
-	}
-	b.WriteString("]}]}]}")
-	return []byte(b.String())
-}
-
-// latencies times each call and reports p50/p99 (µs) and calls/s.
-type latencies struct{ d []time.Duration }
-
-func (l *latencies) time(fn func()) {
-	start := time.Now()
-	fn()
-	l.d = append(l.d, time.Since(start))
-}
-
-func (l *latencies) report(b *testing.B) {
-	if len(l.d) == 0 {
-		return
-	}
-	slices.Sort(l.d)
-	var total time.Duration
-	for _, d := range l.d {
-		total += d
-	}
-	q := func(p float64) float64 {
-		return float64(l.d[min(len(l.d)-1, int(p*float64(len(l.d))))].Nanoseconds()) / 1e3
-	}
-	b.ReportMetric(q(0.50), "p50-µs")
-	b.ReportMetric(q(0.99), "p99-µs")
-	b.ReportMetric(float64(len(l.d))/total.Seconds(), "calls/s")
-}
+func mlpBatchJSON(path string, x []float32) []byte { return []byte(floatBatchJSON(path, 8, x)) }
 
 // BenchmarkPredictMLP compares, for the benchmark MLP at batch 1 and 64:
 // the bare ONNX Runtime call in this process; and Predict over the Unix
 // socket to a real inference-sidecar-onnx process, on the typed path and
 // on the JSON path (JSON encode on the host excluded, sidecar-side parse
-// and render included).
+// and render included). Each reports p50-µs, p99-µs and calls/s
+// (benchlat); the parallel run's calls/s is all callers together.
 func BenchmarkPredictMLP(b *testing.B) {
 	lib := requireONNX(b)
 	b.Setenv("INFERBID_ONNXRUNTIME_LIB", lib)
-	mlp, err := os.ReadFile(filepath.Join(onnxTestdata, "mlp.onnx"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	files := runtimes.Files{"mlp.onnx": mlp}
+	files := onnxFixture(b, "mlp.onnx")
 	ctx := context.Background()
 	cfg := `{"num_intraop_threads":1,"num_interop_threads":1}`
 
@@ -108,15 +65,15 @@ func BenchmarkPredictMLP(b *testing.B) {
 
 	// The floor: an empty gRPC round trip (health check) over the same socket.
 	b.Run("socket-health-rtt", func(b *testing.B) {
-		var l latencies
+		var l benchlat.Recorder
 		for b.Loop() {
-			l.time(func() {
+			l.Time(func() {
 				if err := c.WaitHealthy(ctx); err != nil {
 					b.Fatal(err)
 				}
 			})
 		}
-		l.report(b)
+		l.Report(b)
 	})
 	for _, rows := range []int{1, 64} {
 		x := mlpInput(rows)
@@ -125,50 +82,52 @@ func BenchmarkPredictMLP(b *testing.B) {
 		js := mlpBatchJSON("mlp/", x)
 
 		b.Run(fmt.Sprintf("bare/batch=%d", rows), func(b *testing.B) {
-			var l latencies
+			var l benchlat.Recorder
 			for b.Loop() {
-				l.time(func() {
+				l.Time(func() {
 					if _, err := bare.Predict(ctx, in); err != nil {
 						b.Fatal(err)
 					}
 				})
 			}
-			l.report(b)
+			l.Report(b)
 		})
 		b.Run(fmt.Sprintf("socket-typed/batch=%d", rows), func(b *testing.B) {
-			var l latencies
+			var l benchlat.Recorder
 			for b.Loop() {
-				l.time(func() {
+				l.Time(func() {
 					res, err := c.Predict(ctx, entries)
 					if err != nil || res[0].Err != nil {
 						b.Fatal(err, res)
 					}
 				})
 			}
-			l.report(b)
+			l.Report(b)
 		})
 		b.Run(fmt.Sprintf("socket-json/batch=%d", rows), func(b *testing.B) {
-			var l latencies
+			var l benchlat.Recorder
 			for b.Loop() {
-				l.time(func() {
+				l.Time(func() {
 					if _, err := c.PredictJSON(ctx, js); err != nil {
 						b.Fatal(err)
 					}
 				})
 			}
-			l.report(b)
+			l.Report(b)
 		})
 		b.Run(fmt.Sprintf("socket-typed-parallel/batch=%d", rows), func(b *testing.B) {
-			start := time.Now()
+			var l benchlat.Recorder
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if res, err := c.Predict(ctx, entries); err != nil || res[0].Err != nil {
+					var res []batch.Result
+					err := l.TimeErr(func() (err error) { res, err = c.Predict(ctx, entries); return err })
+					if err != nil || res[0].Err != nil {
 						b.Error(err, res)
 						return
 					}
 				}
 			})
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "calls/s")
+			l.Report(b)
 		})
 	}
 }

@@ -5,11 +5,9 @@ package onnx
 import (
 	"context"
 	"fmt"
-	"slices"
-	"syscall"
 	"testing"
-	"time"
 
+	"github.com/inferbid/inferbid/internal/benchlat"
 	"github.com/inferbid/inferbid/runtimes"
 )
 
@@ -17,7 +15,8 @@ import (
 // at batch 1 and 64: through the portable *runtimes.Model (input checks,
 // error typing, stats) and directly on the backend model. "cancelable" runs
 // with a context that can end, as gRPC requests have (it arms ORT's
-// terminate flag). p50/p99 are per call, in ns.
+// terminate flag). It reports p50-µs, p99-µs and calls/s (benchlat) and
+// the process CPU time per call (cpu-ns/op).
 func BenchmarkMLP(b *testing.B) {
 	requireLibrary(b)
 	for _, threads := range []int{1, 0} {
@@ -56,20 +55,18 @@ func BenchmarkMLP(b *testing.B) {
 					if err != nil || out[0].Len() != batch {
 						b.Fatalf("warm-up call: %v", err)
 					}
-					lat := make([]time.Duration, 0, b.N)
+					var r benchlat.Recorder
 					b.ReportAllocs()
-					b.ResetTimer()
-					cpu0 := processCPU()
+					cpu0 := benchlat.ProcessCPU()
+					n := 0
 					for b.Loop() {
-						start := time.Now()
-						if _, err := c.fn(); err != nil {
+						if err := r.TimeErr(func() error { _, err := c.fn(); return err }); err != nil {
 							b.Fatal(err)
 						}
-						lat = append(lat, time.Since(start))
+						n++
 					}
-					b.StopTimer()
-					b.ReportMetric(float64(processCPU()-cpu0)/float64(len(lat)), "cpu-ns/op")
-					reportPercentiles(b, lat)
+					b.ReportMetric(float64(benchlat.ProcessCPU()-cpu0)/float64(n), "cpu-ns/op")
+					r.Report(b)
 				})
 			}
 		}
@@ -77,42 +74,25 @@ func BenchmarkMLP(b *testing.B) {
 }
 
 // BenchmarkMLPParallel measures throughput with concurrent callers on one
-// model (RunParallel uses GOMAXPROCS goroutines).
+// model (RunParallel uses GOMAXPROCS goroutines): calls/s is the
+// throughput of all callers together.
 func BenchmarkMLPParallel(b *testing.B) {
 	requireLibrary(b)
 	m := loadModel(b, openRuntime(b, runtimes.Config{NumIntraopThreads: 1}), "mlp.onnx")
 	for _, batch := range []int{1, 64} {
 		inputs := []runtimes.Tensor{runtimes.NewTensor("x", []int64{int64(batch), 8}, mlpInput(batch))}
 		b.Run(fmt.Sprintf("threads=1/model/batch%d", batch), func(b *testing.B) {
+			var r benchlat.Recorder
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if _, err := m.Predict(context.Background(), inputs); err != nil {
+					if err := r.TimeErr(func() error { _, err := m.Predict(context.Background(), inputs); return err }); err != nil {
 						b.Error(err)
 						return
 					}
 				}
 			})
+			r.Report(b)
 		})
 	}
-}
-
-// processCPU is the process's user+system CPU time in ns. On a loaded
-// machine, CPU time per call says more about the code than wall time.
-func processCPU() int64 {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
-}
-
-func reportPercentiles(b *testing.B, lat []time.Duration) {
-	if len(lat) == 0 {
-		return
-	}
-	slices.Sort(lat)
-	at := func(q float64) float64 { return float64(lat[min(len(lat)-1, int(q*float64(len(lat))))].Nanoseconds()) }
-	b.ReportMetric(at(0.50), "p50-ns")
-	b.ReportMetric(at(0.99), "p99-ns")
 }

@@ -7,12 +7,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/inferbid/inferbid/batch"
+	"github.com/inferbid/inferbid/internal/benchlat"
 	"github.com/inferbid/inferbid/runtimes"
 )
 
@@ -36,25 +35,6 @@ func e2eInputs(rows int) []runtimes.Tensor {
 		in = append(in, runtimes.NewTensor(fmt.Sprintf("f%d", k), []int64{int64(rows), 10}, f))
 	}
 	return in
-}
-
-// latencies times each call and reports p50/p99 in µs.
-type latencies []time.Duration
-
-func (l *latencies) time(fn func()) {
-	start := time.Now()
-	fn()
-	*l = append(*l, time.Since(start))
-}
-
-func (l latencies) report(b *testing.B) {
-	if len(l) == 0 {
-		return
-	}
-	slices.Sort(l)
-	q := func(p float64) float64 { return float64(l[min(len(l)-1, int(p*float64(len(l))))].Nanoseconds()) / 1e3 }
-	b.ReportMetric(q(0.50), "p50-µs")
-	b.ReportMetric(q(0.99), "p99-µs")
 }
 
 func warm(b *testing.B, m *runtimes.Model, in []runtimes.Tensor) {
@@ -97,15 +77,15 @@ func BenchmarkForward(b *testing.B) {
 			in := md.input(rows)
 			b.Run(fmt.Sprintf("%s/batch=%d", md.name, rows), func(b *testing.B) {
 				warm(b, m, in)
-				var l latencies
+				var l benchlat.Recorder
 				for b.Loop() {
-					l.time(func() {
+					l.Time(func() {
 						if _, err := m.Predict(context.Background(), in); err != nil {
 							b.Fatal(err)
 						}
 					})
 				}
-				l.report(b)
+				l.Report(b)
 			})
 		}
 	}
@@ -161,42 +141,42 @@ func BenchmarkSidecar(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Run("health-rtt", func(b *testing.B) {
-		var l latencies
+		var l benchlat.Recorder
 		for b.Loop() {
-			l.time(func() {
+			l.Time(func() {
 				if err := c.WaitHealthy(ctx); err != nil {
 					b.Fatal(err)
 				}
 			})
 		}
-		l.report(b)
+		l.Report(b)
 	})
 	for _, rows := range []int{1, 64, 1024} {
 		in := e2eInputs(rows)
 		entries := []batch.Entry{{ModelPath: "e2e/", Tensors: in}}
 		js := []byte(e2eJSON("e2e/", in))
 		b.Run(fmt.Sprintf("typed/batch=%d", rows), func(b *testing.B) {
-			var l latencies
+			var l benchlat.Recorder
 			for b.Loop() {
-				l.time(func() {
+				l.Time(func() {
 					res, err := c.Predict(ctx, entries)
 					if err != nil || res[0].Err != nil {
 						b.Fatal(err, res)
 					}
 				})
 			}
-			l.report(b)
+			l.Report(b)
 		})
 		b.Run(fmt.Sprintf("json/batch=%d", rows), func(b *testing.B) {
-			var l latencies
+			var l benchlat.Recorder
 			for b.Loop() {
-				l.time(func() {
+				l.Time(func() {
 					if _, err := c.PredictJSON(ctx, js); err != nil {
 						b.Fatal(err)
 					}
 				})
 			}
-			l.report(b)
+			l.Report(b)
 		})
 	}
 }

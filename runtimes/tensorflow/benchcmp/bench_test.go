@@ -6,24 +6,15 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 
+	"github.com/inferbid/inferbid/internal/benchlat"
+	"github.com/inferbid/inferbid/internal/testhelp"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/runtimes/onnx"
 	"github.com/inferbid/inferbid/runtimes/tensorflow"
 	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
 )
-
-// processCPU is the process's user+system CPU time in ns: on a loaded
-// machine CPU time per call says more about the code than wall time.
-func processCPU() int64 {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
-}
 
 type backend struct {
 	name  string
@@ -47,7 +38,7 @@ func backends(tb testing.TB) []backend {
 		tb.Logf("ONNX Runtime not installed, comparing nothing: %v", err)
 		return out
 	}
-	onnxModel, err := os.ReadFile(filepath.Join("..", "..", "onnx", "testdata", "mlp.onnx"))
+	onnxModel, err := os.ReadFile(filepath.Join(testhelp.ModuleRoot(tb), "runtimes", "onnx", "testdata", "mlp.onnx"))
 	if err != nil {
 		tb.Logf("no ONNX MLP: %v", err)
 		return out
@@ -99,23 +90,26 @@ func TestSameAnswers(t *testing.T) {
 }
 
 // BenchmarkMLP runs the benchmark MLP at batch 1, 64 and 1024 on each
-// backend model (no portable-layer checks), reporting CPU ns per call.
+// backend model (no portable-layer checks), reporting CPU ns per call and
+// p50-µs, p99-µs and calls/s (benchlat).
 func BenchmarkMLP(b *testing.B) {
 	bs := backends(b)
 	for _, batch := range []int{1, 64, 1024} {
 		in := input(batch)
 		for _, be := range bs {
 			b.Run(fmt.Sprintf("batch%d/%s", batch, be.name), func(b *testing.B) {
+				var r benchlat.Recorder
 				b.ReportAllocs()
-				cpu0 := processCPU()
+				cpu0 := benchlat.ProcessCPU()
 				n := 0
 				for b.Loop() {
-					if _, err := be.model.Predict(context.Background(), in); err != nil {
+					if err := r.TimeErr(func() error { _, err := be.model.Predict(context.Background(), in); return err }); err != nil {
 						b.Fatal(err)
 					}
 					n++
 				}
-				b.ReportMetric(float64(processCPU()-cpu0)/float64(n), "cpu-ns/op")
+				b.ReportMetric(float64(benchlat.ProcessCPU()-cpu0)/float64(n), "cpu-ns/op")
+				r.Report(b)
 			})
 		}
 	}

@@ -1,0 +1,85 @@
+package benchlat
+
+import (
+	"math"
+	"slices"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Recorder collects the duration of each timed call.
+type Recorder struct {
+	mu          sync.Mutex
+	lat         []time.Duration
+	first, last time.Time // start of the earliest call, end of the latest
+}
+
+// Time runs fn and records how long it took.
+func (r *Recorder) Time(fn func()) {
+	start := time.Now()
+	fn()
+	r.record(start, time.Now())
+}
+
+// TimeErr runs fn, records how long it took and returns its error. A
+// failed call is not recorded: its latency says nothing about the path
+// being measured.
+func (r *Recorder) TimeErr(fn func() error) error {
+	start := time.Now()
+	err := fn()
+	if err == nil {
+		r.record(start, time.Now())
+	}
+	return err
+}
+
+func (r *Recorder) record(start, end time.Time) {
+	r.mu.Lock()
+	if len(r.lat) == 0 || start.Before(r.first) {
+		r.first = start
+	}
+	if end.After(r.last) {
+		r.last = end
+	}
+	r.lat = append(r.lat, end.Sub(start))
+	r.mu.Unlock()
+}
+
+// Report adds p50-µs, p99-µs and calls/s to b's results. It does nothing
+// when no call was recorded.
+func (r *Recorder) Report(b *testing.B) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := len(r.lat)
+	if n == 0 {
+		return
+	}
+	slices.Sort(r.lat)
+	b.ReportMetric(Percentile(r.lat, 0.50).Seconds()*1e6, "p50-µs")
+	b.ReportMetric(Percentile(r.lat, 0.99).Seconds()*1e6, "p99-µs")
+	if wall := r.last.Sub(r.first); wall > 0 {
+		b.ReportMetric(float64(n)/wall.Seconds(), "calls/s")
+	}
+}
+
+// Percentile is the nearest-rank q-quantile (0 < q <= 1) of sorted
+// durations; 0 for none.
+func Percentile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// ProcessCPU is the process's user+system CPU time. On a loaded machine,
+// CPU time per call says more about the code than wall time.
+func ProcessCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

@@ -1,0 +1,76 @@
+package benchlat
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestPercentileNearestRank(t *testing.T) {
+	var d []time.Duration
+	for i := 1; i <= 200; i++ {
+		d = append(d, time.Duration(i))
+	}
+	for _, c := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 100}, {0.99, 198}, {1, 200}, {0.001, 1}} {
+		if got := Percentile(d, c.q); got != c.want {
+			t.Errorf("Percentile(1..200, %v) = %v, want %v", c.q, got, c.want)
+		}
+	}
+	if got := Percentile(nil, 0.5); got != 0 {
+		t.Errorf("Percentile(nil) = %v, want 0", got)
+	}
+	if got := Percentile([]time.Duration{7}, 0.99); got != 7 {
+		t.Errorf("Percentile([7], 0.99) = %v, want 7", got)
+	}
+}
+
+// TestRecorderConcurrent records from many goroutines (run with -race)
+// and checks every successful call is kept and failed ones are not.
+func TestRecorderConcurrent(t *testing.T) {
+	var r Recorder
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 100 {
+				r.Time(func() {})
+				err := r.TimeErr(func() error {
+					if (g+i)%2 == 0 {
+						return errTest
+					}
+					return nil
+				})
+				if (err != nil) != ((g+i)%2 == 0) {
+					t.Errorf("TimeErr returned %v", err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if got, want := len(r.lat), 8*100+8*50; got != want {
+		t.Fatalf("recorded %d calls, want %d", got, want)
+	}
+	if r.last.Before(r.first) {
+		t.Fatalf("first %v after last %v", r.first, r.last)
+	}
+}
+
+type testError struct{}
+
+func (testError) Error() string { return "test error" }
+
+var errTest error = testError{}
+
+func BenchmarkRecorder(b *testing.B) {
+	var r Recorder
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			r.Time(func() { time.Sleep(time.Microsecond) })
+		}
+	})
+	r.Report(b)
+}

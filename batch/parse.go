@@ -41,7 +41,7 @@ func Parse(data []byte, lim Limits) ([]Entry, error) {
 		return entries, err
 	}
 	slow := newRequestParser(lim)
-	return slow.requestSlow(data)
+	return slow.requestValidated(data)
 }
 
 func newRequestParser(lim Limits) parser {
@@ -52,7 +52,16 @@ func newRequestParser(lim Limits) parser {
 // reference behaviour, used when requestFast meets anything unusual (it
 // also words every whole-batch error).
 func (p *parser) requestSlow(data []byte) ([]Entry, error) {
-	req, err := topLevelArray(data, "request", p.typ, "batch request")
+	if err := validate(data, p.typ, "batch request"); err != nil {
+		return nil, err
+	}
+	return p.requestValidated(data)
+}
+
+// requestValidated is requestSlow for data that validate has accepted
+// (Parse validates once, before trying the fast path).
+func (p *parser) requestValidated(data []byte) ([]Entry, error) {
+	req, err := findTopLevelArray(data, "request", p.typ, "batch request")
 	if err != nil {
 		return nil, err
 	}
@@ -91,6 +100,11 @@ func topLevelArray(data []byte, key string, typ inferr.Type, what string) (gjson
 	if err := validate(data, typ, what); err != nil {
 		return gjson.Result{}, err
 	}
+	return findTopLevelArray(data, key, typ, what)
+}
+
+// findTopLevelArray is topLevelArray for data that validate has accepted.
+func findTopLevelArray(data []byte, key string, typ inferr.Type, what string) (gjson.Result, error) {
 	doc := gjson.Parse(bytesView(data))
 	if !doc.IsObject() {
 		return gjson.Result{}, inferr.Errorf(typ, "%s is %s, want an object with a %q array", what, describe(doc), key)

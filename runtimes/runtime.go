@@ -90,8 +90,9 @@ type BackendModel interface {
 	Signature() Signature
 	// Predict runs one request. Inputs are aligned with Signature().Inputs
 	// (for positional models: as the caller gave them) and already checked
-	// against it; an absent optional input has nil Data. Every output must
-	// be a valid tensor with a name.
+	// against it; an absent optional input has nil Data. inputs may be the
+	// caller's own slice: Predict must not modify it. Every output must be
+	// a valid tensor with a name.
 	Predict(ctx context.Context, inputs []Tensor) ([]Tensor, error)
 	Close() error
 }
@@ -309,6 +310,16 @@ func (m *Model) bind(inputs []Tensor) ([]Tensor, error) {
 		}
 		return inputs, nil
 	}
+	if m.inSignatureOrder(inputs) {
+		// The usual request: every input once, in signature order. The
+		// caller's slice serves as is; no reordered copy per call.
+		for i, t := range inputs {
+			if err := checkSpec(m.sig.Inputs[i], t); err != nil {
+				return nil, err
+			}
+		}
+		return inputs, nil
+	}
 	ordered := make([]Tensor, len(m.sig.Inputs))
 	for _, t := range inputs {
 		i, ok := m.byName[t.Name]
@@ -329,6 +340,20 @@ func (m *Model) bind(inputs []Tensor) ([]Tensor, error) {
 		}
 	}
 	return ordered, nil
+}
+
+// inSignatureOrder reports whether inputs name each signature input once,
+// in signature order (by name or alias).
+func (m *Model) inSignatureOrder(inputs []Tensor) bool {
+	if len(inputs) != len(m.sig.Inputs) {
+		return false
+	}
+	for i, t := range inputs {
+		if j, ok := m.byName[t.Name]; !ok || j != i {
+			return false
+		}
+	}
+	return true
 }
 
 func checkSpec(spec TensorSpec, t Tensor) error {

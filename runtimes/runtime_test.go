@@ -117,6 +117,26 @@ func TestPredictBindsByNameOrAliasInSignatureOrder(t *testing.T) {
 	}
 }
 
+// TestPredictInSignatureOrderCopiesNoInputs checks the usual request (every
+// input once, in signature order) costs one allocation fewer than the same
+// inputs out of order, which need a reordered copy.
+func TestPredictInSignatureOrderCopiesNoInputs(t *testing.T) {
+	m := loadEcho(t, sigXY)
+	x := NewTensor("x", []int64{1, 2}, []float32{1, 2})
+	y := NewTensor("y", []int64{1}, []int64{7})
+	allocs := func(in []Tensor) float64 {
+		return testing.AllocsPerRun(100, func() {
+			if _, err := m.Predict(context.Background(), in); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	inOrder, reordered := allocs([]Tensor{x, y}), allocs([]Tensor{y, x})
+	if inOrder != reordered-1 {
+		t.Fatalf("Predict allocates %v times for inputs in signature order, %v out of order; want one fewer", inOrder, reordered)
+	}
+}
+
 func TestPredictRejectsBadInputsAsInputParsing(t *testing.T) {
 	m := loadEcho(t, sigXY)
 	x := NewTensor("x", []int64{1, 2}, []float32{1, 2})
@@ -133,6 +153,9 @@ func TestPredictRejectsBadInputsAsInputParsing(t *testing.T) {
 		"count mismatch": {[]Tensor{NewTensor("x", []int64{2, 2}, []float32{1, 2})}, "needs 4 values, tensor_content has 2"},
 		"too many":       {[]Tensor{NewTensor("x", []int64{1000, 2}, make([]float32, 2000))}, "more than 1000 elements"},
 		"no data":        {[]Tensor{{Name: "x", Shape: []int64{1}}}, "no data of a supported type"},
+		// Every input in signature order (Model.bind's no-copy path).
+		"dtype in order": {[]Tensor{x, NewTensor("y", []int64{1}, []int32{1})}, `input tensor "serving_default_y:0": data_type INT32, model expects INT64`},
+		"rank in order":  {[]Tensor{x, NewTensor("y", []int64{1, 1}, []int64{1})}, "tensor_shape [1,1], model expects [-1]"},
 	} {
 		_, err := m.Predict(context.Background(), c.in)
 		if inferr.TypeOf(err) != inferr.InputParsing || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), `model "m/"`) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/inferbid/inferbid/examples"
 	"github.com/inferbid/inferbid/examples/internal/bucketgen"
+	"github.com/inferbid/inferbid/internal/sidecartest"
 	"github.com/inferbid/inferbid/jsbridge"
 	"github.com/inferbid/inferbid/modelstore"
 	"github.com/inferbid/inferbid/runtimes"
@@ -80,28 +81,9 @@ func TestGenerateBid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir, err := os.MkdirTemp("", "exb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	srv, err := sidecar.NewServer(sidecar.ServerOptions{Runtime: rt, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	socket := filepath.Join(dir, "s.sock")
-	go srv.Serve(socket)
-	defer srv.GracefulStop()
-	client, err := sidecar.Dial(socket, sidecar.ClientOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
+	client := sidecartest.Serve(t, sidecar.ServerOptions{Runtime: rt, Logger: quiet}, sidecar.ClientOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := client.WaitHealthy(ctx); err != nil {
-		t.Fatal(err)
-	}
 	direct := map[string]*runtimes.Model{}
 	for _, m := range bucketgen.Models() {
 		files, err := modelstore.ReadLocal(filepath.Join("bucket", filepath.FromSlash(m.Path)))

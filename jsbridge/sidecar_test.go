@@ -8,13 +8,14 @@ import (
 	"log/slog"
 	"math"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/internal/sidecartest"
+	"github.com/inferbid/inferbid/internal/testhelp"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/runtimes/tensorflow"
 	"github.com/inferbid/inferbid/sidecar"
@@ -184,43 +185,11 @@ func mlp(x []float32) []float32 {
 	return y
 }
 
-// shortTempDir is a temp dir short enough for a Unix socket path (t.TempDir
-// paths can pass the 107-byte limit with long test names).
-func shortTempDir(t testing.TB) string {
-	dir, err := os.MkdirTemp("", "jsb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
 // startInProcessSidecar serves the gotest runtime on a socket in this
 // process and returns a client for it.
 func startInProcessSidecar(t testing.TB) *sidecar.Client {
 	t.Helper()
-	socket := filepath.Join(shortTempDir(t), "s.sock")
-	srv, err := sidecar.NewServer(sidecar.ServerOptions{Runtime: testRuntime(), Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(socket) }()
-	t.Cleanup(func() {
-		srv.GracefulStop()
-		<-errc
-	})
-	client, err := sidecar.Dial(socket, sidecar.ClientOptions{Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := client.WaitHealthy(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return client
+	return sidecartest.Serve(t, sidecar.ServerOptions{Runtime: testRuntime(), Logger: quietLogger()}, sidecar.ClientOptions{Logger: quietLogger()})
 }
 
 // startChildSidecar runs this test binary as the sidecar under the real
@@ -237,7 +206,7 @@ func startChildSidecar(t testing.TB) *sidecar.Supervisor {
 	defer cancel()
 	sup, err := sidecar.StartSupervisor(ctx, sidecar.SupervisorOptions{
 		BinaryPath: exe,
-		SocketPath: filepath.Join(shortTempDir(t), "s.sock"),
+		SocketPath: testhelp.SocketPath(t, "s.sock"),
 		MinBackoff: 20 * time.Millisecond,
 		MaxBackoff: 200 * time.Millisecond,
 		StopGrace:  2 * time.Second,

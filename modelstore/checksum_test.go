@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/inferbid/inferbid/internal/testhelp"
 	"github.com/inferbid/inferbid/runtimes"
 )
 
@@ -201,16 +202,7 @@ func TestInferctlChecksumMatchesSeedPipeline(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds cmd/inferctl")
 	}
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go tool to build inferctl")
-	}
-	bin := filepath.Join(t.TempDir(), "inferctl")
-	build := exec.Command(gobin, "build", "-o", bin, "../cmd/inferctl")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build inferctl: %v\n%s", err, out)
-	}
+	bin := testhelp.BuildBinary(t, "cmd/inferctl", false)
 	dir := t.TempDir()
 	writeTree(t, dir, savedModelLike(t))
 	single := filepath.Join(dir, "variables", "variables.index")

@@ -5,6 +5,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/inferbid/inferbid/internal/testhelp"
 	"github.com/inferbid/inferbid/modelstore/storetest"
 )
 
@@ -12,7 +13,8 @@ var servers *storetest.Servers
 
 // TestMain starts versitygw and fake-gcs-server from the installed binaries
 // (scripts/test-servers.sh install), or uses the ones the environment names,
-// so plain `go test` runs the S3 and GCS suites.
+// so plain `go test` runs the S3 and GCS suites. Afterwards it removes the
+// binaries tests built.
 func TestMain(m *testing.M) {
 	var err error
 	servers, err = storetest.Start()
@@ -22,6 +24,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	servers.Stop()
+	testhelp.RemoveBinaries()
 	os.Exit(code)
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/internal/sidecartest"
 	"github.com/inferbid/inferbid/runtimes"
 	_ "github.com/inferbid/inferbid/runtimes/tensorflow"
 	"github.com/inferbid/inferbid/sidecar"
@@ -58,23 +59,9 @@ func TestSyncUnderTrafficWithRealSidecar(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := sidecar.NewServer(sidecar.ServerOptions{Runtime: rt})
-	if err != nil {
-		t.Fatal(err)
-	}
-	socket := filepath.Join(t.TempDir(), "s.sock")
-	go srv.Serve(socket)
-	defer srv.GracefulStop()
-	client, err := sidecar.Dial(socket, sidecar.ClientOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
+	client := sidecartest.Serve(t, sidecar.ServerOptions{Runtime: rt}, sidecar.ClientOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := client.WaitHealthy(ctx); err != nil {
-		t.Fatal(err)
-	}
 
 	e := newEnv(t, backends()[0], func(o *WatcherOptions) { o.Registrar = client })
 	// The served path is "pctr/" (the in-place update target); its warm-up

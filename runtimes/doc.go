@@ -2,11 +2,14 @@
 // runtimes (TensorFlow, PyTorch, ONNX).
 //
 // A backend implements the small Backend and BackendModel interfaces and
-// registers itself in init() with Register; only cmd/ blank-imports backends.
+// registers itself in init() with Register; binaries (cmd/) and tests
+// blank-import the backends they need, libraries never do.
 // Everything that is the same for every backend lives here, once: input
 // validation against the model signature (names, dtypes, shapes, element
-// counts), error typing and wrapping with the model path, reference counting
-// so that Close waits for in-flight calls, and per-model call statistics.
+// counts) and binding inputs in signature order (no copy when the caller
+// already sent them in that order), error typing and wrapping with the
+// model path, a read-write lock so that Close waits for in-flight calls,
+// and per-model call statistics.
 //
 // The shape follows gocloud.dev/blob over blob/driver: users hold *Model, and
 // backends never see a request that the portable layer could have rejected.

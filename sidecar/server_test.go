@@ -17,26 +17,14 @@ import (
 
 	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/internal/testhelp"
 	"github.com/inferbid/inferbid/proto/inferencepb"
 	"github.com/inferbid/inferbid/runtimes"
 )
 
 // socketIn returns a socket path in a fresh private directory (short
 // enough for sun_path).
-func socketIn(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	p := filepath.Join(dir, "s.sock")
-	if len(p) > 100 {
-		d, err := os.MkdirTemp("", "sc")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { os.RemoveAll(d) })
-		p = filepath.Join(d, "s.sock")
-	}
-	return p
-}
+func socketIn(t *testing.T) string { return testhelp.SocketPath(t, "s.sock") }
 
 type testServer struct {
 	srv     *Server

@@ -1,5 +1,3 @@
-// Command inference-sidecar-onnx serves ONNX models over a Unix socket:
-// inference-sidecar-onnx --socket PATH [--runtime_config JSON].
 package main
 
 import (

@@ -1,6 +1,3 @@
-// Command inference-sidecar-tensorflow serves TensorFlow SavedModels (pure
-// Go, no libtensorflow) over a Unix socket:
-// inference-sidecar-tensorflow --socket PATH [--runtime_config JSON].
 package main
 
 import (

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -435,24 +436,15 @@ func sameTensor(a, b runtimes.Tensor) bool {
 			}
 		}
 	case []int8:
-		return equalSlices(x, b.Data.([]int8))
+		return slices.Equal(x, b.Data.([]int8))
 	case []int16:
-		return equalSlices(x, b.Data.([]int16))
+		return slices.Equal(x, b.Data.([]int16))
 	case []int32:
-		return equalSlices(x, b.Data.([]int32))
+		return slices.Equal(x, b.Data.([]int32))
 	case []int64:
-		return equalSlices(x, b.Data.([]int64))
+		return slices.Equal(x, b.Data.([]int64))
 	default:
 		return false
-	}
-	return true
-}
-
-func equalSlices[T comparable](a, b []T) bool {
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
 	}
 	return true
 }

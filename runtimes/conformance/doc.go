@@ -47,8 +47,27 @@
 //   - Close: Close is idempotent, and Predict after Close is MODEL_NOT_FOUND
 //     (runtimes.ErrClosed) naming the model path.
 //
-// Unknown model paths are the sidecar registry's business (its own tests);
-// here MODEL_NOT_FOUND is what a closed model answers. Waits are bounded (a
-// hung runtime fails, not stalls, the test) but nothing is timed: speed is
-// measured by benchmarks.
+// RunSidecar (sidecar.go) is the suite's second part, the same runtime
+// behind a real sidecar: a runtime's test calls
+//
+//	conformance.RunSidecar(t, runtimeName, conformance.Fixtures{AffineV1: ..., AffineV2: ...})
+//
+// and it opens the named (registered) runtime, serves it with an
+// in-process sidecar.Server on a Unix socket in a temporary directory and
+// checks over that socket, through sidecar.Client:
+//
+//   - UnknownModel: a path never registered is MODEL_NOT_FOUND.
+//   - RegisterAndPredict: AffineV1 registers with a warm-up batch and
+//     answers right on the JSON and the typed path.
+//   - SwapWhilePredicting: re-registering AffineV2 while 32 goroutines
+//     predict gives every caller a correct v1 or v2 answer, never
+//     MODEL_NOT_FOUND.
+//   - WarmUpFailureKeepsOldModel: a registration whose warm-up fails is
+//     rejected and the old model keeps serving.
+//   - Delete: a deleted model is MODEL_NOT_FOUND.
+//
+// In Run, MODEL_NOT_FOUND is what a closed model answers; unknown paths are
+// the sidecar's business (RunSidecar and the sidecar's own tests). Waits are
+// bounded (a hung runtime fails, not stalls, the test) but nothing is
+// timed: speed is measured by benchmarks.
 package conformance

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/internal/sidecartest"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/sidecar"
 )
@@ -50,50 +49,15 @@ func RunSidecar(t *testing.T, runtimeName string, fx Fixtures) {
 	}
 	probe.Close()
 
-	srv, err := sidecar.NewServer(sidecar.ServerOptions{Runtime: rt, Logger: slog.New(slog.NewTextHandler(testLogWriter{t}, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	socket := shortSocketPath(t)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(socket) }()
-	t.Cleanup(func() {
-		srv.GracefulStop()
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	client, err := sidecar.Dial(socket, sidecar.ClientOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
+	client := sidecartest.Serve(t, sidecar.ServerOptions{Runtime: rt, Logger: slog.New(slog.NewTextHandler(testLogWriter{t}, nil))}, sidecar.ClientOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	t.Cleanup(cancel)
-	if err := client.WaitHealthy(ctx); err != nil {
-		t.Fatalf("sidecar never became healthy: %v", err)
-	}
 	sc := &sidecarSuite{client: client, input: inputName, fx: fx}
 	t.Run("UnknownModel", func(t *testing.T) { sc.testUnknown(ctx, t) })
 	t.Run("RegisterAndPredict", func(t *testing.T) { sc.testRegister(ctx, t) })
 	t.Run("SwapWhilePredicting", func(t *testing.T) { sc.testSwap(ctx, t) })
 	t.Run("WarmUpFailureKeepsOldModel", func(t *testing.T) { sc.testWarmUpFailure(ctx, t) })
 	t.Run("Delete", func(t *testing.T) { sc.testDelete(ctx, t) })
-}
-
-// shortSocketPath is a socket path in t.TempDir(), or in a shorter
-// private temp dir when that would pass the 107-byte limit of Unix sockets.
-func shortSocketPath(t *testing.T) string {
-	p := filepath.Join(t.TempDir(), "s.sock")
-	if len(p) <= 100 {
-		return p
-	}
-	dir, err := os.MkdirTemp("", "conf")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return filepath.Join(dir, "s.sock")
 }
 
 const sidecarModel = "conformance/sidecar_affine/"

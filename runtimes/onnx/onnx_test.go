@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 	ort "github.com/yalue/onnxruntime_go"
 
 	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/internal/testhelp"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/runtimes/conformance"
 )
@@ -25,12 +27,8 @@ import (
 // installed, unless INFERBID_REQUIRE_NATIVE=1 (make test), where it fails.
 func requireLibrary(tb testing.TB) {
 	tb.Helper()
-	if _, err := FindLibrary(""); err != nil {
-		if os.Getenv("INFERBID_REQUIRE_NATIVE") == "1" {
-			tb.Fatalf("INFERBID_REQUIRE_NATIVE=1 and %v", err)
-		}
-		tb.Skipf("ONNX Runtime library not installed (run scripts/install-onnxruntime.sh): %v", err)
-	}
+	_, err := FindLibrary("")
+	testhelp.RequireNative(tb, "the ONNX Runtime library (scripts/install-onnxruntime.sh)", err)
 }
 
 func readModel(tb testing.TB, name string) runtimes.Files {
@@ -422,25 +420,13 @@ func TestLyingOutputShape(t *testing.T) {
 			t.Fatalf("call %d: %v", i, err)
 		}
 		want := append(append([]float32(nil), x...), x...)
-		if runtimes.FormatShape(out[0].Shape) != "[4,3]" || !equalSlices(out[0].Data.([]float32), want) {
+		if runtimes.FormatShape(out[0].Shape) != "[4,3]" || !slices.Equal(out[0].Data.([]float32), want) {
 			t.Fatalf("call %d: got %s %v, want [4,3] %v", i, runtimes.FormatShape(out[0].Shape), out[0].Data, want)
 		}
 		if m.preallocate.Load() {
 			t.Fatalf("call %d: preallocation still on after ONNX Runtime refused the guessed shape", i)
 		}
 	}
-}
-
-func equalSlices[T comparable](a, b []T) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestPassthroughOutputs: an output that is the input itself, Identity,
@@ -463,7 +449,7 @@ func TestPassthroughOutputs(t *testing.T) {
 		}
 		for i, name := range []string{"x", "y", "z", "r", "d"} {
 			got, ok := runtimes.Data[int64](out[i])
-			if out[i].Name != name || !ok || !equalSlices(got, x) || runtimes.FormatShape(out[i].Shape) != runtimes.FormatShape([]int64{int64(batch), 3}) {
+			if out[i].Name != name || !ok || !slices.Equal(got, x) || runtimes.FormatShape(out[i].Shape) != runtimes.FormatShape([]int64{int64(batch), 3}) {
 				t.Errorf("batch %d output %d: %q %s %v, want %q = the input %v", batch, i, out[i].Name, runtimes.FormatShape(out[i].Shape), out[i].Data, name, x)
 			}
 		}

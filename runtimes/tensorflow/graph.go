@@ -337,22 +337,14 @@ func (c *compiler) build(sc *scope, nd *ndpb.NodeDef, ins []int) ([]int, error) 
 		if err != nil {
 			return nil, err
 		}
-		key := a.s("container") + "/" + a.s("shared_name")
-		if a.s("shared_name") == "" {
-			key = a.s("container") + "/" + nd.Name
-		}
-		v := c.vars.get(key, dt)
+		v := c.vars.get(variableKey(a, nd), dt)
 		return []int{newSlot(p, dtResource, &tensor{dt: dtResource, shape: []int64{}, res: v})}, nil
 	case "VariableV2", "Variable":
 		dt, err := a.typ("dtype")
 		if err != nil {
 			return nil, err
 		}
-		key := a.s("container") + "/" + a.s("shared_name")
-		if a.s("shared_name") == "" {
-			key = a.s("container") + "/" + nd.Name
-		}
-		v := c.vars.get(key, dt)
+		v := c.vars.get(variableKey(a, nd), dt)
 		out := newSlot(p, dt, nil)
 		c.refVar[out] = v
 		// A ref variable's output is both its value and the ref Assign
@@ -439,6 +431,16 @@ func (n *nodeCtx) wantInputs(k int) error {
 		return fmt.Errorf("takes %d inputs, has %d", k, len(n.ins))
 	}
 	return nil
+}
+
+// variableKey names a variable's storage as TensorFlow's resource manager
+// does: container/shared_name, or container/node name when shared_name is
+// empty.
+func variableKey(a attrs, nd *ndpb.NodeDef) string {
+	if name := a.s("shared_name"); name != "" {
+		return a.s("container") + "/" + name
+	}
+	return a.s("container") + "/" + nd.Name
 }
 
 func (c *compiler) emit(nd *ndpb.NodeDef, ins, outs []int, run kernel, pure bool) *step {

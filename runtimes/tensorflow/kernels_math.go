@@ -3,6 +3,7 @@ package tensorflow
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 func init() {
@@ -221,7 +222,7 @@ func binaryKernel[T, R elem](outDT dtype, a, b, out int, row func(o []R, x, y []
 	return func(v []*tensor) error {
 		ta, tb, o := v[a], v[b], v[out]
 		x, y := data[T](ta), data[T](tb)
-		if sameShape(ta.shape, tb.shape) {
+		if slices.Equal(ta.shape, tb.shape) {
 			row(alloc[R](o, outDT, ta.shape), x, y, 1, 1)
 			return nil
 		}
@@ -248,18 +249,6 @@ func binaryKernel[T, R elem](outDT dtype, a, b, out int, row func(o []R, x, y []
 		})
 		return nil
 	}
-}
-
-func sameShape(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func arithK[T elem](dt dtype, op, a, b, out int) kernel {
@@ -414,7 +403,7 @@ func selectKernel[T elem](dt dtype, c, a, b, out int, v1 bool) kernel {
 			return fmt.Errorf("condition is %s, not bool", dtypeName(tc.dt))
 		}
 		x, y := data[T](ta), data[T](tb)
-		if v1 && !sameShape(ta.shape, tb.shape) {
+		if v1 && !slices.Equal(ta.shape, tb.shape) {
 			return fmt.Errorf("then %v and else %v differ in shape", ta.shape, tb.shape)
 		}
 		if v1 && len(tc.shape) == 1 && len(ta.shape) > 1 {

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -224,7 +225,7 @@ func TestBundleRoundTrip(t *testing.T) {
 			t.Errorf("%q: stored crc32c (unmasked) %#x, data has %#x", want.Key, unmask(e.Crc32C), crc)
 		}
 		if want.Strings != nil {
-			if e.Dtype != typespb.DataType_DT_STRING || !equalStrings(strs, want.Strings) {
+			if e.Dtype != typespb.DataType_DT_STRING || !slices.Equal(strs, want.Strings) {
 				t.Errorf("%q: strings %q (dtype %s), want %q", want.Key, strs, e.Dtype, want.Strings)
 			}
 			continue
@@ -321,18 +322,6 @@ func sortByOffset(e []bundleEntry) {
 			e[j], e[j-1] = e[j-1], e[j]
 		}
 	}
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // FuzzWriteBundle checks that whatever keys and values go in come back out

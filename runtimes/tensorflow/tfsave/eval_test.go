@@ -13,7 +13,6 @@ import (
 	tensorpb "github.com/wamuir/graft/tensorflow/core/framework/tensor_go_proto"
 	typespb "github.com/wamuir/graft/tensorflow/core/framework/types_go_proto"
 	protopb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/inferbid/inferbid/runtimes"
 )
@@ -64,13 +63,7 @@ type evalModel struct {
 
 func loadEval(t *testing.T, files runtimes.Files) *evalModel {
 	t.Helper()
-	var sm protopb.SavedModel
-	if err := proto.Unmarshal(files[SavedModelFile], &sm); err != nil {
-		t.Fatalf("saved_model.pb: %v", err)
-	}
-	if len(sm.MetaGraphs) != 1 {
-		t.Fatalf("%d meta graphs", len(sm.MetaGraphs))
-	}
+	sm := savedModelOf(t, files)
 	m := &evalModel{t: t, files: files, meta: sm.MetaGraphs[0], nodes: map[string]*nodepb.NodeDef{},
 		funcs: map[string]*functionpb.FunctionDef{}, ops: map[string]*opdefpb.OpDef{}, vars: map[string]*tval{}, ranOps: map[string]int{}}
 	for _, n := range m.meta.GraphDef.Node {

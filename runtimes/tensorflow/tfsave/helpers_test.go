@@ -9,6 +9,8 @@ import (
 	versionspb "github.com/wamuir/graft/tensorflow/core/framework/versions_go_proto"
 	protopb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/inferbid/inferbid/runtimes"
 )
 
 var versionDef1 = versionspb.VersionDef{Producer: 1}
@@ -52,12 +54,25 @@ func readSavedModel(t *testing.T, dir string) *protopb.SavedModel {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return parseSavedModel(t, dir, raw)
+}
+
+// savedModelOf parses the saved_model.pb of files.
+func savedModelOf(t *testing.T, files runtimes.Files) *protopb.SavedModel {
+	t.Helper()
+	return parseSavedModel(t, SavedModelFile, files[SavedModelFile])
+}
+
+// parseSavedModel parses a saved_model.pb (from where) and fails the test
+// unless it holds exactly one meta graph, as every model here does.
+func parseSavedModel(t *testing.T, where string, raw []byte) *protopb.SavedModel {
+	t.Helper()
 	var sm protopb.SavedModel
 	if err := proto.Unmarshal(raw, &sm); err != nil {
-		t.Fatalf("%s: %v", dir, err)
+		t.Fatalf("%s: %v", where, err)
 	}
 	if len(sm.MetaGraphs) != 1 {
-		t.Fatalf("%s: %d meta graphs", dir, len(sm.MetaGraphs))
+		t.Fatalf("%s: %d meta graphs", where, len(sm.MetaGraphs))
 	}
 	return &sm
 }

@@ -363,11 +363,8 @@ func TestStructure(t *testing.T) {
 
 func checkStructure(t *testing.T, files runtimes.Files, o Options) {
 	t.Helper()
-	var sm protopb.SavedModel
-	if err := proto.Unmarshal(files[SavedModelFile], &sm); err != nil {
-		t.Fatal(err)
-	}
-	if sm.SavedModelSchemaVersion != 1 || len(sm.MetaGraphs) != 1 {
+	sm := savedModelOf(t, files)
+	if sm.SavedModelSchemaVersion != 1 {
 		t.Fatalf("schema %d, %d meta graphs", sm.SavedModelSchemaVersion, len(sm.MetaGraphs))
 	}
 	mg := sm.MetaGraphs[0]

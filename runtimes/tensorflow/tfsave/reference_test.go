@@ -149,11 +149,7 @@ func TestTF1SaverMatchesHalfPlusTwo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sm protopb.SavedModel
-	if err := proto.Unmarshal(files[SavedModelFile], &sm); err != nil {
-		t.Fatal(err)
-	}
-	mine := sm.MetaGraphs[0]
+	mine := savedModelOf(t, files).MetaGraphs[0]
 	if !proto.Equal(mine.SaverDef, ref.SaverDef) {
 		t.Errorf("SaverDef\n tfsave %v\n TF     %v", mine.SaverDef, ref.SaverDef)
 	}
@@ -239,11 +235,7 @@ func TestTF2LayoutMatchesStateful(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sm protopb.SavedModel
-	if err := proto.Unmarshal(files[SavedModelFile], &sm); err != nil {
-		t.Fatal(err)
-	}
-	mine := sm.MetaGraphs[0]
+	mine := savedModelOf(t, files).MetaGraphs[0]
 
 	// File layout.
 	if a, b := sortedKeys(files), sortedKeys(refFiles); fmt.Sprint(a) != fmt.Sprint(b) {

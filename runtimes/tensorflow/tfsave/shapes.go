@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 
 	tensorpb "github.com/wamuir/graft/tensorflow/core/framework/tensor_go_proto"
+	shapepb "github.com/wamuir/graft/tensorflow/core/framework/tensor_shape_go_proto"
 	typespb "github.com/wamuir/graft/tensorflow/core/framework/types_go_proto"
 )
 
@@ -20,17 +21,7 @@ func (b *Builder) inferShapes(n *node) [][]int64 {
 		}
 		return b.tensorShape(data[i])
 	}
-	attrShape := func(name string) []int64 {
-		s := n.def.Attr[name].GetShape()
-		if s == nil || s.UnknownRank {
-			return nil
-		}
-		dims := make([]int64, len(s.Dim))
-		for i, d := range s.Dim {
-			dims[i] = d.Size
-		}
-		return dims
-	}
+	attrShape := func(name string) []int64 { return protoDims(n.def.Attr[name].GetShape()) }
 	if len(out) == 0 {
 		return out
 	}
@@ -148,23 +139,19 @@ func (b *Builder) handleShape(t string) []int64 {
 	if !ok || n.def.Op != "VarHandleOp" {
 		return nil
 	}
-	s := n.def.Attr["shape"].GetShape()
+	return protoDims(n.def.Attr["shape"].GetShape())
+}
+
+func tensorDims(p *tensorpb.TensorProto) []int64 { return protoDims(p.GetTensorShape()) }
+
+// protoDims is a shape's dimensions as written (-1 for unknown), or nil
+// when the shape or its rank is unknown.
+func protoDims(s *shapepb.TensorShapeProto) []int64 {
 	if s == nil || s.UnknownRank {
 		return nil
 	}
 	dims := make([]int64, len(s.Dim))
 	for i, d := range s.Dim {
-		dims[i] = d.Size
-	}
-	return dims
-}
-
-func tensorDims(p *tensorpb.TensorProto) []int64 {
-	if p == nil || p.TensorShape == nil || p.TensorShape.UnknownRank {
-		return nil
-	}
-	dims := make([]int64, len(p.TensorShape.Dim))
-	for i, d := range p.TensorShape.Dim {
 		dims[i] = d.Size
 	}
 	return dims

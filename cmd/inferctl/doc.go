@@ -1,0 +1,16 @@
+// Command inferctl drives an inference sidecar over its Unix socket, and
+// computes model checksums.
+//
+//	inferctl --socket PATH register --model-path P [--warmup FILE] LOCAL_FILE_OR_DIR
+//	inferctl --socket PATH predict [FILE]        (batch JSON from FILE or stdin)
+//	inferctl --socket PATH models                (the JSON array getModelPaths returns)
+//	inferctl --socket PATH delete --model-path P
+//	inferctl checksum LOCAL_FILE_OR_DIR
+//
+// --socket defaults to $INFERENCE_SIDECAR_SOCKET.
+//
+// Exit codes: 0 success; 1 the operation failed (the error, with its type,
+// goes to stderr; predict still prints the batch error JSON on stdout);
+// 2 a bad command line. Per-entry errors of a batch are part of predict's
+// answer (exit 0), as runInference returns them.
+package main

@@ -1,0 +1,107 @@
+package testhelp
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestMain(m *testing.M) { Main(m) }
+
+func TestModuleRootHoldsThisModule(t *testing.T) {
+	mod, err := os.ReadFile(filepath.Join(ModuleRoot(t), "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(mod), "module github.com/inferbid/inferbid\n") {
+		t.Fatalf("go.mod at the module root is not inferbid's:\n%.200s", mod)
+	}
+	if got := ReadFile(t, "internal/testhelp/doc.go"); !strings.Contains(string(got), "package testhelp") {
+		t.Fatalf("ReadFile(internal/testhelp/doc.go) = %.80q", got)
+	}
+}
+
+func TestSocketPathFitsSunPath(t *testing.T) {
+	t.Run(strings.Repeat("a_very_long_subtest_name_", 6), func(t *testing.T) {
+		p := SocketPath(t, "s.sock")
+		if len(p) > 100 {
+			t.Fatalf("socket path of %d bytes: %s", len(p), p)
+		}
+		st, err := os.Stat(filepath.Dir(p))
+		if err != nil || !st.IsDir() || st.Mode().Perm()&0o077 != 0 {
+			t.Fatalf("socket directory %s: %v %v, want a private directory", filepath.Dir(p), st, err)
+		}
+	})
+}
+
+// TestBuildBinaryOnce builds inferctl without cgo, runs it, and checks a
+// second call answers the same binary without building again.
+func TestBuildBinaryOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds cmd/inferctl")
+	}
+	bin := BuildBinary(t, "cmd/inferctl", false)
+	if filepath.Base(bin) != "inferctl" {
+		t.Fatalf("binary %s does not keep its package's name", bin)
+	}
+	st, err := os.Stat(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := exec.Command(bin, "-h").CombinedOutput()
+	if !strings.Contains(string(out), "inferctl") {
+		t.Fatalf("inferctl -h printed %q", out)
+	}
+	again := BuildBinary(t, "cmd/inferctl", false)
+	st2, err := os.Stat(again)
+	if again != bin || err != nil || !st2.ModTime().Equal(st.ModTime()) {
+		t.Fatalf("second BuildBinary: %s (%v), want the first build %s untouched", again, err, bin)
+	}
+	// Other flags (here only the link step differs) are another build, beside the first.
+	stripped := BuildBinary(t, "cmd/inferctl", false, "-ldflags=-s")
+	if stripped == bin || filepath.Base(stripped) != "inferctl" {
+		t.Fatalf("BuildBinary with -ldflags=-s = %s, want a second inferctl beside %s", stripped, bin)
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("the first build is gone after the second: %v", err)
+	}
+}
+
+func TestRequireNativeFailsWhenRequired(t *testing.T) {
+	t.Setenv(EnvRequireNative, "1")
+	ft := &fakeTB{TB: t}
+	func() {
+		defer func() { recover() }() // fakeTB.Fatalf panics to stop, as FailNow would
+		RequireNative(ft, "libx", os.ErrNotExist)
+	}()
+	if !ft.failed || ft.skipped {
+		t.Fatalf("with %s=1: failed %v, skipped %v; want a failure", EnvRequireNative, ft.failed, ft.skipped)
+	}
+	t.Setenv(EnvRequireNative, "")
+	ft = &fakeTB{TB: t}
+	func() {
+		defer func() { recover() }()
+		RequireNative(ft, "libx", os.ErrNotExist)
+	}()
+	if ft.failed || !ft.skipped {
+		t.Fatalf("without %s: failed %v, skipped %v; want a skip", EnvRequireNative, ft.failed, ft.skipped)
+	}
+	RequireNative(t, "libx", nil) // present: nothing happens
+}
+
+type fakeTB struct {
+	testing.TB
+	failed, skipped bool
+}
+
+func (f *fakeTB) Helper() {}
+func (f *fakeTB) Fatalf(string, ...any) {
+	f.failed = true
+	panic("fatal")
+}
+func (f *fakeTB) Skipf(string, ...any) {
+	f.skipped = true
+	panic("skip")
+}

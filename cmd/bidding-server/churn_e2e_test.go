@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
@@ -17,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inferbid/inferbid/internal/testhelp"
 	"github.com/inferbid/inferbid/modelstore"
 	"github.com/inferbid/inferbid/modelstore/storetest"
 	"github.com/inferbid/inferbid/runtimes"
@@ -47,17 +47,10 @@ func raceEnabled() bool {
 // -race (the race runtime needs cgo; the code itself imports no C).
 func buildForTest(t *testing.T, pkg string) string {
 	t.Helper()
-	if !raceEnabled() {
-		return buildBinary(t, pkg, false)
+	if raceEnabled() {
+		return testhelp.BuildBinary(t, pkg, true, "-race")
 	}
-	out := filepath.Join(t.TempDir(), filepath.Base(pkg))
-	cmd := exec.Command("go", "build", "-race", "-o", out, "./"+pkg)
-	cmd.Dir = repoRoot(t)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build -race %s: %v\n%s", pkg, err, b)
-	}
-	return out
+	return testhelp.BuildBinary(t, pkg, false)
 }
 
 // affine is a tfsave.AffineModel: y = a*x + c on a FLOAT [1,3] input.

@@ -19,30 +19,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/inferbid/inferbid/internal/testhelp"
 )
 
 // The end-to-end tests build bidding-server and a real sidecar binary into
 // a temp dir, start them as an operator would, and drive the HTTP API.
 
-func repoRoot(t *testing.T) string {
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return root
-}
-
-func buildBinary(t *testing.T, pkg string, cgo bool) string {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), filepath.Base(pkg))
-	cmd := exec.Command("go", "build", "-o", out, "./"+pkg)
-	cmd.Dir = repoRoot(t)
-	cmd.Env = append(os.Environ(), "CGO_ENABLED="+map[bool]string{true: "1", false: "0"}[cgo])
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", pkg, err, b)
-	}
-	return out
-}
+func TestMain(m *testing.M) { testhelp.Main(m) }
 
 type runningServer struct {
 	cmd  *exec.Cmd
@@ -178,9 +162,9 @@ func TestEndToEndTensorFlow(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs binaries")
 	}
-	root := repoRoot(t)
-	server := buildBinary(t, "cmd/bidding-server", false)
-	sidecarBin := buildBinary(t, "cmd/inference-sidecar-tensorflow", false)
+	root := testhelp.ModuleRoot(t)
+	server := testhelp.BuildBinary(t, "cmd/bidding-server", false)
+	sidecarBin := testhelp.BuildBinary(t, "cmd/inference-sidecar-tensorflow", false)
 	s := startBiddingServer(t, server, []string{
 		"--inference_model_bucket_name", "file://" + filepath.Join(root, "examples/bucket"),
 		"--inference_model_config_path", "model_config.json",
@@ -246,15 +230,15 @@ func TestEndToEndONNX(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs binaries")
 	}
-	root := repoRoot(t)
+	root := testhelp.ModuleRoot(t)
 	if _, err := os.Stat(filepath.Join(root, "lib/onnxruntime/libonnxruntime.so.1")); err != nil {
 		if os.Getenv("INFERBID_REQUIRE_NATIVE") != "" {
 			t.Fatal("ONNX Runtime not installed and INFERBID_REQUIRE_NATIVE is set: run scripts/install-onnxruntime.sh")
 		}
 		t.Skip("ONNX Runtime not installed (scripts/install-onnxruntime.sh)")
 	}
-	server := buildBinary(t, "cmd/bidding-server", false)
-	sidecarBin := buildBinary(t, "cmd/inference-sidecar-onnx", true)
+	server := testhelp.BuildBinary(t, "cmd/bidding-server", false)
+	sidecarBin := testhelp.BuildBinary(t, "cmd/inference-sidecar-onnx", true)
 	udf := filepath.Join(t.TempDir(), "mlp_bid.js")
 	os.WriteFile(udf, []byte(`
 function generateBid(ig) {

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/internal/testhelp"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/runtimes/conformance"
 	_ "github.com/inferbid/inferbid/runtimes/pytorch"
@@ -29,9 +30,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
+	testhelp.RemoveBinaries()
 	os.Exit(code)
 }
 

@@ -6,47 +6,24 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/internal/testhelp"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/sidecar"
 )
 
-// binDir holds the sidecar binary built for these tests (removed by TestMain).
-var (
-	binDir    string
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
-// sidecarBinary builds cmd/inference-sidecar-pytorch with the pytorch tag.
+// sidecarBinary builds cmd/inference-sidecar-pytorch with the pytorch tag,
+// once per test process.
 func sidecarBinary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		binDir, buildErr = os.MkdirTemp("", "ptsc")
-		if buildErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "inference-sidecar-pytorch")
-		cmd := exec.Command("go", "build", "-tags", "pytorch", "-o", binPath, "./cmd/inference-sidecar-pytorch")
-		cmd.Dir = filepath.Join("..", "..")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build -tags pytorch ./cmd/inference-sidecar-pytorch: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+	return testhelp.BuildBinary(t, "cmd/inference-sidecar-pytorch", true, "-tags", "pytorch")
 }
 
 // startSidecar runs the pytorch sidecar binary under a supervisor on a

@@ -18,6 +18,7 @@ import (
 	"github.com/inferbid/inferbid/internal/sidecartest"
 	"github.com/inferbid/inferbid/jsbridge"
 	"github.com/inferbid/inferbid/modelstore"
+	"github.com/inferbid/inferbid/modelstore/modelfiles"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/runtimes/tensorflow"
 	"github.com/inferbid/inferbid/sidecar"
@@ -62,7 +63,7 @@ func TestBucketChecksums(t *testing.T) {
 		t.Fatalf("%d models in the config, want 3", len(cfg.Models))
 	}
 	for _, m := range cfg.Models {
-		sum, err := modelstore.ChecksumPath(filepath.Join("bucket", filepath.FromSlash(m.Path)))
+		sum, err := modelfiles.ChecksumPath(filepath.Join("bucket", filepath.FromSlash(m.Path)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -86,7 +87,7 @@ func TestGenerateBid(t *testing.T) {
 	defer cancel()
 	direct := map[string]*runtimes.Model{}
 	for _, m := range bucketgen.Models() {
-		files, err := modelstore.ReadLocal(filepath.Join("bucket", filepath.FromSlash(m.Path)))
+		files, err := modelfiles.ReadLocal(filepath.Join("bucket", filepath.FromSlash(m.Path)))
 		if err != nil {
 			t.Fatal(err)
 		}

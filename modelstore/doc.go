@@ -42,7 +42,8 @@
 // inferbid_modelstore_last_good_sync_timestamp_seconds and
 // inferbid_modelstore_seconds_since_last_good_sync.
 //
-// The checksum of a model equals the seed's shell pipeline
+// The checksum of a model (package modelfiles, which inferctl uses without
+// the bucket SDKs) equals the seed's shell pipeline
 //
 //	find DIR -type f -exec sha256sum {} \; | sort -k 2 | awk '{print $1}' | tr -d '\n' | sha256sum | awk '{print $1}'
 //

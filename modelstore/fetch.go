@@ -20,6 +20,7 @@ import (
 	"gocloud.dev/gcerrors"
 
 	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/modelstore/modelfiles"
 	"github.com/inferbid/inferbid/runtimes"
 )
 
@@ -245,7 +246,7 @@ func (w *Watcher) download(ctx context.Context, e ModelEntry) (*downloaded, erro
 		d.files = append(d.files, downloadedFile{rel: o.rel, tmp: tmp})
 		digests = append(digests, digest)
 	}
-	d.checksum = checksumOfHashes(digests)
+	d.checksum = modelfiles.ChecksumOfHexDigests(digests)
 	if e.Checksum != "" && d.checksum != e.Checksum {
 		return nil, failf(reasonChecksum, "model %q: checksum mismatch: config lists %s, the bucket content is %s", e.Path, e.Checksum, d.checksum)
 	}

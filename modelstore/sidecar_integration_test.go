@@ -14,6 +14,7 @@ import (
 	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/internal/sidecartest"
+	"github.com/inferbid/inferbid/modelstore/modelfiles"
 	"github.com/inferbid/inferbid/runtimes"
 	_ "github.com/inferbid/inferbid/runtimes/tensorflow"
 	"github.com/inferbid/inferbid/sidecar"
@@ -34,7 +35,7 @@ func exampleModel(t *testing.T, path string) (runtimes.Files, string) {
 	}
 	for _, m := range cfg.Models {
 		if m.Path == path {
-			files, err := ReadLocal(filepath.Join(root, filepath.FromSlash(path)))
+			files, err := modelfiles.ReadLocal(filepath.Join(root, filepath.FromSlash(path)))
 			if err != nil {
 				t.Fatal(err)
 			}

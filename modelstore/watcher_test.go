@@ -3,6 +3,7 @@ package modelstore
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/modelstore/modelfiles"
 	"github.com/inferbid/inferbid/runtimes"
 )
 
@@ -65,7 +67,7 @@ func (r *fakeRegistrar) RegisterModel(ctx context.Context, path string, files ru
 		r.calls = append(r.calls, call{op: "register", path: path})
 		return inferr.Wrap(inferr.GRPC, ctx.Err(), "register")
 	}
-	c := call{op: "register", path: path, checksum: Checksum(files), warmUp: warmUp, files: files}
+	c := call{op: "register", path: path, checksum: modelfiles.Checksum(files), warmUp: warmUp, files: files}
 	r.calls = append(r.calls, c)
 	if r.failAll != nil {
 		return r.failAll
@@ -222,16 +224,22 @@ func (e *env) put(key string, data []byte) {
 	}
 }
 
-// putModel writes files under prefix (a directory model) and returns the
-// checksum the seed's shell pipeline computes for the same files on disk.
+// putModel writes files under prefix (a directory model) and returns their
+// checksum (modelfiles' tests pin it to the seed's shell pipeline).
 func (e *env) putModel(prefix string, files runtimes.Files) string {
 	e.t.Helper()
 	for rel, b := range files {
 		e.put(prefix+rel, b)
 	}
-	dir := e.t.TempDir()
-	writeTree(e.t, dir, files)
-	return pipelineChecksum(e.t, dir)
+	return modelfiles.Checksum(files)
+}
+
+func randomBytes(t testing.TB, n int) []byte {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 type cfgEntry struct {

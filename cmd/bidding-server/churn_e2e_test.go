@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/inferbid/inferbid/internal/testhelp"
-	"github.com/inferbid/inferbid/modelstore"
+	"github.com/inferbid/inferbid/modelstore/modelfiles"
 	"github.com/inferbid/inferbid/modelstore/storetest"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
@@ -252,7 +252,7 @@ func TestModelChurnUnderTraffic(t *testing.T) {
 		if err := storetest.WriteFiles(ctx, bucketURL, path, files); err != nil {
 			t.Fatal(err)
 		}
-		return modelstore.Checksum(files)
+		return modelfiles.Checksum(files)
 	}
 	entry := func(path, sum string, graceMs int) storetest.ConfigEntry {
 		return storetest.ConfigEntry{ModelPath: path, Checksum: sum, WarmUpJSON: churnRequest(path), EvictionGraceMs: graceMs}

@@ -20,6 +20,7 @@ import (
 	"github.com/inferbid/inferbid/examples"
 	"github.com/inferbid/inferbid/jsbridge"
 	"github.com/inferbid/inferbid/modelstore"
+	"github.com/inferbid/inferbid/modelstore/modelfiles"
 	"github.com/inferbid/inferbid/sidecar"
 )
 
@@ -219,7 +220,7 @@ func syncModels(ctx context.Context, cfg config, sup *sidecar.Supervisor, srv *s
 }
 
 func registerLocal(ctx context.Context, sup *sidecar.Supervisor, lm localModel) error {
-	files, err := modelstore.ReadLocal(lm.Local)
+	files, err := modelfiles.ReadLocal(lm.Local)
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inferbid/inferbid/modelstore"
+	"github.com/inferbid/inferbid/modelstore/modelfiles"
 	"github.com/inferbid/inferbid/modelstore/storetest"
 )
 
@@ -92,8 +92,8 @@ func TestReadyWithABrokenModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := storetest.WriteConfig(ctx, bucketURL, "model_config.json",
-		storetest.ConfigEntry{ModelPath: "good/", Checksum: modelstore.Checksum(goodFiles), WarmUpJSON: churnRequest("good/")},
-		storetest.ConfigEntry{ModelPath: "bad/", Checksum: modelstore.Checksum(listedFiles), WarmUpJSON: churnRequest("bad/")},
+		storetest.ConfigEntry{ModelPath: "good/", Checksum: modelfiles.Checksum(goodFiles), WarmUpJSON: churnRequest("good/")},
+		storetest.ConfigEntry{ModelPath: "bad/", Checksum: modelfiles.Checksum(listedFiles), WarmUpJSON: churnRequest("bad/")},
 	); err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestNotReadyUntilConfigRead(t *testing.T) {
 		}
 		// Written even after giving up, so the server start below ends.
 		storetest.WriteConfig(ctx, bucketURL, "model_config.json",
-			storetest.ConfigEntry{ModelPath: "m/", Checksum: modelstore.Checksum(files)})
+			storetest.ConfigEntry{ModelPath: "m/", Checksum: modelfiles.Checksum(files)})
 	}()
 	s := startBiddingServer(t, server, []string{"--listen", addr}, []string{
 		"INFERENCE_SIDECAR_BINARY_PATH=" + sidecarBin,

@@ -13,7 +13,7 @@ import (
 
 	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/inferr"
-	"github.com/inferbid/inferbid/modelstore"
+	"github.com/inferbid/inferbid/modelstore/modelfiles"
 	"github.com/inferbid/inferbid/sidecar"
 )
 
@@ -130,7 +130,7 @@ func checksum(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() != 1 {
 		return usagef("checksum takes one LOCAL_FILE_OR_DIR")
 	}
-	sum, err := modelstore.ChecksumPath(fs.Arg(0))
+	sum, err := modelfiles.ChecksumPath(fs.Arg(0))
 	if err != nil {
 		return err
 	}
@@ -159,7 +159,7 @@ func register(ctx context.Context, c *sidecar.Client, args []string, stdout, std
 		}
 		warmUpJSON = string(b)
 	}
-	files, err := modelstore.ReadLocal(fs.Arg(0))
+	files, err := modelfiles.ReadLocal(fs.Arg(0))
 	if err != nil {
 		return err
 	}

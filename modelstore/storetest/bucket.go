@@ -14,7 +14,7 @@ import (
 )
 
 // ConfigEntry is one model_metadata entry for WriteConfig. Compute Checksum
-// with modelstore.Checksum (or leave it empty to skip verification).
+// with modelfiles.Checksum (or leave it empty to skip verification).
 type ConfigEntry struct {
 	ModelPath       string `json:"model_path"`
 	Checksum        string `json:"checksum,omitempty"`

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"sort"
 
-	"github.com/inferbid/inferbid/modelstore"
+	"github.com/inferbid/inferbid/modelstore/modelfiles"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
 )
@@ -82,7 +82,7 @@ func Write(dir string) error {
 				return err
 			}
 		}
-		sum, err := modelstore.ChecksumPath(root)
+		sum, err := modelfiles.ChecksumPath(root)
 		if err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package modelstore
+package modelfiles
 
 import (
 	"bytes"
@@ -14,6 +14,8 @@ import (
 )
 
 // seedPipeline is the checksum command of the B&A inference docs, verbatim.
+func TestMain(m *testing.M) { testhelp.Main(m) }
+
 const seedPipeline = `find "$1" -type f -exec sha256sum {} \; | sort -k 2 | awk '{print $1}' | tr -d '\n' | sha256sum | awk '{print $1}'`
 
 // pipelineChecksum runs the seed's shell pipeline on path. LC_ALL=C makes

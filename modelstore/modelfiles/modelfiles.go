@@ -1,4 +1,4 @@
-package modelstore
+package modelfiles
 
 import (
 	"crypto/sha256"
@@ -32,8 +32,8 @@ func Checksum(files runtimes.Files) string {
 	return hex.EncodeToString(outer.Sum(nil))
 }
 
-// checksumOfHashes combines per-file hex digests already ordered by path.
-func checksumOfHashes(hexDigests []string) string {
+// ChecksumOfHexDigests combines per-file hex digests already ordered by path.
+func ChecksumOfHexDigests(hexDigests []string) string {
 	outer := sha256.New()
 	for _, h := range hexDigests {
 		io.WriteString(outer, h)
@@ -61,7 +61,7 @@ func ChecksumPath(path string) (string, error) {
 		}
 		digests = append(digests, d)
 	}
-	return checksumOfHashes(digests), nil
+	return ChecksumOfHexDigests(digests), nil
 }
 
 func fileDigest(name string) (string, error) {

@@ -14,7 +14,10 @@ export DEBIAN_FRONTEND=noninteractive
 export TMPDIR="${TMPDIR:-$(mktemp -d)}"
 mkdir -p "$TMPDIR"
 stamp=/var/lib/apt/periodic/inferbid-update-stamp
-if [ ! -f "$stamp" ] || ! apt-cache policy "${missing[@]}" 2>/dev/null | grep -q Candidate; then
+# Refresh the package lists once per machine, and again whenever one of the
+# packages has no install candidate in the lists we have.
+candidates=$(apt-cache policy "${missing[@]}" 2>/dev/null | grep -c 'Candidate: [^(]' || true)
+if [ ! -f "$stamp" ] || [ "$candidates" -lt ${#missing[@]} ]; then
   $sudo apt-get update -q >/dev/null
   $sudo mkdir -p "$(dirname "$stamp")" && $sudo touch "$stamp"
 fi

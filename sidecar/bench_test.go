@@ -65,15 +65,7 @@ func BenchmarkPredictMLP(b *testing.B) {
 
 	// The floor: an empty gRPC round trip (health check) over the same socket.
 	b.Run("socket-health-rtt", func(b *testing.B) {
-		var l benchlat.Recorder
-		for b.Loop() {
-			l.Time(func() {
-				if err := c.WaitHealthy(ctx); err != nil {
-					b.Fatal(err)
-				}
-			})
-		}
-		l.Report(b)
+		benchlat.Loop(b, func() error { return c.WaitHealthy(ctx) })
 	})
 	for _, rows := range []int{1, 64} {
 		x := mlpInput(rows)
@@ -82,38 +74,13 @@ func BenchmarkPredictMLP(b *testing.B) {
 		js := mlpBatchJSON("mlp/", x)
 
 		b.Run(fmt.Sprintf("bare/batch=%d", rows), func(b *testing.B) {
-			var l benchlat.Recorder
-			for b.Loop() {
-				l.Time(func() {
-					if _, err := bare.Predict(ctx, in); err != nil {
-						b.Fatal(err)
-					}
-				})
-			}
-			l.Report(b)
+			benchlat.Loop(b, func() error { _, err := bare.Predict(ctx, in); return err })
 		})
 		b.Run(fmt.Sprintf("socket-typed/batch=%d", rows), func(b *testing.B) {
-			var l benchlat.Recorder
-			for b.Loop() {
-				l.Time(func() {
-					res, err := c.Predict(ctx, entries)
-					if err != nil || res[0].Err != nil {
-						b.Fatal(err, res)
-					}
-				})
-			}
-			l.Report(b)
+			benchlat.Loop(b, func() error { return entryErr(c.Predict(ctx, entries)) })
 		})
 		b.Run(fmt.Sprintf("socket-json/batch=%d", rows), func(b *testing.B) {
-			var l benchlat.Recorder
-			for b.Loop() {
-				l.Time(func() {
-					if _, err := c.PredictJSON(ctx, js); err != nil {
-						b.Fatal(err)
-					}
-				})
-			}
-			l.Report(b)
+			benchlat.Loop(b, func() error { _, err := c.PredictJSON(ctx, js); return err })
 		})
 		b.Run(fmt.Sprintf("socket-typed-parallel/batch=%d", rows), func(b *testing.B) {
 			var l benchlat.Recorder
@@ -130,4 +97,12 @@ func BenchmarkPredictMLP(b *testing.B) {
 			l.Report(b)
 		})
 	}
+}
+
+// entryErr is the call's error or, failing that, its first entry's.
+func entryErr(res []batch.Result, err error) error {
+	if err == nil && len(res) > 0 {
+		err = res[0].Err
+	}
+	return err
 }

@@ -35,6 +35,19 @@ func (r *Recorder) TimeErr(fn func() error) error {
 	return err
 }
 
+// Loop times call on every iteration of b.Loop and reports, failing the
+// benchmark on the first error: the whole body of a serial latency
+// benchmark.
+func Loop(b *testing.B, call func() error) {
+	var r Recorder
+	for b.Loop() {
+		if err := r.TimeErr(call); err != nil {
+			b.Fatal(err)
+		}
+	}
+	r.Report(b)
+}
+
 func (r *Recorder) record(start, end time.Time) {
 	r.mu.Lock()
 	if len(r.lat) == 0 || start.Before(r.first) {

@@ -77,15 +77,7 @@ func BenchmarkForward(b *testing.B) {
 			in := md.input(rows)
 			b.Run(fmt.Sprintf("%s/batch=%d", md.name, rows), func(b *testing.B) {
 				warm(b, m, in)
-				var l benchlat.Recorder
-				for b.Loop() {
-					l.Time(func() {
-						if _, err := m.Predict(context.Background(), in); err != nil {
-							b.Fatal(err)
-						}
-					})
-				}
-				l.Report(b)
+				benchlat.Loop(b, func() error { _, err := m.Predict(context.Background(), in); return err })
 			})
 		}
 	}
@@ -141,42 +133,25 @@ func BenchmarkSidecar(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Run("health-rtt", func(b *testing.B) {
-		var l benchlat.Recorder
-		for b.Loop() {
-			l.Time(func() {
-				if err := c.WaitHealthy(ctx); err != nil {
-					b.Fatal(err)
-				}
-			})
-		}
-		l.Report(b)
+		benchlat.Loop(b, func() error { return c.WaitHealthy(ctx) })
 	})
 	for _, rows := range []int{1, 64, 1024} {
 		in := e2eInputs(rows)
 		entries := []batch.Entry{{ModelPath: "e2e/", Tensors: in}}
 		js := []byte(e2eJSON("e2e/", in))
 		b.Run(fmt.Sprintf("typed/batch=%d", rows), func(b *testing.B) {
-			var l benchlat.Recorder
-			for b.Loop() {
-				l.Time(func() {
-					res, err := c.Predict(ctx, entries)
-					if err != nil || res[0].Err != nil {
-						b.Fatal(err, res)
-					}
-				})
-			}
-			l.Report(b)
+			benchlat.Loop(b, func() error { return entryErr(c.Predict(ctx, entries)) })
 		})
 		b.Run(fmt.Sprintf("json/batch=%d", rows), func(b *testing.B) {
-			var l benchlat.Recorder
-			for b.Loop() {
-				l.Time(func() {
-					if _, err := c.PredictJSON(ctx, js); err != nil {
-						b.Fatal(err)
-					}
-				})
-			}
-			l.Report(b)
+			benchlat.Loop(b, func() error { _, err := c.PredictJSON(ctx, js); return err })
 		})
 	}
+}
+
+// entryErr is the call's error or, failing that, its first entry's.
+func entryErr(res []batch.Result, err error) error {
+	if err == nil && len(res) > 0 {
+		err = res[0].Err
+	}
+	return err
 }

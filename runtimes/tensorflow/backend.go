@@ -169,6 +169,9 @@ func load(files runtimes.Files, resetProb float64) (*model, error) {
 	if err := validateGraph(nodes, g.lib, mg.GetSaverDef().GetSaveTensorName()); err != nil {
 		return nil, err
 	}
+	if err := checkAssets(mg, files2); err != nil {
+		return nil, err
+	}
 	sigDef, ok := mg.SignatureDef[servingKey]
 	if !ok {
 		keys := make([]string, 0, len(mg.SignatureDef))
@@ -237,6 +240,48 @@ func load(files runtimes.Files, resetProb float64) (*model, error) {
 		m.restore = nil
 	}
 	return m, nil
+}
+
+// checkAssets checks the MetaGraph's asset_file_def against the files under
+// assets/: every asset the graph names must have been sent, under a clean
+// relative name. TensorFlow would find a missing asset only when an op
+// opened it; here it fails the load, before the model is published. No
+// kernel of this runtime reads files, so the bytes are not kept.
+func checkAssets(mg *cpb.MetaGraphDef, files map[string][]byte) error {
+	assets, err := assetFileDefs(mg)
+	if err != nil {
+		return err
+	}
+	for _, a := range assets {
+		name := a.GetFilename()
+		if name == "" || path.IsAbs(name) || path.Clean(name) != name || strings.HasPrefix(name, "../") || name == ".." {
+			return fmt.Errorf("%w: asset_file_def names the asset %q (tensor %s): not a clean relative file name",
+				ErrCorruptModel, name, a.GetTensorInfo().GetName())
+		}
+		if _, ok := files["assets/"+name]; !ok {
+			return fmt.Errorf("%w: asset %q (tensor %s) is missing: no assets/%s among the model files",
+				ErrCorruptModel, name, a.GetTensorInfo().GetName(), name)
+		}
+	}
+	return nil
+}
+
+// assetFileDefs returns the MetaGraph's assets as TensorFlow's loader finds
+// them: asset_file_def, or else (TF1 exports) the AssetFileDefs packed as
+// Any in the "saved_model_assets" collection.
+func assetFileDefs(mg *cpb.MetaGraphDef) ([]*cpb.AssetFileDef, error) {
+	if defs := mg.GetAssetFileDef(); len(defs) > 0 {
+		return defs, nil
+	}
+	var defs []*cpb.AssetFileDef
+	for i, a := range mg.GetCollectionDef()["saved_model_assets"].GetAnyList().GetValue() {
+		d := &cpb.AssetFileDef{}
+		if err := a.UnmarshalTo(d); err != nil {
+			return nil, fmt.Errorf("%w: saved_model_assets collection, item %d: %v", ErrCorruptModel, i, err)
+		}
+		defs = append(defs, d)
+	}
+	return defs, nil
 }
 
 func (m *model) compileServing(g *graphDef, nodes []*ndpb.NodeDef, sd *cpb.SignatureDef, vars *varStore, ck *checkpoint) error {

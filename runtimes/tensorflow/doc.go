@@ -8,6 +8,8 @@
 // TensorFlow restores them: the MetaGraph's saver restore op is compiled and
 // run (RestoreV2 feeding Assign for TF1 VariableV2, AssignVariableOp for TF2
 // resource variables), with the checkpoint prefix fed as the filename.
+// assets/ is checked against the MetaGraph's assets (asset_file_def, or
+// TF1's saved_model_assets collection): a missing asset fails the load.
 //
 // The serving_default signature is compiled once, at load, into a flat
 // schedule of kernels over numbered value slots: function calls

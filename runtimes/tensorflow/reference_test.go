@@ -5,8 +5,10 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/runtimes"
 )
 
@@ -211,4 +213,19 @@ func TestReferenceFrozenWithoutVariables(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkFloats(t, out[0], []float64{0.011748060584068299})
+}
+
+// half_plus_two names assets/foo.txt in its asset_file_def: without the file
+// the load fails, naming the asset.
+func TestReferenceMissingAssetFailsLoad(t *testing.T) {
+	files := readModelDir(t, "tensorflow-serving/half_plus_two")
+	if _, ok := files["assets/foo.txt"]; !ok {
+		t.Fatal("reference half_plus_two has no assets/foo.txt")
+	}
+	delete(files, "assets/foo.txt")
+	rt := runtimes.NewRuntime(Name, runtimes.Config{}, New(runtimes.Config{}))
+	_, err := rt.Load(context.Background(), "half_plus_two/", files)
+	if inferr.TypeOf(err) != inferr.ModelExecution || !strings.Contains(err.Error(), `asset "foo.txt"`) {
+		t.Fatalf("load without assets/foo.txt: %v (%v), want MODEL_EXECUTION naming the asset", err, inferr.TypeOf(err))
+	}
 }

@@ -66,6 +66,11 @@
 //     rejected and the old model keeps serving.
 //   - Delete: a deleted model is MODEL_NOT_FOUND.
 //
+// As in Run, a positional runtime may report a wrong dtype or shape as
+// MODEL_EXECUTION, and a warm-up naming an unknown input is not a fault
+// for it (names are ignored). ONNX, TensorFlow and PyTorch run RunSidecar
+// in their own tests.
+//
 // In Run, MODEL_NOT_FOUND is what a closed model answers; unknown paths are
 // the sidecar's business (RunSidecar and the sidecar's own tests). Waits are
 // bounded (a hung runtime fails, not stalls, the test) but nothing is

@@ -72,6 +72,15 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// The same fixtures through an in-process sidecar over a real Unix socket.
+func TestSidecarConformance(t *testing.T) {
+	conformance.RunSidecar(t, "pytorch", conformance.Fixtures{
+		AllDTypes: readTestdata(t, "alldtypes.pt"),
+		AffineV1:  readTestdata(t, "affine_v1.pt"),
+		AffineV2:  readTestdata(t, "affine_v2.pt"),
+	})
+}
+
 func TestAffineKnownAnswer(t *testing.T) {
 	rt := openRuntime(t)
 	for _, tc := range []struct {

@@ -29,3 +29,12 @@ func TestConformance(t *testing.T) {
 		})
 	}
 }
+
+// The same fixtures through an in-process sidecar over a real Unix socket.
+func TestSidecarConformance(t *testing.T) {
+	fx, err := tfsave.ConformanceFixturesWith(tfsave.Options{FunctionCall: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conformance.RunSidecar(t, Name, fx)
+}

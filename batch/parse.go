@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -238,30 +239,39 @@ func (l *loc) errorf(format string, args ...any) error {
 	return &inferr.Error{Type: l.typ, Msg: b.String()}
 }
 
+// The fields each object level reads, in pickFields' slot order.
+var (
+	entryFields  = []string{"model_path", "tensors"}
+	tensorFields = []string{"tensor_name", "data_type", "tensor_shape", "tensor_content"}
+	resultFields = []string{"model_path", "tensors", "error"}
+)
+
+// pickFields walks object v once, storing the value of keys[i] in slots[i]
+// and ignoring other keys. It returns the first key given twice: parsers
+// disagree on which copy wins, so a duplicate is an error to the caller.
+func pickFields(v gjson.Result, keys []string, slots ...*gjson.Result) (dup string) {
+	v.ForEach(func(k, val gjson.Result) bool {
+		i := slices.Index(keys, k.Str)
+		if i < 0 {
+			return true
+		}
+		if slots[i].Exists() {
+			dup = k.Str
+			return false
+		}
+		*slots[i] = val
+		return true
+	})
+	return dup
+}
+
 func (p *parser) entry(idx int, v gjson.Result) Entry {
 	at := loc{section: p.section, typ: p.typ, entry: idx, tensor: -1}
 	if !v.IsObject() {
 		return Entry{Err: at.errorf("entry is %s, want an object with model_path and tensors", describe(v))}
 	}
 	var path, tensors gjson.Result
-	dup := ""
-	v.ForEach(func(k, val gjson.Result) bool {
-		var slot *gjson.Result
-		switch k.Str {
-		case "model_path":
-			slot = &path
-		case "tensors":
-			slot = &tensors
-		default:
-			return true
-		}
-		if slot.Exists() {
-			dup = k.Str
-			return false
-		}
-		*slot = val
-		return true
-	})
+	dup := pickFields(v, entryFields, &path, &tensors)
 	switch {
 	case !path.Exists():
 		return Entry{Err: at.errorf("missing model_path")}
@@ -367,28 +377,7 @@ func (p *parser) tensor(at *loc, v gjson.Result) (runtimes.Tensor, error) {
 		return runtimes.Tensor{}, at.errorf("tensor is %s, want an object", describe(v))
 	}
 	var name, dtype, shape, content gjson.Result
-	dup := ""
-	v.ForEach(func(k, val gjson.Result) bool {
-		var slot *gjson.Result
-		switch k.Str {
-		case "tensor_name":
-			slot = &name
-		case "data_type":
-			slot = &dtype
-		case "tensor_shape":
-			slot = &shape
-		case "tensor_content":
-			slot = &content
-		default:
-			return true
-		}
-		if slot.Exists() {
-			dup = k.Str
-			return false
-		}
-		*slot = val
-		return true
-	})
+	dup := pickFields(v, tensorFields, &name, &dtype, &shape, &content)
 	at.name, at.named = "", false
 	var t runtimes.Tensor
 	if name.Exists() {

@@ -65,26 +65,7 @@ func (p *parser) result(idx int, v gjson.Result) (r Result, isBatchErr bool, err
 		return r, false, at.errorf("entry is %s, want an object", describe(v))
 	}
 	var path, tensors, errObj gjson.Result
-	dup := ""
-	v.ForEach(func(k, val gjson.Result) bool {
-		var slot *gjson.Result
-		switch k.Str {
-		case "model_path":
-			slot = &path
-		case "tensors":
-			slot = &tensors
-		case "error":
-			slot = &errObj
-		default:
-			return true
-		}
-		if slot.Exists() {
-			dup = k.Str
-			return false
-		}
-		*slot = val
-		return true
-	})
+	dup := pickFields(v, resultFields, &path, &tensors, &errObj)
 	switch {
 	case dup != "":
 		return r, false, at.errorf("field %q appears more than once", dup)

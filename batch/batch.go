@@ -1,8 +1,6 @@
 package batch
 
-import (
-	"github.com/inferbid/inferbid/runtimes"
-)
+import "github.com/inferbid/inferbid/tensor"
 
 // Default limits, used where a Limits field is zero.
 const (
@@ -19,14 +17,14 @@ const (
 
 // Limits bound what Parse accepts; zero fields mean defaults.
 type Limits struct {
-	MaxElements int64 // per tensor; 0 = runtimes.DefaultMaxElements
+	MaxElements int64 // per tensor; 0 = tensor.DefaultMaxElements
 	MaxEntries  int   // entries per batch; 0 = 4096
 	MaxTensors  int   // tensors per entry; 0 = 1024
 }
 
 func (l Limits) withDefaults() Limits {
 	if l.MaxElements <= 0 {
-		l.MaxElements = runtimes.DefaultMaxElements
+		l.MaxElements = tensor.DefaultMaxElements
 	}
 	if l.MaxEntries <= 0 {
 		l.MaxEntries = DefaultMaxEntries
@@ -40,13 +38,13 @@ func (l Limits) withDefaults() Limits {
 // Entry is one request entry: a model path and its input tensors, or the error that makes it unrunnable.
 type Entry struct {
 	ModelPath string
-	Tensors   []runtimes.Tensor
+	Tensors   []tensor.Tensor
 	Err       error // typed (inferr) per-entry error; when set the entry is not run
 }
 
 // Result is the outcome for one entry.
 type Result struct {
 	ModelPath string
-	Tensors   []runtimes.Tensor
+	Tensors   []tensor.Tensor
 	Err       error // typed per-entry error
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // benchRequest builds a batch of entries, each one FLOAT [rows,8] tensor,
@@ -46,7 +46,7 @@ func benchResults(entries, rows int) []Result {
 		for i := range out {
 			out[i] = float32(1) / float32(3+i+e)
 		}
-		rs[e] = Result{ModelPath: "pcvr_v1/", Tensors: []runtimes.Tensor{runtimes.NewTensor("PartitionedCall:0", []int64{int64(rows), 1}, out)}}
+		rs[e] = Result{ModelPath: "pcvr_v1/", Tensors: []tensor.Tensor{tensor.New("PartitionedCall:0", []int64{int64(rows), 1}, out)}}
 	}
 	return rs
 }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // The fast path walks the validated document once, in place, parsing each
@@ -251,10 +251,10 @@ func (p *parser) entryFast(c *cursor, idx int) (Entry, bool) {
 }
 
 // tensorFast parses one well-formed tensor in place.
-func (p *parser) tensorFast(c *cursor, at *loc) (runtimes.Tensor, bool) {
-	var t runtimes.Tensor
+func (p *parser) tensorFast(c *cursor, at *loc) (tensor.Tensor, bool) {
+	var t tensor.Tensor
 	var name gjson.Result
-	dt := runtimes.Invalid
+	dt := tensor.Invalid
 	var dims [MaxRank]int64
 	rank, n := -1, int64(0)
 	haveContent := false
@@ -267,12 +267,12 @@ func (p *parser) tensorFast(c *cursor, at *loc) (runtimes.Tensor, bool) {
 			name = gjson.Parse(c.skip())
 			return name.Type == gjson.String && utf8.ValidString(name.Str)
 		case "data_type":
-			if dt != runtimes.Invalid {
+			if dt != tensor.Invalid {
 				return false
 			}
 			r := gjson.Parse(c.skip())
 			var ok bool
-			dt, ok = runtimes.ParseDType(r.Str)
+			dt, ok = tensor.ParseDType(r.Str)
 			return r.Type == gjson.String && ok
 		case "tensor_shape":
 			if rank >= 0 {
@@ -286,7 +286,7 @@ func (p *parser) tensorFast(c *cursor, at *loc) (runtimes.Tensor, bool) {
 			rank, n, err = parseShape(at, raw, &dims, p.minDim, p.lim.MaxElements)
 			return err == nil
 		case "tensor_content":
-			if haveContent || dt == runtimes.Invalid || rank < 0 {
+			if haveContent || dt == tensor.Invalid || rank < 0 {
 				return false
 			}
 			haveContent = true
@@ -308,7 +308,7 @@ func (p *parser) tensorFast(c *cursor, at *loc) (runtimes.Tensor, bool) {
 }
 
 // contentInPlace reads the tensor_content array at the cursor.
-func (p *parser) contentInPlace(c *cursor, at *loc, dt runtimes.DType, n int64) (any, bool) {
+func (p *parser) contentInPlace(c *cursor, at *loc, dt tensor.DType, n int64) (any, bool) {
 	if c.peek() != '[' {
 		return nil, false
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/inferbid/inferbid/inferr"
-	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // Parse parses B&A batch JSON {"request":[...]} with gjson. The returned error is a whole-batch error
@@ -205,10 +205,10 @@ type parser struct {
 	typ         inferr.Type // the type of every error found
 	minDim      int64       // 1 for requests; 0 for responses (runtimes may return empty outputs)
 	shapeSlab   []int64
-	tensorSlab  []runtimes.Tensor
+	tensorSlab  []tensor.Tensor
 	stringSlab  []byte
 	lastPath    string
-	prevTensors []runtimes.Tensor
+	prevTensors []tensor.Tensor
 }
 
 // loc names the place of a fault for error descriptions.
@@ -302,7 +302,7 @@ func (p *parser) entry(idx int, v gjson.Result) Entry {
 			e.Err = at.errorf("more than %d tensors", p.lim.MaxTensors)
 			return false
 		}
-		var t runtimes.Tensor
+		var t tensor.Tensor
 		t, e.Err = p.tensor(&at, tv)
 		if e.Err != nil {
 			return false
@@ -323,10 +323,10 @@ func (p *parser) entry(idx int, v gjson.Result) Entry {
 // tensors begin at start, and returns where they begin afterwards. Entries
 // share slabs, so a batch costs few allocations for its tensor slices; a full
 // slab is replaced, never grown, because earlier entries point into it.
-func (p *parser) pushTensor(start int, t runtimes.Tensor) int {
+func (p *parser) pushTensor(start int, t tensor.Tensor) int {
 	if len(p.tensorSlab) == cap(p.tensorSlab) {
 		partial := p.tensorSlab[start:]
-		slab := make([]runtimes.Tensor, 0, max(2*cap(p.tensorSlab), 2*len(partial), 2))
+		slab := make([]tensor.Tensor, 0, max(2*cap(p.tensorSlab), 2*len(partial), 2))
 		p.tensorSlab = append(slab, partial...)
 		start = 0
 	}
@@ -336,10 +336,10 @@ func (p *parser) pushTensor(start int, t runtimes.Tensor) int {
 
 // entryTensors returns the current entry's tensors, which begin at start in
 // the slab; an entry without tensors gets an empty, non-nil slice.
-func (p *parser) entryTensors(start int) []runtimes.Tensor {
+func (p *parser) entryTensors(start int) []tensor.Tensor {
 	end := len(p.tensorSlab)
 	if start == end {
-		return []runtimes.Tensor{}
+		return []tensor.Tensor{}
 	}
 	return p.tensorSlab[start:end:end]
 }
@@ -372,14 +372,14 @@ func (p *parser) keep(r gjson.Result) string {
 	return unsafe.String(&p.stringSlab[start], len(s))
 }
 
-func (p *parser) tensor(at *loc, v gjson.Result) (runtimes.Tensor, error) {
+func (p *parser) tensor(at *loc, v gjson.Result) (tensor.Tensor, error) {
 	if !v.IsObject() {
-		return runtimes.Tensor{}, at.errorf("tensor is %s, want an object", describe(v))
+		return tensor.Tensor{}, at.errorf("tensor is %s, want an object", describe(v))
 	}
 	var name, dtype, shape, content gjson.Result
 	dup := pickFields(v, tensorFields, &name, &dtype, &shape, &content)
 	at.name, at.named = "", false
-	var t runtimes.Tensor
+	var t tensor.Tensor
 	if name.Exists() {
 		if name.Type != gjson.String {
 			return t, at.errorf("tensor_name is %s, want a string", describe(name))
@@ -398,7 +398,7 @@ func (p *parser) tensor(at *loc, v gjson.Result) (runtimes.Tensor, error) {
 	if dtype.Type != gjson.String {
 		return t, at.errorf("data_type is %s, want one of DOUBLE, FLOAT, INT8, INT16, INT32, INT64", describe(dtype))
 	}
-	dt, ok := runtimes.ParseDType(dtype.Str)
+	dt, ok := tensor.ParseDType(dtype.Str)
 	if !ok {
 		return t, at.errorf("data_type %q is not one of DOUBLE, FLOAT, INT8, INT16, INT32, INT64", clip(dtype.Str, 40))
 	}
@@ -422,12 +422,12 @@ func (p *parser) tensor(at *loc, v gjson.Result) (runtimes.Tensor, error) {
 	// Every value takes at least two bytes ("1,"), so a shape larger than
 	// the text could hold is a count mismatch, found without allocating.
 	if n > int64(len(content.Raw)-1)/2 {
-		return t, at.errorf("tensor_shape %s needs %d values, tensor_content has %d", runtimes.FormatShape(dims[:rank]), n, content.Get("#").Int())
+		return t, at.errorf("tensor_shape %s needs %d values, tensor_content has %d", tensor.FormatShape(dims[:rank]), n, content.Get("#").Int())
 	}
 	data, err := parseContent(at, dt, int(n), content.Raw)
 	if err != nil {
 		if err == errCount {
-			return t, at.errorf("tensor_shape %s needs %d values, tensor_content has %d", runtimes.FormatShape(dims[:rank]), n, content.Get("#").Int())
+			return t, at.errorf("tensor_shape %s needs %d values, tensor_content has %d", tensor.FormatShape(dims[:rank]), n, content.Get("#").Int())
 		}
 		return t, err
 	}
@@ -509,30 +509,30 @@ func shapeText(raw string) string {
 // count; the caller words the description.
 var errCount = fmt.Errorf("count mismatch")
 
-func parseContent(at *loc, dt runtimes.DType, n int, raw string) (any, error) {
+func parseContent(at *loc, dt tensor.DType, n int, raw string) (any, error) {
 	return scanContent(at, dt, n, &arrayScan{s: raw, i: 1})
 }
 
 // scanContent reads n values of type dt from sc, which must then be at the
 // end of its array.
-func scanContent(at *loc, dt runtimes.DType, n int, sc *arrayScan) (any, error) {
+func scanContent(at *loc, dt tensor.DType, n int, sc *arrayScan) (any, error) {
 	switch dt {
-	case runtimes.Double:
+	case tensor.Double:
 		d := make([]float64, n)
 		return d, fillFloat(at, d, sc, 64)
-	case runtimes.Float:
+	case tensor.Float:
 		d := make([]float32, n)
 		return d, fillFloat(at, d, sc, 32)
-	case runtimes.Int8:
+	case tensor.Int8:
 		d := make([]int8, n)
 		return d, fillInt(at, d, sc, 8)
-	case runtimes.Int16:
+	case tensor.Int16:
 		d := make([]int16, n)
 		return d, fillInt(at, d, sc, 16)
-	case runtimes.Int32:
+	case tensor.Int32:
 		d := make([]int32, n)
 		return d, fillInt(at, d, sc, 32)
-	case runtimes.Int64:
+	case tensor.Int64:
 		d := make([]int64, n)
 		return d, fillInt(at, d, sc, 64)
 	}

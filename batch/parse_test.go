@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/inferbid/inferbid/inferr"
-	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // entryJSON builds one request entry with a single tensor.
@@ -49,8 +49,8 @@ func TestParseDesignExample(t *testing.T) {
 	doc := []byte(`{"request":[{"model_path":"pcvr_v1/","tensors":[{"tensor_name":"x","data_type":"DOUBLE",
 "tensor_shape":[2,1],"tensor_content":["0.45","-0.25"]}]}]}`)
 	e := parseOne(t, doc)
-	want := Entry{ModelPath: "pcvr_v1/", Tensors: []runtimes.Tensor{
-		runtimes.NewTensor("x", []int64{2, 1}, []float64{0.45, -0.25}),
+	want := Entry{ModelPath: "pcvr_v1/", Tensors: []tensor.Tensor{
+		tensor.New("x", []int64{2, 1}, []float64{0.45, -0.25}),
 	}}
 	if !reflect.DeepEqual(e, want) {
 		t.Fatalf("got %+v, want %+v", e, want)
@@ -70,13 +70,13 @@ func TestParseEveryDType(t *testing.T) {
 	if e.Err != nil {
 		t.Fatal(e.Err)
 	}
-	want := []runtimes.Tensor{
-		runtimes.NewTensor("d", []int64{3}, []float64{0.1, -0.0025, 1e300}),
-		runtimes.NewTensor("f", []int64{1, 3}, []float32{3.14, 0.1, -16777216}),
-		runtimes.NewTensor("i8", []int64{2}, []int8{math.MinInt8, math.MaxInt8}),
-		runtimes.NewTensor("i16", []int64{2}, []int16{math.MinInt16, math.MaxInt16}),
-		runtimes.NewTensor("i32", []int64{2}, []int32{math.MinInt32, math.MaxInt32}),
-		runtimes.NewTensor("i64", []int64{2}, []int64{math.MinInt64, math.MaxInt64}),
+	want := []tensor.Tensor{
+		tensor.New("d", []int64{3}, []float64{0.1, -0.0025, 1e300}),
+		tensor.New("f", []int64{1, 3}, []float32{3.14, 0.1, -16777216}),
+		tensor.New("i8", []int64{2}, []int8{math.MinInt8, math.MaxInt8}),
+		tensor.New("i16", []int64{2}, []int16{math.MinInt16, math.MaxInt16}),
+		tensor.New("i32", []int64{2}, []int32{math.MinInt32, math.MaxInt32}),
+		tensor.New("i64", []int64{2}, []int64{math.MinInt64, math.MaxInt64}),
 	}
 	if !reflect.DeepEqual(e.Tensors, want) {
 		t.Fatalf("got  %v\nwant %v", e.Tensors, want)
@@ -352,20 +352,20 @@ func TestParseAcceptsOddButValidJSON(t *testing.T) {
 	}{
 		{"empty batch", `{"request":[]}`, []Entry{}},
 		{"whitespace everywhere", " \n\t{ \"request\" :\r\n [ { \"model_path\" : \"m\" , \"tensors\" : [ { \"data_type\" : \"INT8\" , \"tensor_shape\" : [ 2 ] , \"tensor_content\" : [ 1 , \"2\" ] } ] } ] } \n",
-			[]Entry{{ModelPath: "m", Tensors: []runtimes.Tensor{runtimes.NewTensor("", []int64{2}, []int8{1, 2})}}}},
+			[]Entry{{ModelPath: "m", Tensors: []tensor.Tensor{tensor.New("", []int64{2}, []int8{1, 2})}}}},
 		{"escaped keys", `{"req\u0075est":[{"model\u005fpath":"m\/a","tensors":[{"tensor\u005fname":"\u0078","data_type":"INT8","tensor_shape":[],"tensor_content":[3]}]}]}`,
-			[]Entry{{ModelPath: "m/a", Tensors: []runtimes.Tensor{runtimes.NewTensor("x", []int64{}, []int8{3})}}}},
+			[]Entry{{ModelPath: "m/a", Tensors: []tensor.Tensor{tensor.New("x", []int64{}, []int8{3})}}}},
 		{"unicode names", `{"request":[{"model_path":"模型/v1/","tensors":[{"tensor_name":"entrée😀","data_type":"DOUBLE","tensor_shape":[1],"tensor_content":[1]}]}]}`,
-			[]Entry{{ModelPath: "模型/v1/", Tensors: []runtimes.Tensor{runtimes.NewTensor("entrée😀", []int64{1}, []float64{1})}}}},
+			[]Entry{{ModelPath: "模型/v1/", Tensors: []tensor.Tensor{tensor.New("entrée😀", []int64{1}, []float64{1})}}}},
 		{"surrogate pair escape", `{"request":[{"model_path":"\ud83d\ude00","tensors":[]}]}`,
-			[]Entry{{ModelPath: "😀", Tensors: []runtimes.Tensor{}}}},
+			[]Entry{{ModelPath: "😀", Tensors: []tensor.Tensor{}}}},
 		{"unknown fields ignored, deep but bounded", `{"meta":{"a":[[[[{"b":null}]]]]},"request":[{"extra":[1,{"c":true}],"model_path":"m","tensors":[{"data_type":"INT16","tensor_shape":[1],"unit":"x","tensor_content":[5]}]}]}`,
-			[]Entry{{ModelPath: "m", Tensors: []runtimes.Tensor{runtimes.NewTensor("", []int64{1}, []int16{5})}}}},
+			[]Entry{{ModelPath: "m", Tensors: []tensor.Tensor{tensor.New("", []int64{1}, []int16{5})}}}},
 		{"fields in any order", `{"request":[{"tensors":[{"tensor_content":["1.5"],"tensor_shape":[1],"data_type":"FLOAT","tensor_name":"n"}],"model_path":"m"}]}`,
-			[]Entry{{ModelPath: "m", Tensors: []runtimes.Tensor{runtimes.NewTensor("n", []int64{1}, []float32{1.5})}}}},
+			[]Entry{{ModelPath: "m", Tensors: []tensor.Tensor{tensor.New("n", []int64{1}, []float32{1.5})}}}},
 		{"nesting just under the cap", `{"request":[],"x":` + strings.Repeat("[", MaxDepth-1) + strings.Repeat("]", MaxDepth-1) + `}`, []Entry{}},
 		{"brackets inside strings do not count as nesting", `{"request":[{"model_path":"` + strings.Repeat(`[{\"`, 400) + `","tensors":[]}]}`,
-			[]Entry{{ModelPath: strings.Repeat(`[{"`, 400), Tensors: []runtimes.Tensor{}}}},
+			[]Entry{{ModelPath: strings.Repeat(`[{"`, 400), Tensors: []tensor.Tensor{}}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -396,7 +396,7 @@ func TestParseDoesNotAliasInput(t *testing.T) {
 			t.Fatalf("entry changed with the input buffer: %q %q", e.ModelPath, e.Tensors[0].Name)
 		}
 	}
-	es[0].Tensors = append(es[0].Tensors, runtimes.Tensor{Name: "appended"})
+	es[0].Tensors = append(es[0].Tensors, tensor.Tensor{Name: "appended"})
 	es[0].Tensors[0].Shape = append(es[0].Tensors[0].Shape, 9)
 	if es[1].Tensors[0].Name != "input" || !reflect.DeepEqual(es[1].Tensors[0].Shape, []int64{1}) {
 		t.Fatalf("appending to one entry's slices changed the next entry: %+v", es[1])

@@ -7,7 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/inferbid/inferbid/inferr"
-	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // AppendResponse appends {"response":[...]} for results. It fails (typed OUTPUT_PARSING) when an output
@@ -100,15 +100,15 @@ func responseSizeHint(results []Result) int {
 			t := &r.Tensors[j]
 			n += 96 + len(t.Name) + 8*len(t.Shape)
 			switch t.DType() {
-			case runtimes.Double, runtimes.Float:
+			case tensor.Double, tensor.Float:
 				n += 20 * t.Len()
-			case runtimes.Int8:
+			case tensor.Int8:
 				n += 5 * t.Len()
-			case runtimes.Int16:
+			case tensor.Int16:
 				n += 7 * t.Len()
-			case runtimes.Int32:
+			case tensor.Int32:
 				n += 12 * t.Len()
-			case runtimes.Int64:
+			case tensor.Int64:
 				n += 21 * t.Len()
 			}
 		}
@@ -118,23 +118,23 @@ func responseSizeHint(results []Result) int {
 
 // appendTensor appends one output tensor; problem says why it cannot be
 // encoded ("" on success).
-func appendTensor(dst []byte, t *runtimes.Tensor) ([]byte, string) {
+func appendTensor(dst []byte, t *tensor.Tensor) ([]byte, string) {
 	dt := t.DType()
-	if dt == runtimes.Invalid {
+	if dt == tensor.Invalid {
 		return dst, "data is not one of the six dtypes"
 	}
 	want := int64(1)
 	for _, d := range t.Shape {
 		if d < 0 {
-			return dst, "tensor_shape " + runtimes.FormatShape(t.Shape) + " has a negative dimension"
+			return dst, "tensor_shape " + tensor.FormatShape(t.Shape) + " has a negative dimension"
 		}
 		if d != 0 && want > math.MaxInt64/d {
-			return dst, "tensor_shape " + runtimes.FormatShape(t.Shape) + " overflows"
+			return dst, "tensor_shape " + tensor.FormatShape(t.Shape) + " overflows"
 		}
 		want *= d
 	}
 	if want != int64(t.Len()) {
-		return dst, "tensor_shape " + runtimes.FormatShape(t.Shape) + " needs " + strconv.FormatInt(want, 10) +
+		return dst, "tensor_shape " + tensor.FormatShape(t.Shape) + " needs " + strconv.FormatInt(want, 10) +
 			" values, the output has " + strconv.Itoa(t.Len())
 	}
 	dst = append(dst, `{"tensor_name":`...)

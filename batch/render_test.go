@@ -12,14 +12,14 @@ import (
 	"testing"
 
 	"github.com/inferbid/inferbid/inferr"
-	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 func TestRenderDesignFormat(t *testing.T) {
 	results := []Result{
-		{ModelPath: "pcvr_v1/", Tensors: []runtimes.Tensor{
-			runtimes.NewTensor("PartitionedCall:0", []int64{2, 1}, []float32{3.14, 0.5}),
-			runtimes.NewTensor("ids", []int64{}, []int64{9007199254740993}),
+		{ModelPath: "pcvr_v1/", Tensors: []tensor.Tensor{
+			tensor.New("PartitionedCall:0", []int64{2, 1}, []float32{3.14, 0.5}),
+			tensor.New("ids", []int64{}, []int64{9007199254740993}),
 		}},
 		{ModelPath: "gone/", Err: inferr.Errorf(inferr.ModelNotFound, "model gone/ is not registered")},
 	}
@@ -150,23 +150,23 @@ func TestRenderStringsLikeEncodingJSON(t *testing.T) {
 func TestRenderNonFiniteIsBatchError(t *testing.T) {
 	cases := []struct {
 		name   string
-		tensor runtimes.Tensor
+		tensor tensor.Tensor
 		parts  []string
 	}{
-		{"float NaN", runtimes.NewTensor("PartitionedCall:0", []int64{3}, []float32{1, float32(math.NaN()), 2}), []string{"tensor_content[1]", "NaN"}},
-		{"double +Inf", runtimes.NewTensor("y", []int64{1}, []float64{math.Inf(1)}), []string{"tensor_content[0]", "+Inf"}},
-		{"float -Inf", runtimes.NewTensor("y", []int64{1, 1}, []float32{float32(math.Inf(-1))}), []string{"-Inf"}},
-		{"no data", runtimes.Tensor{Name: "y", Shape: []int64{1}}, []string{"six dtypes"}},
-		{"unsupported data", runtimes.Tensor{Name: "y", Shape: []int64{1}, Data: []string{"a"}}, []string{"six dtypes"}},
-		{"shape mismatch", runtimes.NewTensor("y", []int64{2, 2}, []int32{1, 2, 3}), []string{"[2,2] needs 4 values", "has 3"}},
-		{"negative dim", runtimes.NewTensor("y", []int64{-1}, []int32{1}), []string{"negative"}},
-		{"overflowing shape", runtimes.NewTensor("y", []int64{1 << 62, 4}, []int8{1}), []string{"overflows"}},
+		{"float NaN", tensor.New("PartitionedCall:0", []int64{3}, []float32{1, float32(math.NaN()), 2}), []string{"tensor_content[1]", "NaN"}},
+		{"double +Inf", tensor.New("y", []int64{1}, []float64{math.Inf(1)}), []string{"tensor_content[0]", "+Inf"}},
+		{"float -Inf", tensor.New("y", []int64{1, 1}, []float32{float32(math.Inf(-1))}), []string{"-Inf"}},
+		{"no data", tensor.Tensor{Name: "y", Shape: []int64{1}}, []string{"six dtypes"}},
+		{"unsupported data", tensor.Tensor{Name: "y", Shape: []int64{1}, Data: []string{"a"}}, []string{"six dtypes"}},
+		{"shape mismatch", tensor.New("y", []int64{2, 2}, []int32{1, 2, 3}), []string{"[2,2] needs 4 values", "has 3"}},
+		{"negative dim", tensor.New("y", []int64{-1}, []int32{1}), []string{"negative"}},
+		{"overflowing shape", tensor.New("y", []int64{1 << 62, 4}, []int8{1}), []string{"overflows"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			results := []Result{
-				{ModelPath: "ok/", Tensors: []runtimes.Tensor{runtimes.NewTensor("y", []int64{1}, []float64{1})}},
-				{ModelPath: "ctr_v2/", Tensors: []runtimes.Tensor{runtimes.NewTensor("z", []int64{1}, []int8{1}), c.tensor}},
+				{ModelPath: "ok/", Tensors: []tensor.Tensor{tensor.New("y", []int64{1}, []float64{1})}},
+				{ModelPath: "ctr_v2/", Tensors: []tensor.Tensor{tensor.New("z", []int64{1}, []int8{1}), c.tensor}},
 			}
 			prefix := []byte("prefix:")
 			out, err := AppendResponse(prefix, results)
@@ -201,7 +201,7 @@ func TestRenderNonFiniteIsBatchError(t *testing.T) {
 func TestRenderEmptyOutputs(t *testing.T) {
 	// Runtimes may return empty tensors (a zero dimension); they render and
 	// parse back even though requests may not contain them.
-	results := []Result{{ModelPath: "m", Tensors: []runtimes.Tensor{runtimes.NewTensor("e", []int64{0, 3}, []float32{})}}}
+	results := []Result{{ModelPath: "m", Tensors: []tensor.Tensor{tensor.New("e", []int64{0, 3}, []float32{})}}}
 	out := Render(results)
 	if !json.Valid(out) || !bytes.Contains(out, []byte(`"tensor_shape":[0,3],"data_type":"FLOAT","tensor_content":[]`)) {
 		t.Fatalf("rendered %s", out)

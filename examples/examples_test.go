@@ -22,6 +22,7 @@ import (
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/runtimes/tensorflow"
 	"github.com/inferbid/inferbid/sidecar"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // TestBucketIsUpToDate: the committed bucket is what the generator writes.
@@ -160,24 +161,24 @@ func TestGenerateBid(t *testing.T) {
 		// directly (no JS, no JSON, no socket).
 		best, bestRender := -1.0, ""
 		for _, ad := range ig.Ads {
-			pctrOut, err := direct["pctr/v2/"].Predict(ctx, []runtimes.Tensor{
-				runtimes.NewTensor("ad_id", []int64{1, 1}, []int64{ad.MD.AdID % 100}),
-				runtimes.NewTensor("publisher_id", []int64{1, 1}, []int64{req.Browser.Publisher % 50}),
-				runtimes.NewTensor("dense", []int64{1, 6}, ig.UBS.Dense),
+			pctrOut, err := direct["pctr/v2/"].Predict(ctx, []tensor.Tensor{
+				tensor.New("ad_id", []int64{1, 1}, []int64{ad.MD.AdID % 100}),
+				tensor.New("publisher_id", []int64{1, 1}, []int64{req.Browser.Publisher % 50}),
+				tensor.New("dense", []int64{1, 6}, ig.UBS.Dense),
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			pcvrOut, err := direct["pcvr/v1/"].Predict(ctx, []runtimes.Tensor{
-				runtimes.NewTensor("campaign_id", []int64{1, 1}, []int64{ad.MD.CampaignID % 64}),
-				runtimes.NewTensor("country_id", []int64{1, 1}, []int64{req.Browser.Country % 32}),
-				runtimes.NewTensor("features", []int64{1, 5}, req.PerBuyer.Features),
+			pcvrOut, err := direct["pcvr/v1/"].Predict(ctx, []tensor.Tensor{
+				tensor.New("campaign_id", []int64{1, 1}, []int64{ad.MD.CampaignID % 64}),
+				tensor.New("country_id", []int64{1, 1}, []int64{req.Browser.Country % 32}),
+				tensor.New("features", []int64{1, 5}, req.PerBuyer.Features),
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			pctr, _ := runtimes.Data[float32](pctrOut[0])
-			pcvr, _ := runtimes.Data[float32](pcvrOut[0])
+			pctr, _ := tensor.Data[float32](pctrOut[0])
+			pcvr, _ := tensor.Data[float32](pcvrOut[0])
 			if b := ad.MD.Value * float64(pctr[0]) * float64(pcvr[0]); b > best {
 				best, bestRender = b, ad.Render
 			}

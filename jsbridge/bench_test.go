@@ -16,6 +16,7 @@ import (
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/runtimes/tensorflow"
 	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // BenchmarkInferenceLayers measures the benchmark MLP (tfsave.MLP on the
@@ -58,8 +59,8 @@ func BenchmarkInferenceLayers(b *testing.B) {
 
 	for _, rows := range []int{1, 64} {
 		x := tfsave.MLPInput(rows)
-		input := runtimes.NewTensor("x", []int64{int64(rows), 8}, x)
-		entries := []batch.Entry{{ModelPath: "mlp/", Tensors: []runtimes.Tensor{input}}}
+		input := tensor.New("x", []int64{int64(rows), 8}, x)
+		entries := []batch.Entry{{ModelPath: "mlp/", Tensors: []tensor.Tensor{input}}}
 		content := make([]string, len(x))
 		for i, v := range x {
 			content[i] = fmt.Sprint(v)
@@ -89,7 +90,7 @@ function js_object() { return check(runInference(reqObject)); }
 			name string
 			call func() error
 		}{
-			{"runtime", func() error { _, err := model.Predict(ctx, []runtimes.Tensor{input}); return err }},
+			{"runtime", func() error { _, err := model.Predict(ctx, []tensor.Tensor{input}); return err }},
 			{"socket", func() error {
 				res, err := client.Predict(ctx, entries)
 				if err == nil && res[0].Err != nil {

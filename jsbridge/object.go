@@ -10,7 +10,7 @@ import (
 	"github.com/dop251/goja"
 
 	"github.com/inferbid/inferbid/batch"
-	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // walkBatch reads a batch given as a JS object ({request:[...]}) straight
@@ -80,7 +80,7 @@ func (w *walker) entry(v goja.Value) (batch.Entry, bool) {
 	if nt > int64(w.lim.MaxTensors) {
 		return e, false
 	}
-	e.Tensors = make([]runtimes.Tensor, nt)
+	e.Tensors = make([]tensor.Tensor, nt)
 	for j := range e.Tensors {
 		if e.Tensors[j], ok = w.tensor(ts.Get(index(j))); !ok {
 			return e, false
@@ -89,8 +89,8 @@ func (w *walker) entry(v goja.Value) (batch.Entry, bool) {
 	return e, true
 }
 
-func (w *walker) tensor(v goja.Value) (runtimes.Tensor, bool) {
-	var t runtimes.Tensor
+func (w *walker) tensor(v goja.Value) (tensor.Tensor, bool) {
+	var t tensor.Tensor
 	obj, ok := v.(*goja.Object)
 	if !ok || !plainObject(obj) {
 		return t, false
@@ -111,7 +111,7 @@ func (w *walker) tensor(v goja.Value) (runtimes.Tensor, bool) {
 	if !ok {
 		return t, false
 	}
-	dt, ok := runtimes.ParseDType(dtName)
+	dt, ok := tensor.ParseDType(dtName)
 	if !ok {
 		return t, false
 	}
@@ -131,7 +131,7 @@ func (w *walker) tensor(v goja.Value) (runtimes.Tensor, bool) {
 		}
 		t.Shape[k] = int64(f)
 	}
-	n, err := runtimes.NumElements(t.Shape, w.lim.MaxElements)
+	n, err := tensor.NumElements(t.Shape, w.lim.MaxElements)
 	if err != nil {
 		return t, false
 	}
@@ -142,7 +142,7 @@ func (w *walker) tensor(v goja.Value) (runtimes.Tensor, bool) {
 	if w.budget -= n; w.budget < 0 {
 		return t, false
 	}
-	data := runtimes.MakeData(dt, int(n))
+	data := tensor.MakeData(dt, int(n))
 	for k := range int(n) {
 		if !setElement(data, k, content.Get(index(k))) {
 			return t, false
@@ -291,7 +291,7 @@ func simpleDecimal(s string) bool {
 
 func limitsWithDefaults(lim batch.Limits) batch.Limits {
 	if lim.MaxElements <= 0 {
-		lim.MaxElements = runtimes.DefaultMaxElements
+		lim.MaxElements = tensor.DefaultMaxElements
 	}
 	if lim.MaxEntries <= 0 {
 		lim.MaxEntries = batch.DefaultMaxEntries

@@ -17,8 +17,10 @@ import (
 	"github.com/inferbid/inferbid/internal/sidecartest"
 	"github.com/inferbid/inferbid/internal/testhelp"
 	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/runtimes/driver"
 	"github.com/inferbid/inferbid/runtimes/tensorflow"
 	"github.com/inferbid/inferbid/sidecar"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // The tests run the real sidecar server (sidecar.NewServer) over a real Unix
@@ -82,7 +84,7 @@ type goBackend struct{}
 
 func (goBackend) Close() error { return nil }
 
-func (goBackend) Load(_ context.Context, files runtimes.Files) (runtimes.BackendModel, error) {
+func (goBackend) Load(_ context.Context, files runtimes.Files) (driver.Model, error) {
 	b, ok := files["model.txt"]
 	if !ok {
 		return nil, errors.New("no model.txt")
@@ -118,20 +120,20 @@ type goModel struct {
 }
 
 func (m *goModel) Signature() runtimes.Signature {
-	in := runtimes.TensorSpec{Name: "x", DType: runtimes.Float}
+	in := runtimes.TensorSpec{Name: "x", DType: tensor.Float}
 	if m.kind == "mlp" {
 		in.Shape = []int64{-1, 8}
 	}
 	return runtimes.Signature{
 		Inputs:  []runtimes.TensorSpec{in},
-		Outputs: []runtimes.TensorSpec{{Name: "y", DType: runtimes.Float}},
+		Outputs: []runtimes.TensorSpec{{Name: "y", DType: tensor.Float}},
 	}
 }
 
 func (m *goModel) Close() error { return nil }
 
-func (m *goModel) Predict(ctx context.Context, in []runtimes.Tensor) ([]runtimes.Tensor, error) {
-	x, _ := runtimes.Data[float32](in[0])
+func (m *goModel) Predict(ctx context.Context, in []tensor.Tensor) ([]tensor.Tensor, error) {
+	x, _ := tensor.Data[float32](in[0])
 	y := make([]float32, len(x))
 	shape := in[0].Shape
 	switch m.kind {
@@ -157,7 +159,7 @@ func (m *goModel) Predict(ctx context.Context, in []runtimes.Tensor) ([]runtimes
 	case "mlp":
 		y, shape = mlp(x), []int64{shape[0], 1}
 	}
-	return []runtimes.Tensor{runtimes.NewTensor("y", shape, y)}, nil
+	return []tensor.Tensor{tensor.New("y", shape, y)}, nil
 }
 
 // mlp is the benchmark MLP of the team contract, accumulated in float32 in

@@ -2,7 +2,9 @@ package runtimes
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"sync"
@@ -10,102 +12,21 @@ import (
 	"time"
 
 	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/runtimes/driver"
+	"github.com/inferbid/inferbid/tensor"
 )
 
-// Config is the sidecar's runtime config, the JSON of
-// INFERENCE_SIDECAR_RUNTIME_CONFIG. The zero value means defaults everywhere.
-type Config struct {
-	// NumInteropThreads and NumIntraopThreads size the runtime's thread
-	// pools; 0 lets the runtime choose.
-	NumInteropThreads int `json:"num_interop_threads,omitempty"`
-	NumIntraopThreads int `json:"num_intraop_threads,omitempty"`
-	// ModuleName names the runtime the config is meant for ("tensorflow",
-	// "pytorch", "onnx"); when set it must match the sidecar's runtime.
-	ModuleName string `json:"module_name,omitempty"`
-	// Cpuset pins the sidecar to these CPUs.
-	Cpuset []int `json:"cpuset,omitempty"`
-	// ModelResetProbability is the chance per inference that a stateful
-	// model's state is restored from its checkpoint (a privacy feature).
-	ModelResetProbability float64 `json:"model_reset_probability,omitempty"`
-	// LibraryPath points a runtime at its native library (ONNX Runtime);
-	// empty means the runtime's default location.
-	LibraryPath string `json:"library_path,omitempty"`
-	// MaxTensorElements bounds the element count of any one input tensor;
-	// 0 means DefaultMaxElements.
-	MaxTensorElements int64 `json:"max_tensor_elements,omitempty"`
-}
-
-// Files are the files of one model: slash-separated paths relative to the
-// model's root (e.g. "saved_model.pb", "variables/variables.index") mapped to
-// their contents. A single-file model has one entry.
-type Files map[string][]byte
-
-// Size is the total size of the files in bytes.
-func (f Files) Size() int64 {
-	var n int64
-	for _, b := range f {
-		n += int64(len(b))
-	}
-	return n
-}
-
-// Signature describes what a model takes and returns.
-type Signature struct {
-	Inputs  []TensorSpec
-	Outputs []TensorSpec
-	// Positional models take their inputs by position and ignore names
-	// (PyTorch's forward()). Inputs may then be empty (unknown).
-	Positional bool
-}
-
-// TensorSpec describes one input or output of a model.
-type TensorSpec struct {
-	// Name is the canonical name: the graph tensor name for TensorFlow
-	// ("serving_default_x:0"), the graph input name for ONNX.
-	Name string
-	// Aliases are other names accepted for an input (TensorFlow's
-	// signature key, "x").
-	Aliases []string
-	// DType is the element type; Invalid means any.
-	DType DType
-	// Shape is nil when even the rank is unknown; -1 marks an unknown
-	// dimension.
-	Shape []int64
-	// Optional inputs may be left out (TensorFlow PlaceholderWithDefault).
-	Optional bool
-}
-
-// Backend is what a runtime implements: it loads models from bytes.
-type Backend interface {
-	// Load parses, validates and prepares a model. It must not keep a
-	// reference to files beyond what the model needs.
-	Load(ctx context.Context, files Files) (BackendModel, error)
-	Close() error
-}
-
-// BackendModel is one loaded model of a backend. Predict is called
-// concurrently from many goroutines; Close is called once, after every
-// Predict has returned.
-type BackendModel interface {
-	Signature() Signature
-	// Predict runs one request. Inputs are aligned with Signature().Inputs
-	// (for positional models: as the caller gave them) and already checked
-	// against it; an absent optional input has nil Data. inputs may be the
-	// caller's own slice: Predict must not modify it. Every output must be
-	// a valid tensor with a name.
-	Predict(ctx context.Context, inputs []Tensor) ([]Tensor, error)
-	Close() error
-}
-
-// WarmUpRunner is implemented by backend models that need the warm-up
-// request run more than once before they are fast (TorchScript's profiling
-// executor).
-type WarmUpRunner interface {
-	WarmUpRuns() int
-}
+// The data types of the driver interface, under the names users of the
+// portable layer know them by.
+type (
+	Config     = driver.Config
+	Files      = driver.Files
+	Signature  = driver.Signature
+	TensorSpec = driver.TensorSpec
+)
 
 // Opener opens a backend with a config.
-type Opener func(Config) (Backend, error)
+type Opener func(driver.Config) (driver.Backend, error)
 
 var (
 	registryMu sync.RWMutex
@@ -139,7 +60,7 @@ func Names() []string {
 type Runtime struct {
 	name    string
 	cfg     Config
-	backend Backend
+	backend driver.Backend
 }
 
 // Open opens the named backend.
@@ -162,7 +83,10 @@ func Open(name string, cfg Config) (*Runtime, error) {
 
 // NewRuntime wraps a backend directly, without the registry (for tests and
 // benchmarks of one backend).
-func NewRuntime(name string, cfg Config, b Backend) *Runtime {
+func NewRuntime(name string, cfg Config, b driver.Backend) *Runtime {
+	if cfg.MaxTensorElements <= 0 {
+		cfg.MaxTensorElements = tensor.DefaultMaxElements
+	}
 	return &Runtime{name: name, cfg: cfg, backend: b}
 }
 
@@ -176,15 +100,15 @@ func (r *Runtime) Config() Config { return r.cfg }
 func (r *Runtime) Close() error { return r.backend.Close() }
 
 // Load loads the model at path (the registry key, used in errors) from
-// files. Every failure is a MODEL_EXECUTION error naming the path, unless the
-// backend typed it otherwise.
+// files. Every failure is a typed error naming the path: MODEL_EXECUTION
+// unless the backend's error says otherwise (see ErrorType).
 func (r *Runtime) Load(ctx context.Context, path string, files Files) (*Model, error) {
 	if len(files) == 0 {
 		return nil, inferr.Errorf(inferr.ModelExecution, "load model %q: no model files", path)
 	}
 	bm, err := r.backend.Load(ctx, files)
 	if err != nil {
-		return nil, inferr.Wrap(inferr.ModelExecution, err, fmt.Sprintf("load model %q", path))
+		return nil, typed(err, fmt.Sprintf("load model %q", path))
 	}
 	return newModel(path, bm, r.cfg.MaxTensorElements), nil
 }
@@ -192,7 +116,7 @@ func (r *Runtime) Load(ctx context.Context, path string, files Files) (*Model, e
 // Model is a loaded model, safe for concurrent use.
 type Model struct {
 	path        string
-	backend     BackendModel
+	backend     driver.Model
 	sig         Signature
 	byName      map[string]int // input name or alias -> index in sig.Inputs
 	maxElements int64
@@ -206,7 +130,7 @@ type Model struct {
 	nanos           atomic.Int64
 }
 
-func newModel(path string, bm BackendModel, maxElements int64) *Model {
+func newModel(path string, bm driver.Model, maxElements int64) *Model {
 	m := &Model{path: path, backend: bm, sig: bm.Signature(), maxElements: maxElements}
 	if !m.sig.Positional {
 		m.byName = make(map[string]int, 2*len(m.sig.Inputs))
@@ -230,7 +154,7 @@ func (m *Model) Signature() Signature { return m.sig }
 
 // WarmUpRuns is how many times the warm-up request should run (at least 1).
 func (m *Model) WarmUpRuns() int {
-	if w, ok := m.backend.(WarmUpRunner); ok && w.WarmUpRuns() > 1 {
+	if w, ok := m.backend.(driver.WarmUpRunner); ok && w.WarmUpRuns() > 1 {
 		return w.WarmUpRuns()
 	}
 	return 1
@@ -254,7 +178,7 @@ var ErrClosed = inferr.Errorf(inferr.ModelNotFound, "model is closed")
 // typed: INPUT_PARSING for inputs that do not fit, MODEL_EXECUTION when the
 // runtime fails, OUTPUT_PARSING for outputs that cannot be returned; each
 // names the model path.
-func (m *Model) Predict(ctx context.Context, inputs []Tensor) ([]Tensor, error) {
+func (m *Model) Predict(ctx context.Context, inputs []tensor.Tensor) ([]tensor.Tensor, error) {
 	m.closeMu.RLock()
 	defer m.closeMu.RUnlock()
 	if m.closed {
@@ -270,28 +194,51 @@ func (m *Model) Predict(ctx context.Context, inputs []Tensor) ([]Tensor, error) 
 	return out, err
 }
 
-func (m *Model) predict(ctx context.Context, inputs []Tensor) ([]Tensor, error) {
+func (m *Model) predict(ctx context.Context, inputs []tensor.Tensor) ([]tensor.Tensor, error) {
 	ordered, err := m.bind(inputs)
 	if err != nil {
 		return nil, inferr.Wrap(inferr.InputParsing, err, fmt.Sprintf("model %q", m.path))
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, inferr.Wrap(inferr.GRPC, err, fmt.Sprintf("model %q", m.path))
+		return nil, typed(err, fmt.Sprintf("model %q", m.path))
 	}
 	out, err := m.backend.Predict(ctx, ordered)
 	if err != nil {
-		return nil, inferr.Wrap(inferr.ModelExecution, err, fmt.Sprintf("model %q: inference failed", m.path))
+		return nil, typed(err, fmt.Sprintf("model %q: inference failed", m.path))
 	}
 	for i, t := range out {
-		if err := t.Validate(1 << 62); err != nil {
-			return nil, inferr.Errorf(inferr.OutputParsing, "model %q: output %d: %v", m.path, i, err)
+		if err := t.Validate(math.MaxInt64); err != nil {
+			return nil, inferr.Errorf(inferr.OutputParsing, "model %q: output %d: %w", m.path, i, err)
 		}
 	}
 	return out, nil
 }
 
+// ErrorType is the one classifier of backend errors, as go-cloud's
+// ErrorCode is for its drivers: a context error is the call's deadline or
+// cancellation (GRPC, as at any other edge), driver.ErrInvalidInput is
+// INPUT_PARSING, driver.ErrInvalidOutput is OUTPUT_PARSING, and anything else
+// the runtime could not do is MODEL_EXECUTION.
+func ErrorType(err error) inferr.Type {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return inferr.GRPC
+	case errors.Is(err, driver.ErrInvalidInput):
+		return inferr.InputParsing
+	case errors.Is(err, driver.ErrInvalidOutput):
+		return inferr.OutputParsing
+	}
+	return inferr.ModelExecution
+}
+
+// typed gives a backend error its type and the context msg (which names the
+// model path).
+func typed(err error, msg string) error {
+	return inferr.Wrap(ErrorType(err), err, msg)
+}
+
 // bind checks inputs against the signature and orders them like it.
-func (m *Model) bind(inputs []Tensor) ([]Tensor, error) {
+func (m *Model) bind(inputs []tensor.Tensor) ([]tensor.Tensor, error) {
 	for _, t := range inputs {
 		if err := t.Validate(m.maxElements); err != nil {
 			return nil, err
@@ -320,7 +267,7 @@ func (m *Model) bind(inputs []Tensor) ([]Tensor, error) {
 		}
 		return inputs, nil
 	}
-	ordered := make([]Tensor, len(m.sig.Inputs))
+	ordered := make([]tensor.Tensor, len(m.sig.Inputs))
 	for _, t := range inputs {
 		i, ok := m.byName[t.Name]
 		if !ok {
@@ -344,7 +291,7 @@ func (m *Model) bind(inputs []Tensor) ([]Tensor, error) {
 
 // inSignatureOrder reports whether inputs name each signature input once,
 // in signature order (by name or alias).
-func (m *Model) inSignatureOrder(inputs []Tensor) bool {
+func (m *Model) inSignatureOrder(inputs []tensor.Tensor) bool {
 	if len(inputs) != len(m.sig.Inputs) {
 		return false
 	}
@@ -356,23 +303,23 @@ func (m *Model) inSignatureOrder(inputs []Tensor) bool {
 	return true
 }
 
-func checkSpec(spec TensorSpec, t Tensor) error {
+func checkSpec(spec TensorSpec, t tensor.Tensor) error {
 	name := spec.Name
 	if name == "" {
 		name = t.Name
 	}
-	if spec.DType != Invalid && t.DType() != spec.DType {
+	if spec.DType != tensor.Invalid && t.DType() != spec.DType {
 		return fmt.Errorf("input tensor %q: data_type %s, model expects %s", name, t.DType(), spec.DType)
 	}
 	if spec.Shape == nil {
 		return nil
 	}
 	if len(t.Shape) != len(spec.Shape) {
-		return fmt.Errorf("input tensor %q: tensor_shape %s, model expects %s", name, FormatShape(t.Shape), FormatShape(spec.Shape))
+		return fmt.Errorf("input tensor %q: tensor_shape %s, model expects %s", name, tensor.FormatShape(t.Shape), tensor.FormatShape(spec.Shape))
 	}
 	for i, d := range spec.Shape {
 		if d >= 0 && t.Shape[i] != d {
-			return fmt.Errorf("input tensor %q: tensor_shape %s, model expects %s", name, FormatShape(t.Shape), FormatShape(spec.Shape))
+			return fmt.Errorf("input tensor %q: tensor_shape %s, model expects %s", name, tensor.FormatShape(t.Shape), tensor.FormatShape(spec.Shape))
 		}
 	}
 	return nil

@@ -10,13 +10,15 @@ import (
 	"time"
 
 	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/runtimes/driver"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // echoBackend is a minimal backend for testing the portable layer only: it
 // returns its inputs. Real runtimes are tested by runtimes/conformance.
 type echoBackend struct{ sig Signature }
 
-func (b echoBackend) Load(_ context.Context, files Files) (BackendModel, error) {
+func (b echoBackend) Load(_ context.Context, files Files) (driver.Model, error) {
 	if _, ok := files["bad"]; ok {
 		return nil, errors.New("cannot parse model")
 	}
@@ -32,7 +34,7 @@ type echoModel struct {
 }
 
 func (m *echoModel) Signature() Signature { return m.sig }
-func (m *echoModel) Predict(_ context.Context, in []Tensor) ([]Tensor, error) {
+func (m *echoModel) Predict(_ context.Context, in []tensor.Tensor) ([]tensor.Tensor, error) {
 	m.running.Add(1)
 	defer m.running.Add(-1)
 	if m.closed.Load() {
@@ -44,7 +46,7 @@ func (m *echoModel) Predict(_ context.Context, in []Tensor) ([]Tensor, error) {
 	if len(in) > 0 && in[0].Name == "fail" {
 		return nil, errors.New("kernel exploded")
 	}
-	var out []Tensor
+	var out []tensor.Tensor
 	for _, t := range in {
 		if t.Data != nil { // absent optional inputs are not echoed
 			out = append(out, t)
@@ -61,8 +63,8 @@ func (m *echoModel) Close() error {
 }
 
 var sigXY = Signature{Inputs: []TensorSpec{
-	{Name: "serving_default_x:0", Aliases: []string{"x"}, DType: Float, Shape: []int64{-1, 2}},
-	{Name: "serving_default_y:0", Aliases: []string{"y"}, DType: Int64, Shape: []int64{-1}, Optional: true},
+	{Name: "serving_default_x:0", Aliases: []string{"x"}, DType: tensor.Float, Shape: []int64{-1, 2}},
+	{Name: "serving_default_y:0", Aliases: []string{"y"}, DType: tensor.Int64, Shape: []int64{-1}, Optional: true},
 }}
 
 func loadEcho(t *testing.T, sig Signature) *Model {
@@ -75,43 +77,18 @@ func loadEcho(t *testing.T, sig Signature) *Model {
 	return m
 }
 
-func TestNumElements(t *testing.T) {
-	for _, c := range []struct {
-		shape []int64
-		max   int64
-		want  int64
-		err   string
-	}{
-		{nil, 0, 1, ""},
-		{[]int64{2, 3}, 0, 6, ""},
-		{[]int64{0}, 0, 0, ">= 1"},
-		{[]int64{-1, 2}, 0, 0, ">= 1"},
-		{[]int64{1 << 40, 1 << 40}, 0, 0, "more than"},
-		{[]int64{1 << 62, 4}, 1 << 62, 0, "more than"},
-		{[]int64{10, 10}, 99, 0, "more than 99"},
-	} {
-		n, err := NumElements(c.shape, c.max)
-		if c.err == "" && (err != nil || n != c.want) {
-			t.Errorf("NumElements(%v) = %d, %v; want %d", c.shape, n, err, c.want)
-		}
-		if c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
-			t.Errorf("NumElements(%v) error %v, want containing %q", c.shape, err, c.err)
-		}
-	}
-}
-
 func TestPredictBindsByNameOrAliasInSignatureOrder(t *testing.T) {
 	m := loadEcho(t, sigXY)
-	y := NewTensor("serving_default_y:0", []int64{2}, []int64{7, 8})
-	x := NewTensor("x", []int64{1, 2}, []float32{1, 2})
-	out, err := m.Predict(context.Background(), []Tensor{y, x})
+	y := tensor.New("serving_default_y:0", []int64{2}, []int64{7, 8})
+	x := tensor.New("x", []int64{1, 2}, []float32{1, 2})
+	out, err := m.Predict(context.Background(), []tensor.Tensor{y, x})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(out) != 2 || out[0].Name != "x" || out[1].Name != "serving_default_y:0" {
 		t.Fatalf("inputs not reordered to the signature: %+v", out)
 	}
-	out, err = m.Predict(context.Background(), []Tensor{x})
+	out, err = m.Predict(context.Background(), []tensor.Tensor{x})
 	if err != nil || len(out) != 1 {
 		t.Fatalf("optional input left out: %v, %+v", err, out)
 	}
@@ -122,16 +99,16 @@ func TestPredictBindsByNameOrAliasInSignatureOrder(t *testing.T) {
 // inputs out of order, which need a reordered copy.
 func TestPredictInSignatureOrderCopiesNoInputs(t *testing.T) {
 	m := loadEcho(t, sigXY)
-	x := NewTensor("x", []int64{1, 2}, []float32{1, 2})
-	y := NewTensor("y", []int64{1}, []int64{7})
-	allocs := func(in []Tensor) float64 {
+	x := tensor.New("x", []int64{1, 2}, []float32{1, 2})
+	y := tensor.New("y", []int64{1}, []int64{7})
+	allocs := func(in []tensor.Tensor) float64 {
 		return testing.AllocsPerRun(100, func() {
 			if _, err := m.Predict(context.Background(), in); err != nil {
 				t.Fatal(err)
 			}
 		})
 	}
-	inOrder, reordered := allocs([]Tensor{x, y}), allocs([]Tensor{y, x})
+	inOrder, reordered := allocs([]tensor.Tensor{x, y}), allocs([]tensor.Tensor{y, x})
 	if inOrder != reordered-1 {
 		t.Fatalf("Predict allocates %v times for inputs in signature order, %v out of order; want one fewer", inOrder, reordered)
 	}
@@ -139,23 +116,23 @@ func TestPredictInSignatureOrderCopiesNoInputs(t *testing.T) {
 
 func TestPredictRejectsBadInputsAsInputParsing(t *testing.T) {
 	m := loadEcho(t, sigXY)
-	x := NewTensor("x", []int64{1, 2}, []float32{1, 2})
+	x := tensor.New("x", []int64{1, 2}, []float32{1, 2})
 	for name, c := range map[string]struct {
-		in   []Tensor
+		in   []tensor.Tensor
 		want string
 	}{
-		"unknown name":   {[]Tensor{x, NewTensor("z", []int64{1}, []int64{1})}, `unknown input tensor "z"`},
-		"twice":          {[]Tensor{x, x}, "given twice"},
-		"missing":        {[]Tensor{NewTensor("y", []int64{1}, []int64{1})}, `missing input tensor "serving_default_x:0"`},
-		"dtype":          {[]Tensor{NewTensor("x", []int64{1, 2}, []float64{1, 2})}, "data_type DOUBLE, model expects FLOAT"},
-		"rank":           {[]Tensor{NewTensor("x", []int64{2}, []float32{1, 2})}, "tensor_shape [2], model expects [-1,2]"},
-		"dim":            {[]Tensor{NewTensor("x", []int64{1, 3}, []float32{1, 2, 3})}, "model expects [-1,2]"},
-		"count mismatch": {[]Tensor{NewTensor("x", []int64{2, 2}, []float32{1, 2})}, "needs 4 values, tensor_content has 2"},
-		"too many":       {[]Tensor{NewTensor("x", []int64{1000, 2}, make([]float32, 2000))}, "more than 1000 elements"},
-		"no data":        {[]Tensor{{Name: "x", Shape: []int64{1}}}, "no data of a supported type"},
+		"unknown name":   {[]tensor.Tensor{x, tensor.New("z", []int64{1}, []int64{1})}, `unknown input tensor "z"`},
+		"twice":          {[]tensor.Tensor{x, x}, "given twice"},
+		"missing":        {[]tensor.Tensor{tensor.New("y", []int64{1}, []int64{1})}, `missing input tensor "serving_default_x:0"`},
+		"dtype":          {[]tensor.Tensor{tensor.New("x", []int64{1, 2}, []float64{1, 2})}, "data_type DOUBLE, model expects FLOAT"},
+		"rank":           {[]tensor.Tensor{tensor.New("x", []int64{2}, []float32{1, 2})}, "tensor_shape [2], model expects [-1,2]"},
+		"dim":            {[]tensor.Tensor{tensor.New("x", []int64{1, 3}, []float32{1, 2, 3})}, "model expects [-1,2]"},
+		"count mismatch": {[]tensor.Tensor{tensor.New("x", []int64{2, 2}, []float32{1, 2})}, "needs 4 values, tensor_content has 2"},
+		"too many":       {[]tensor.Tensor{tensor.New("x", []int64{1000, 2}, make([]float32, 2000))}, "more than 1000 elements"},
+		"no data":        {[]tensor.Tensor{{Name: "x", Shape: []int64{1}}}, "no data of a supported type"},
 		// Every input in signature order (Model.bind's no-copy path).
-		"dtype in order": {[]Tensor{x, NewTensor("y", []int64{1}, []int32{1})}, `input tensor "serving_default_y:0": data_type INT32, model expects INT64`},
-		"rank in order":  {[]Tensor{x, NewTensor("y", []int64{1, 1}, []int64{1})}, "tensor_shape [1,1], model expects [-1]"},
+		"dtype in order": {[]tensor.Tensor{x, tensor.New("y", []int64{1}, []int32{1})}, `input tensor "serving_default_y:0": data_type INT32, model expects INT64`},
+		"rank in order":  {[]tensor.Tensor{x, tensor.New("y", []int64{1, 1}, []int64{1})}, "tensor_shape [1,1], model expects [-1]"},
 	} {
 		_, err := m.Predict(context.Background(), c.in)
 		if inferr.TypeOf(err) != inferr.InputParsing || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), `model "m/"`) {
@@ -166,7 +143,7 @@ func TestPredictRejectsBadInputsAsInputParsing(t *testing.T) {
 
 func TestBackendErrorsAreTyped(t *testing.T) {
 	m := loadEcho(t, Signature{Positional: true})
-	_, err := m.Predict(context.Background(), []Tensor{NewTensor("fail", nil, []int32{1})})
+	_, err := m.Predict(context.Background(), []tensor.Tensor{tensor.New("fail", nil, []int32{1})})
 	if inferr.TypeOf(err) != inferr.ModelExecution || !strings.Contains(err.Error(), "kernel exploded") {
 		t.Fatalf("got %v %q", inferr.TypeOf(err), err)
 	}
@@ -186,7 +163,7 @@ func TestCloseWaitsForCallsInFlight(t *testing.T) {
 	m := loadEcho(t, Signature{Positional: true})
 	backend := m.backend.(*echoModel)
 	backend.block = make(chan struct{})
-	in := []Tensor{NewTensor("a", []int64{1}, []float64{1})}
+	in := []tensor.Tensor{tensor.New("a", []int64{1}, []float64{1})}
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for range 8 {
@@ -226,7 +203,7 @@ func TestCloseWaitsForCallsInFlight(t *testing.T) {
 }
 
 func TestOpenChecksRegistryAndModuleName(t *testing.T) {
-	Register("echo-test", func(Config) (Backend, error) { return echoBackend{}, nil })
+	Register("echo-test", func(Config) (driver.Backend, error) { return echoBackend{}, nil })
 	if _, err := Open("nope", Config{}); err == nil || !strings.Contains(err.Error(), "echo-test") {
 		t.Fatalf("unknown runtime error should list the registered ones: %v", err)
 	}
@@ -238,26 +215,3 @@ func TestOpenChecksRegistryAndModuleName(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-
-func TestTensorHelpers(t *testing.T) {
-	for _, d := range DTypes {
-		p, ok := ParseDType(d.String())
-		tt := Tensor{Shape: []int64{3}, Data: MakeData(d, 3)}
-		if !ok || p != d || tt.DType() != d || tt.Len() != 3 || d.Size() == 0 {
-			t.Errorf("dtype %v helpers disagree", d)
-		}
-	}
-	if _, ok := ParseDType("BOOL"); ok {
-		t.Error("BOOL is not a contract dtype")
-	}
-	f, ok := Data[float32](NewTensor("a", nil, []float32{1}))
-	if !ok || f[0] != 1 {
-		t.Error("Data[float32]")
-	}
-	nan := NewTensor("a", []int64{2}, []float32{1, float32(inf())})
-	if !nan.HasNaNOrInf() {
-		t.Error("HasNaNOrInf missed +Inf")
-	}
-}
-
-func inf() float64 { var z float64; return 1 / z }

@@ -13,6 +13,7 @@ import (
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/runtimes/onnx"
 	"github.com/inferbid/inferbid/sidecar"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // mlpInput is the benchmark input of the team contract:
@@ -69,7 +70,7 @@ func BenchmarkPredictMLP(b *testing.B) {
 	})
 	for _, rows := range []int{1, 64} {
 		x := mlpInput(rows)
-		in := []runtimes.Tensor{runtimes.NewTensor("x", []int64{int64(rows), 8}, x)}
+		in := []tensor.Tensor{tensor.New("x", []int64{int64(rows), 8}, x)}
 		entries := []batch.Entry{{ModelPath: "mlp/", Tensors: in}}
 		js := mlpBatchJSON("mlp/", x)
 

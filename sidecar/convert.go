@@ -7,14 +7,14 @@ import (
 	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/proto/inferencepb"
-	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // The proto's DataType and ErrorType enums number their values like
-// runtimes.DType and inferr.Type; the conversions below rely on it and the
+// tensor.DType and inferr.Type; the conversions below rely on it and the
 // tests check it.
 
-func dtypeToProto(d runtimes.DType) inferencepb.DataType { return inferencepb.DataType(d) }
+func dtypeToProto(d tensor.DType) inferencepb.DataType { return inferencepb.DataType(d) }
 
 func errorToProto(err error) *inferencepb.Error {
 	return &inferencepb.Error{Type: inferencepb.ErrorType(inferr.TypeOf(err)), Description: err.Error()}
@@ -30,7 +30,7 @@ func errorFromProto(e *inferencepb.Error) error {
 
 // tensorToProto shares the slices of float32, float64, int32 and int64
 // data with the message (no copy); int8 and int16 are widened to int_data.
-func tensorToProto(t runtimes.Tensor) *inferencepb.Tensor {
+func tensorToProto(t tensor.Tensor) *inferencepb.Tensor {
 	p := &inferencepb.Tensor{Name: t.Name, DataType: dtypeToProto(t.DType()), Shape: t.Shape}
 	switch d := t.Data.(type) {
 	case []float64:
@@ -71,12 +71,12 @@ func narrow[T int8 | int16](name string, d []int32, lo, hi int32) ([]T, error) {
 // tensorFromProto is the inverse of tensorToProto: it shares float32,
 // float64, int32 and int64 data with the message. The element count is
 // checked against the shape within maxElements. Errors are INPUT_PARSING.
-func tensorFromProto(p *inferencepb.Tensor, maxElements int64) (runtimes.Tensor, error) {
-	t := runtimes.Tensor{Name: p.GetName(), Shape: p.GetShape()}
+func tensorFromProto(p *inferencepb.Tensor, maxElements int64) (tensor.Tensor, error) {
+	t := tensor.Tensor{Name: p.GetName(), Shape: p.GetShape()}
 	if t.Shape == nil {
 		t.Shape = []int64{}
 	}
-	n, err := runtimes.NumElements(t.Shape, maxElements)
+	n, err := tensor.NumElements(t.Shape, maxElements)
 	if err != nil {
 		return t, inferr.Errorf(inferr.InputParsing, "tensor %q: %w", t.Name, err)
 	}
@@ -115,7 +115,7 @@ func tensorFromProto(p *inferencepb.Tensor, maxElements int64) (runtimes.Tensor,
 		return t, inferr.Errorf(inferr.InputParsing, "%w", err)
 	}
 	if int64(got) != n {
-		return t, inferr.Errorf(inferr.InputParsing, "tensor %q: tensor_shape %s needs %d values, got %d", t.Name, runtimes.FormatShape(t.Shape), n, got)
+		return t, inferr.Errorf(inferr.InputParsing, "tensor %q: tensor_shape %s needs %d values, got %d", t.Name, tensor.FormatShape(t.Shape), n, got)
 	}
 	return t, nil
 }
@@ -147,7 +147,7 @@ func resultFromProto(r *inferencepb.ModelResponse) batch.Result {
 		res.Err = errorFromProto(r.GetError())
 		return res
 	}
-	res.Tensors = make([]runtimes.Tensor, len(r.GetTensors()))
+	res.Tensors = make([]tensor.Tensor, len(r.GetTensors()))
 	for i, p := range r.GetTensors() {
 		t, err := tensorFromProto(p, math.MaxInt64)
 		if err != nil {

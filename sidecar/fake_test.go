@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/runtimes/driver"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // affineBackend is a tiny in-test runtime: a model is the file "affine"
@@ -31,7 +33,7 @@ type affineModel struct {
 	isClosed atomic.Bool
 }
 
-func (b *affineBackend) Load(ctx context.Context, files runtimes.Files) (runtimes.BackendModel, error) {
+func (b *affineBackend) Load(ctx context.Context, files runtimes.Files) (driver.Model, error) {
 	src, ok := files["affine"]
 	if !ok {
 		return nil, fmt.Errorf("no file named affine")
@@ -65,14 +67,14 @@ func (b *affineBackend) Close() error { return nil }
 
 func (m *affineModel) Signature() runtimes.Signature {
 	return runtimes.Signature{
-		Inputs:  []runtimes.TensorSpec{{Name: "x", DType: runtimes.Float, Shape: []int64{-1, 3}}},
-		Outputs: []runtimes.TensorSpec{{Name: "y", DType: runtimes.Float, Shape: []int64{-1, 3}}},
+		Inputs:  []runtimes.TensorSpec{{Name: "x", DType: tensor.Float, Shape: []int64{-1, 3}}},
+		Outputs: []runtimes.TensorSpec{{Name: "y", DType: tensor.Float, Shape: []int64{-1, 3}}},
 	}
 }
 
 func (m *affineModel) WarmUpRuns() int { return m.warmUps }
 
-func (m *affineModel) Predict(ctx context.Context, in []runtimes.Tensor) ([]runtimes.Tensor, error) {
+func (m *affineModel) Predict(ctx context.Context, in []tensor.Tensor) ([]tensor.Tensor, error) {
 	if m.isClosed.Load() {
 		panic("Predict on a closed model")
 	}
@@ -85,7 +87,7 @@ func (m *affineModel) Predict(ctx context.Context, in []runtimes.Tensor) ([]runt
 	for i, v := range x {
 		y[i] = m.a*v + m.c
 	}
-	return []runtimes.Tensor{runtimes.NewTensor("y", in[0].Shape, y)}, nil
+	return []tensor.Tensor{tensor.New("y", in[0].Shape, y)}, nil
 }
 
 func (m *affineModel) Close() error {

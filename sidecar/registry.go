@@ -15,6 +15,7 @@ import (
 	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // DefaultMaxModelBytes caps the total file size of one model when
@@ -247,7 +248,7 @@ func (r *registry) closeInBackground(m *runtimes.Model) {
 // predict runs one entry. A model that was closed between lookup and call
 // has been replaced or deleted: the call retries on the current model, so
 // a swap never shows MODEL_NOT_FOUND.
-func (r *registry) predict(ctx context.Context, path string, inputs []runtimes.Tensor) ([]runtimes.Tensor, error) {
+func (r *registry) predict(ctx context.Context, path string, inputs []tensor.Tensor) ([]tensor.Tensor, error) {
 	m := r.lookup(path)
 	for {
 		if m == nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -31,8 +32,8 @@ func newTestRegistry(t *testing.T, maxBytes int64) (*registry, *affineBackend) {
 	return r, b
 }
 
-func x3(vals ...float32) []runtimes.Tensor {
-	return []runtimes.Tensor{runtimes.NewTensor("x", []int64{int64(len(vals) / 3), 3}, vals)}
+func x3(vals ...float32) []tensor.Tensor {
+	return []tensor.Tensor{tensor.New("x", []int64{int64(len(vals) / 3), 3}, vals)}
 }
 
 func warmUpJSON(path, name string) string {

@@ -21,6 +21,7 @@ import (
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/proto/inferencepb"
 	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // MaxMessageBytes bounds one gRPC message in either direction. Predict
@@ -247,7 +248,7 @@ func (s *Server) entryFromProto(r *inferencepb.ModelRequest) batch.Entry {
 		e.Err = inferr.Errorf(inferr.InputParsing, "model %q: %d tensors, more than the limit of %d", e.ModelPath, len(r.GetTensors()), max)
 		return e
 	}
-	e.Tensors = make([]runtimes.Tensor, len(r.GetTensors()))
+	e.Tensors = make([]tensor.Tensor, len(r.GetTensors()))
 	for i, p := range r.GetTensors() {
 		t, err := tensorFromProto(p, s.opts.Limits.MaxElements)
 		if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/inferbid/inferbid/internal/testhelp"
 	"github.com/inferbid/inferbid/proto/inferencepb"
 	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // socketIn returns a socket path in a fresh private directory (short
@@ -234,9 +235,9 @@ func TestPredictTypedPath(t *testing.T) {
 		{ModelPath: "a/", Tensors: x3(1, 2, 3, 4, 5, 6)},
 		{ModelPath: "a/", Err: preErr},
 		{ModelPath: "gone/", Tensors: x3(1, 2, 3)},
-		{ModelPath: "a/", Tensors: []runtimes.Tensor{runtimes.NewTensor("x", []int64{1, 3}, []int8{1, 2, 3})}},
-		{ModelPath: "a/", Tensors: []runtimes.Tensor{runtimes.NewTensor("x", []int64{11, 3}, make([]float32, 33))}},
-		{ModelPath: "a/", Tensors: []runtimes.Tensor{runtimes.NewTensor("x", []int64{2, 3}, []float32{1, 2, 3})}},
+		{ModelPath: "a/", Tensors: []tensor.Tensor{tensor.New("x", []int64{1, 3}, []int8{1, 2, 3})}},
+		{ModelPath: "a/", Tensors: []tensor.Tensor{tensor.New("x", []int64{11, 3}, make([]float32, 33))}},
+		{ModelPath: "a/", Tensors: []tensor.Tensor{tensor.New("x", []int64{2, 3}, []float32{1, 2, 3})}},
 	}
 	res, err := ts.client.Predict(ctx, entries)
 	if err != nil {
@@ -490,7 +491,7 @@ func TestParseRuntimeConfig(t *testing.T) {
 }
 
 func TestEnumsMatch(t *testing.T) {
-	for _, d := range runtimes.DTypes {
+	for _, d := range tensor.DTypes {
 		if dtypeToProto(d).String() != d.String() {
 			t.Errorf("dtype %s maps to proto %s", d, dtypeToProto(d))
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/sidecar"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // testLogger sends a component's logs to t.Log (visible with -v or on failure).
@@ -30,7 +31,7 @@ func (w tLogWriter) Write(p []byte) (int, error) {
 }
 
 func affineEntry(path string, x []float32) []batch.Entry {
-	return []batch.Entry{{ModelPath: path, Tensors: []runtimes.Tensor{runtimes.NewTensor("x", []int64{int64(len(x) / 3), 3}, x)}}}
+	return []batch.Entry{{ModelPath: path, Tensors: []tensor.Tensor{tensor.New("x", []int64{int64(len(x) / 3), 3}, x)}}}
 }
 
 func predictAffine(ctx context.Context, c *sidecar.Client, path string, x []float32) ([]float32, error) {

@@ -8,12 +8,14 @@ import (
 	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/runtimes/driver"
 	"github.com/inferbid/inferbid/sidecar"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 type noBackend struct{}
 
-func (noBackend) Load(context.Context, runtimes.Files) (runtimes.BackendModel, error) {
+func (noBackend) Load(context.Context, runtimes.Files) (driver.Model, error) {
 	return nil, errors.New("this backend loads nothing")
 }
 func (noBackend) Close() error { return nil }
@@ -29,7 +31,7 @@ func TestServeAnswersOverTheSocket(t *testing.T) {
 	if err != nil || len(paths) != 0 {
 		t.Fatalf("ModelPaths = %v, %v; want none", paths, err)
 	}
-	res, err := c.Predict(ctx, []batch.Entry{{ModelPath: "nope/", Tensors: []runtimes.Tensor{runtimes.NewTensor("x", []int64{1}, []float32{1})}}})
+	res, err := c.Predict(ctx, []batch.Entry{{ModelPath: "nope/", Tensors: []tensor.Tensor{tensor.New("x", []int64{1}, []float32{1})}}})
 	if err != nil || len(res) != 1 || inferr.TypeOf(res[0].Err) != inferr.ModelNotFound {
 		t.Fatalf("Predict of an unknown model = %+v, %v; want one MODEL_NOT_FOUND entry", res, err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // Fixtures are the model files a runtime supplies to the suite.
@@ -101,7 +102,7 @@ func noPanic(fn func() error) (err error) {
 }
 
 // predict runs m.Predict, turning a panic into an error that fails the test.
-func predict(m *runtimes.Model, inputs []runtimes.Tensor) (out []runtimes.Tensor, err error) {
+func predict(m *runtimes.Model, inputs []tensor.Tensor) (out []tensor.Tensor, err error) {
 	err = noPanic(func() error {
 		var err error
 		out, err = m.Predict(context.Background(), inputs)
@@ -168,7 +169,7 @@ func (s *suite) testSignature(t *testing.T) {
 					continue
 				}
 				spec := specs.specs[0]
-				if spec.DType != runtimes.Invalid && spec.DType != runtimes.Float {
+				if spec.DType != tensor.Invalid && spec.DType != tensor.Float {
 					t.Errorf("%s: %s dtype %s, want FLOAT", f.path, specs.kind, spec.DType)
 				}
 				checkShape(t, f.path+" "+specs.kind+" "+spec.Name, spec.Shape, 3)
@@ -194,7 +195,7 @@ func checkSpecs(t *testing.T, kind string, specs []runtimes.TensorSpec, namesOpt
 		t.Errorf("%d %ss, want 6: %+v", len(specs), kind, specs)
 	}
 	names := map[string]bool{}
-	dtypes := map[runtimes.DType]bool{}
+	dtypes := map[tensor.DType]bool{}
 	for _, sp := range specs {
 		if sp.Name == "" && !namesOptional {
 			t.Errorf("%s without a name: %+v", kind, sp)
@@ -203,7 +204,7 @@ func checkSpecs(t *testing.T, kind string, specs []runtimes.TensorSpec, namesOpt
 			t.Errorf("%s name %q listed twice", kind, sp.Name)
 		}
 		names[sp.Name] = true
-		if sp.DType == runtimes.Invalid {
+		if sp.DType == tensor.Invalid {
 			continue
 		}
 		if sp.DType.Size() == 0 {
@@ -225,7 +226,7 @@ func checkShape(t *testing.T, what string, shape []int64, inner int64) {
 		return
 	}
 	if len(shape) != 2 || shape[0] == 0 || shape[0] < -1 || (shape[1] != -1 && shape[1] != inner) {
-		t.Errorf("%s: shape %s, want [-1,%d] (or unknown)", what, runtimes.FormatShape(shape), inner)
+		t.Errorf("%s: shape %s, want [-1,%d] (or unknown)", what, tensor.FormatShape(shape), inner)
 	}
 }
 
@@ -235,22 +236,22 @@ func checkShape(t *testing.T, what string, shape []int64, inner int64) {
 // dtype: both extremes, values next to them, zero, sign changes, and for the
 // floats subnormals, -0 and values no narrower type holds. No NaN or Inf:
 // those cannot travel in the batch JSON.
-func dtypeValues(d runtimes.DType) any {
+func dtypeValues(d tensor.DType) any {
 	switch d {
-	case runtimes.Double:
+	case tensor.Double:
 		return []float64{math.MaxFloat64, -math.MaxFloat64, math.SmallestNonzeroFloat64, -math.SmallestNonzeroFloat64,
 			2.2250738585072014e-308, math.Copysign(0, -1), 0, 1, -1, 0.1, 1.0 / 3, math.Pi, 9007199254740993, -1e300, 1e-300, 123456789.125}
-	case runtimes.Float:
+	case tensor.Float:
 		return []float32{math.MaxFloat32, -math.MaxFloat32, math.SmallestNonzeroFloat32, -math.SmallestNonzeroFloat32,
 			1.17549435e-38, float32(math.Copysign(0, -1)), 0, 1, -1, 0.1, 1.0 / 3, math.Pi, 16777217, -1e30, 1e-30, 3.140000104904175}
-	case runtimes.Int8:
+	case tensor.Int8:
 		return []int8{-128, 127, -127, 126, 0, -1, 1, 42, -100, 99, 64, -64, 2, -2, 3, -3}
-	case runtimes.Int16:
+	case tensor.Int16:
 		return []int16{-32768, 32767, -32767, 32766, 0, -1, 1, 128, -129, 255, 256, -256, 1000, -1000, 12345, -12345}
-	case runtimes.Int32:
+	case tensor.Int32:
 		return []int32{math.MinInt32, math.MaxInt32, math.MinInt32 + 1, math.MaxInt32 - 1, 0, -1, 1, 1 << 24, -(1 << 24) - 1,
 			65536, -65537, 16777217, 123456789, -123456789, 2, -2}
-	case runtimes.Int64:
+	case tensor.Int64:
 		return []int64{1<<62 + 1, -(1 << 62) - 1, 1 << 62, -(1 << 62), 1<<62 - 1, -(1<<62 - 1), math.MaxInt64, math.MinInt64,
 			0, -1, 1, 9007199254740993, -9007199254740993, 1 << 32, -(1 << 32) - 1, 4611686018427387903}
 	}
@@ -258,27 +259,27 @@ func dtypeValues(d runtimes.DType) any {
 }
 
 // dtypeTensor makes a [rows,2] tensor of d from dtypeValues, starting at offset.
-func dtypeTensor(name string, d runtimes.DType, rows, offset int) runtimes.Tensor {
+func dtypeTensor(name string, d tensor.DType, rows, offset int) tensor.Tensor {
 	n := rows * 2
 	shape := []int64{int64(rows), 2}
 	switch v := dtypeValues(d).(type) {
 	case []float64:
-		return runtimes.NewTensor(name, shape, cycle(v, n, offset))
+		return tensor.New(name, shape, cycle(v, n, offset))
 	case []float32:
-		return runtimes.NewTensor(name, shape, cycle(v, n, offset))
+		return tensor.New(name, shape, cycle(v, n, offset))
 	case []int8:
-		return runtimes.NewTensor(name, shape, cycle(v, n, offset))
+		return tensor.New(name, shape, cycle(v, n, offset))
 	case []int16:
-		return runtimes.NewTensor(name, shape, cycle(v, n, offset))
+		return tensor.New(name, shape, cycle(v, n, offset))
 	case []int32:
-		return runtimes.NewTensor(name, shape, cycle(v, n, offset))
+		return tensor.New(name, shape, cycle(v, n, offset))
 	case []int64:
-		return runtimes.NewTensor(name, shape, cycle(v, n, offset))
+		return tensor.New(name, shape, cycle(v, n, offset))
 	}
 	panic("conformance: no values for " + d.String())
 }
 
-func cycle[T runtimes.Element](vals []T, n, offset int) []T {
+func cycle[T tensor.Element](vals []T, n, offset int) []T {
 	out := make([]T, n)
 	for i := range out {
 		out[i] = vals[(i+offset)%len(vals)]
@@ -289,16 +290,16 @@ func cycle[T runtimes.Element](vals []T, n, offset int) []T {
 // inputSlot is one input of the six-dtype model: its name and dtype.
 type inputSlot struct {
 	name  string
-	dtype runtimes.DType
+	dtype tensor.DType
 }
 
 // allDTypesSlots maps the model's inputs to dtypes, from its signature.
 // Runtimes that do not know the input dtypes get them in the contract order
 // (DOUBLE, FLOAT, INT8, INT16, INT32, INT64).
 func allDTypesSlots(sig runtimes.Signature) ([]inputSlot, error) {
-	slots := make([]inputSlot, 0, len(runtimes.DTypes))
-	if len(sig.Inputs) == 0 || sig.Inputs[0].DType == runtimes.Invalid {
-		for i, d := range runtimes.DTypes {
+	slots := make([]inputSlot, 0, len(tensor.DTypes))
+	if len(sig.Inputs) == 0 || sig.Inputs[0].DType == tensor.Invalid {
+		for i, d := range tensor.DTypes {
 			name := fmt.Sprintf("input_%d", i)
 			if i < len(sig.Inputs) && sig.Inputs[i].Name != "" {
 				name = sig.Inputs[i].Name
@@ -308,7 +309,7 @@ func allDTypesSlots(sig runtimes.Signature) ([]inputSlot, error) {
 		return slots, nil
 	}
 	for _, spec := range sig.Inputs {
-		if spec.DType == runtimes.Invalid {
+		if spec.DType == tensor.Invalid {
 			return nil, fmt.Errorf("input %q has no dtype while others do: the suite cannot tell which dtype it takes", spec.Name)
 		}
 		slots = append(slots, inputSlot{spec.Name, spec.DType})
@@ -317,8 +318,8 @@ func allDTypesSlots(sig runtimes.Signature) ([]inputSlot, error) {
 }
 
 // allDTypesInputs builds one [rows,2] input per slot.
-func allDTypesInputs(slots []inputSlot, rows, offset int) []runtimes.Tensor {
-	inputs := make([]runtimes.Tensor, len(slots))
+func allDTypesInputs(slots []inputSlot, rows, offset int) []tensor.Tensor {
+	inputs := make([]tensor.Tensor, len(slots))
 	for i, sl := range slots {
 		inputs[i] = dtypeTensor(sl.name, sl.dtype, rows, offset)
 	}
@@ -351,12 +352,12 @@ func (s *suite) testAllDTypes(t *testing.T) {
 
 // checkIdentityOutputs matches outputs to inputs by dtype and compares them
 // bit for bit (so -0, subnormals and int64 beyond 2^53 count).
-func checkIdentityOutputs(t *testing.T, out, inputs []runtimes.Tensor) {
+func checkIdentityOutputs(t *testing.T, out, inputs []tensor.Tensor) {
 	t.Helper()
 	if len(out) != len(inputs) {
 		t.Fatalf("%d outputs, want %d (one per dtype): %s", len(out), len(inputs), describe(out))
 	}
-	byDType := map[runtimes.DType]runtimes.Tensor{}
+	byDType := map[tensor.DType]tensor.Tensor{}
 	for _, o := range out {
 		if o.Name == "" {
 			t.Errorf("an output of dtype %s has no name", o.DType())
@@ -378,23 +379,23 @@ func checkIdentityOutputs(t *testing.T, out, inputs []runtimes.Tensor) {
 		}
 		if !sameTensor(o, in) {
 			t.Errorf("output %q (%s): shape %s, data %v; want the input %q unchanged: shape %s, data %v",
-				o.Name, o.DType(), runtimes.FormatShape(o.Shape), o.Data, in.Name, runtimes.FormatShape(in.Shape), in.Data)
+				o.Name, o.DType(), tensor.FormatShape(o.Shape), o.Data, in.Name, tensor.FormatShape(in.Shape), in.Data)
 		}
 	}
 }
 
-func describe(ts []runtimes.Tensor) string {
+func describe(ts []tensor.Tensor) string {
 	parts := make([]string, len(ts))
 	for i, t := range ts {
-		parts[i] = fmt.Sprintf("%q %s %s", t.Name, t.DType(), runtimes.FormatShape(t.Shape))
+		parts[i] = fmt.Sprintf("%q %s %s", t.Name, t.DType(), tensor.FormatShape(t.Shape))
 	}
 	return "[" + strings.Join(parts, ", ") + "]"
 }
 
-func cloneTensors(ts []runtimes.Tensor) []runtimes.Tensor {
-	c := make([]runtimes.Tensor, len(ts))
+func cloneTensors(ts []tensor.Tensor) []tensor.Tensor {
+	c := make([]tensor.Tensor, len(ts))
 	for i, t := range ts {
-		c[i] = runtimes.Tensor{Name: t.Name, Shape: append([]int64(nil), t.Shape...)}
+		c[i] = tensor.Tensor{Name: t.Name, Shape: append([]int64(nil), t.Shape...)}
 		switch d := t.Data.(type) {
 		case []float64:
 			c[i].Data = append([]float64(nil), d...)
@@ -416,8 +417,8 @@ func cloneTensors(ts []runtimes.Tensor) []runtimes.Tensor {
 }
 
 // sameTensor compares dtype, shape and data bit for bit.
-func sameTensor(a, b runtimes.Tensor) bool {
-	if a.DType() != b.DType() || runtimes.FormatShape(a.Shape) != runtimes.FormatShape(b.Shape) || a.Len() != b.Len() {
+func sameTensor(a, b tensor.Tensor) bool {
+	if a.DType() != b.DType() || tensor.FormatShape(a.Shape) != tensor.FormatShape(b.Shape) || a.Len() != b.Len() {
 		return false
 	}
 	switch x := a.Data.(type) {
@@ -453,7 +454,7 @@ func sameTensor(a, b runtimes.Tensor) bool {
 
 // affineInput is a [rows,3] FLOAT tensor whose values depend on seed; none is
 // 2, where y = 2x+1 and y = 3x-1 meet, so v1 and v2 answers always differ.
-func affineInput(name string, rows, seed int) runtimes.Tensor {
+func affineInput(name string, rows, seed int) tensor.Tensor {
 	x := make([]float32, rows*3)
 	for i := range x {
 		v := float32((i*7+seed*13)%41-20) * 0.375 // multiples of 3/8 in [-7.5, 7.5]
@@ -462,7 +463,7 @@ func affineInput(name string, rows, seed int) runtimes.Tensor {
 		}
 		x[i] = v
 	}
-	return runtimes.NewTensor(name, []int64{int64(rows), 3}, x)
+	return tensor.New(name, []int64{int64(rows), 3}, x)
 }
 
 // affineWant computes y = a*x + b in float32, one rounding per operation, as
@@ -477,7 +478,7 @@ func affineWant(x []float32, a, b float32) []float32 {
 }
 
 // affineCheck reports how out differs from a*x+b, or "" when it matches.
-func affineCheck(out []runtimes.Tensor, x runtimes.Tensor, a, b float32) string {
+func affineCheck(out []tensor.Tensor, x tensor.Tensor, a, b float32) string {
 	if len(out) != 1 {
 		return fmt.Sprintf("%d outputs, want 1: %s", len(out), describe(out))
 	}
@@ -485,12 +486,12 @@ func affineCheck(out []runtimes.Tensor, x runtimes.Tensor, a, b float32) string 
 	if o.Name == "" {
 		return "the output has no name"
 	}
-	got, ok := runtimes.Data[float32](o)
+	got, ok := tensor.Data[float32](o)
 	if !ok {
 		return fmt.Sprintf("output %q is %s, want FLOAT", o.Name, o.DType())
 	}
-	if runtimes.FormatShape(o.Shape) != runtimes.FormatShape(x.Shape) {
-		return fmt.Sprintf("output %q shape %s, want %s", o.Name, runtimes.FormatShape(o.Shape), runtimes.FormatShape(x.Shape))
+	if tensor.FormatShape(o.Shape) != tensor.FormatShape(x.Shape) {
+		return fmt.Sprintf("output %q shape %s, want %s", o.Name, tensor.FormatShape(o.Shape), tensor.FormatShape(x.Shape))
 	}
 	xs := x.Data.([]float32)
 	want := affineWant(xs, a, b)
@@ -526,7 +527,7 @@ func (s *suite) testAffine(t *testing.T) {
 		for _, rows := range []int{1, 64, 7} {
 			t.Run(fmt.Sprintf("%s/batch%d", strings.Trim(v.path, "/"), rows), func(t *testing.T) {
 				x := affineInput(affineName(m), rows, rows)
-				out, err := predict(m, []runtimes.Tensor{x})
+				out, err := predict(m, []tensor.Tensor{x})
 				if err != nil {
 					t.Fatalf("Predict: %v", err)
 				}
@@ -548,28 +549,28 @@ func (s *suite) testBadInput(t *testing.T) {
 	f64 := make([]float64, 6)
 	cases := []struct {
 		desc   string
-		inputs []runtimes.Tensor
+		inputs []tensor.Tensor
 		// inName: a wrong input name (only checked for named runtimes).
 		inName bool
 		// positionalMayRun: a positional runtime may legitimately run it.
 		positionalMayRun bool
 		mention          string // the error must mention this
 	}{
-		{desc: "wrong name", inputs: []runtimes.Tensor{runtimes.NewTensor("no_such_input", good.Shape, good.Data.([]float32))},
+		{desc: "wrong name", inputs: []tensor.Tensor{tensor.New("no_such_input", good.Shape, good.Data.([]float32))},
 			inName: true, mention: "no_such_input"},
-		{desc: "wrong dtype", inputs: []runtimes.Tensor{runtimes.NewTensor(name, []int64{2, 3}, f64)}, mention: "DOUBLE"},
-		{desc: "wrong dtype INT64", inputs: []runtimes.Tensor{runtimes.NewTensor(name, []int64{2, 3}, make([]int64, 6))}, mention: "INT64"},
-		{desc: "wrong inner dimension", inputs: []runtimes.Tensor{runtimes.NewTensor(name, []int64{3, 2}, make([]float32, 6))}, mention: "[3,2]"},
-		{desc: "wrong rank", inputs: []runtimes.Tensor{runtimes.NewTensor(name, []int64{6}, make([]float32, 6))}, mention: "[6]"},
-		{desc: "rank 3", inputs: []runtimes.Tensor{runtimes.NewTensor(name, []int64{1, 2, 3}, make([]float32, 6))}, mention: "[1,2,3]"},
-		{desc: "content count mismatch", inputs: []runtimes.Tensor{runtimes.NewTensor(name, []int64{2, 3}, make([]float32, 5))}, mention: "5"},
-		{desc: "zero dimension", inputs: []runtimes.Tensor{runtimes.NewTensor(name, []int64{0, 3}, []float32{})}},
-		{desc: "negative dimension", inputs: []runtimes.Tensor{runtimes.NewTensor(name, []int64{-2, 3}, make([]float32, 6))}},
-		{desc: "overflowing shape", inputs: []runtimes.Tensor{runtimes.NewTensor(name, []int64{1 << 40, 1 << 40, 3}, make([]float32, 6))}},
-		{desc: "unsupported Go data", inputs: []runtimes.Tensor{{Name: name, Shape: []int64{2, 3}, Data: make([]uint8, 6)}}},
-		{desc: "nil data", inputs: []runtimes.Tensor{{Name: name, Shape: []int64{2, 3}}}},
+		{desc: "wrong dtype", inputs: []tensor.Tensor{tensor.New(name, []int64{2, 3}, f64)}, mention: "DOUBLE"},
+		{desc: "wrong dtype INT64", inputs: []tensor.Tensor{tensor.New(name, []int64{2, 3}, make([]int64, 6))}, mention: "INT64"},
+		{desc: "wrong inner dimension", inputs: []tensor.Tensor{tensor.New(name, []int64{3, 2}, make([]float32, 6))}, mention: "[3,2]"},
+		{desc: "wrong rank", inputs: []tensor.Tensor{tensor.New(name, []int64{6}, make([]float32, 6))}, mention: "[6]"},
+		{desc: "rank 3", inputs: []tensor.Tensor{tensor.New(name, []int64{1, 2, 3}, make([]float32, 6))}, mention: "[1,2,3]"},
+		{desc: "content count mismatch", inputs: []tensor.Tensor{tensor.New(name, []int64{2, 3}, make([]float32, 5))}, mention: "5"},
+		{desc: "zero dimension", inputs: []tensor.Tensor{tensor.New(name, []int64{0, 3}, []float32{})}},
+		{desc: "negative dimension", inputs: []tensor.Tensor{tensor.New(name, []int64{-2, 3}, make([]float32, 6))}},
+		{desc: "overflowing shape", inputs: []tensor.Tensor{tensor.New(name, []int64{1 << 40, 1 << 40, 3}, make([]float32, 6))}},
+		{desc: "unsupported Go data", inputs: []tensor.Tensor{{Name: name, Shape: []int64{2, 3}, Data: make([]uint8, 6)}}},
+		{desc: "nil data", inputs: []tensor.Tensor{{Name: name, Shape: []int64{2, 3}}}},
 		{desc: "no inputs", inputs: nil},
-		{desc: "input given twice", inputs: []runtimes.Tensor{good, good}, positionalMayRun: false},
+		{desc: "input given twice", inputs: []tensor.Tensor{good, good}, positionalMayRun: false},
 	}
 	for _, c := range cases {
 		t.Run(strings.ReplaceAll(c.desc, " ", "_"), func(t *testing.T) {
@@ -607,7 +608,7 @@ func (s *suite) testBadInput(t *testing.T) {
 		})
 	}
 	// The model still answers right after all the faults.
-	out, err := predict(m, []runtimes.Tensor{good})
+	out, err := predict(m, []tensor.Tensor{good})
 	if err != nil {
 		t.Fatalf("Predict after bad inputs: %v", err)
 	}
@@ -724,7 +725,7 @@ func (s *suite) testConcurrent(t *testing.T) {
 					continue
 				}
 				x := affineInput(name, 1+seed%9, seed)
-				out, err := predict(affine, []runtimes.Tensor{x})
+				out, err := predict(affine, []tensor.Tensor{x})
 				if err != nil {
 					errs <- fmt.Sprintf("goroutine %d call %d: %v", g, i, err)
 					return
@@ -750,7 +751,7 @@ func (s *suite) testConcurrent(t *testing.T) {
 }
 
 // identityMismatch is checkIdentityOutputs for goroutines (no t).
-func identityMismatch(out, inputs []runtimes.Tensor) string {
+func identityMismatch(out, inputs []tensor.Tensor) string {
 	if len(out) != len(inputs) {
 		return fmt.Sprintf("%d outputs, want %d", len(out), len(inputs))
 	}
@@ -808,7 +809,7 @@ func (s *suite) testSwap(t *testing.T) {
 			for i := 0; !stop.Load(); i++ {
 				m := current.Load()
 				x := affineInput(name, 1+(g+i)%4, g*1000+i)
-				out, err := predict(m, []runtimes.Tensor{x})
+				out, err := predict(m, []tensor.Tensor{x})
 				switch {
 				case err != nil && m == v1 && errors.Is(err, runtimes.ErrClosed) && inferr.TypeOf(err) == inferr.ModelNotFound:
 					closedAnswers.Add(1)
@@ -864,7 +865,7 @@ func (s *suite) testSwap(t *testing.T) {
 	}
 	t.Logf("answers: v1 %d, v2 %d, closed %d", v1Answers.Load(), v2Answers.Load(), closedAnswers.Load())
 	// A call that still holds v1 now gets MODEL_NOT_FOUND.
-	_, err = predict(v1, []runtimes.Tensor{affineInput(name, 1, 0)})
+	_, err = predict(v1, []tensor.Tensor{affineInput(name, 1, 0)})
 	if !errors.Is(err, runtimes.ErrClosed) || inferr.TypeOf(err) != inferr.ModelNotFound {
 		t.Errorf("Predict on the swapped-out v1: %v (type %v), want MODEL_NOT_FOUND from runtimes.ErrClosed", err, inferr.TypeOf(err))
 	}
@@ -896,7 +897,7 @@ func (s *suite) testClose(t *testing.T) {
 		t.Fatalf("Load: %v", err)
 	}
 	x := affineInput(affineName(m), 2, 3)
-	if _, err := predict(m, []runtimes.Tensor{x}); err != nil {
+	if _, err := predict(m, []tensor.Tensor{x}); err != nil {
 		t.Fatalf("Predict before Close: %v", err)
 	}
 	if err := noPanic(m.Close); err != nil {
@@ -906,7 +907,7 @@ func (s *suite) testClose(t *testing.T) {
 		t.Fatalf("second Close: %v (Close must be idempotent)", err)
 	}
 	for range 2 {
-		out, err := predict(m, []runtimes.Tensor{x})
+		out, err := predict(m, []tensor.Tensor{x})
 		if err == nil {
 			t.Fatalf("Predict after Close succeeded: %s", describe(out))
 		}

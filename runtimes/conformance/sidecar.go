@@ -16,6 +16,7 @@ import (
 	"github.com/inferbid/inferbid/internal/sidecartest"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/sidecar"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // RunSidecar runs the sidecar part of the suite: it opens runtimeName,
@@ -129,7 +130,7 @@ func scBatchJSON(path, input string, rows int, x []float32) []byte {
 }
 
 func (sc *sidecarSuite) entry(path string, rows int, x []float32) batch.Entry {
-	return batch.Entry{ModelPath: path, Tensors: []runtimes.Tensor{runtimes.NewTensor(sc.input, []int64{int64(rows), 3}, x)}}
+	return batch.Entry{ModelPath: path, Tensors: []tensor.Tensor{tensor.New(sc.input, []int64{int64(rows), 3}, x)}}
 }
 
 // predictTyped runs one typed call and returns the output or the entry's error.
@@ -237,7 +238,7 @@ func (sc *sidecarSuite) testRegister(ctx context.Context, t *testing.T) {
 		}
 	}
 	// A bad input is the entry's INPUT_PARSING error, not a failed call.
-	bad := batch.Entry{ModelPath: sidecarModel, Tensors: []runtimes.Tensor{runtimes.NewTensor(sc.input, []int64{1, 3}, []int64{1, 2, 3})}}
+	bad := batch.Entry{ModelPath: sidecarModel, Tensors: []tensor.Tensor{tensor.New(sc.input, []int64{1, 3}, []int64{1, 2, 3})}}
 	res, err := sc.client.Predict(ctx, []batch.Entry{bad, sc.entry(sidecarModel, 1, scAffineInput(1, 0))})
 	if err != nil {
 		t.Fatalf("typed predict with one bad entry: %v", err)

@@ -8,7 +8,8 @@ import (
 	"testing"
 
 	"github.com/inferbid/inferbid/internal/benchlat"
-	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/runtimes/driver"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // BenchmarkMLP measures the bare runtime call on the benchmark MLP (8-16-1)
@@ -20,7 +21,7 @@ import (
 func BenchmarkMLP(b *testing.B) {
 	requireLibrary(b)
 	for _, threads := range []int{1, 0} {
-		cfg := runtimes.Config{NumIntraopThreads: threads}
+		cfg := driver.Config{NumIntraopThreads: threads}
 		rt := openRuntime(b, cfg)
 		m := loadModel(b, rt, "mlp.onnx")
 		backend, err := Open(cfg)
@@ -40,14 +41,14 @@ func BenchmarkMLP(b *testing.B) {
 			threadName = fmt.Sprintf("threads=%d", threads)
 		}
 		for _, batch := range []int{1, 64} {
-			inputs := []runtimes.Tensor{runtimes.NewTensor("x", []int64{int64(batch), 8}, mlpInput(batch))}
+			inputs := []tensor.Tensor{tensor.New("x", []int64{int64(batch), 8}, mlpInput(batch))}
 			calls := []struct {
 				name string
-				fn   func() ([]runtimes.Tensor, error)
+				fn   func() ([]tensor.Tensor, error)
 			}{
-				{"model", func() ([]runtimes.Tensor, error) { return m.Predict(context.Background(), inputs) }},
-				{"model-cancelable", func() ([]runtimes.Tensor, error) { return m.Predict(cancelable, inputs) }},
-				{"backend", func() ([]runtimes.Tensor, error) { return bm.Predict(context.Background(), inputs) }},
+				{"model", func() ([]tensor.Tensor, error) { return m.Predict(context.Background(), inputs) }},
+				{"model-cancelable", func() ([]tensor.Tensor, error) { return m.Predict(cancelable, inputs) }},
+				{"backend", func() ([]tensor.Tensor, error) { return bm.Predict(context.Background(), inputs) }},
 			}
 			for _, c := range calls {
 				b.Run(fmt.Sprintf("%s/%s/batch%d", threadName, c.name, batch), func(b *testing.B) {
@@ -78,9 +79,9 @@ func BenchmarkMLP(b *testing.B) {
 // throughput of all callers together.
 func BenchmarkMLPParallel(b *testing.B) {
 	requireLibrary(b)
-	m := loadModel(b, openRuntime(b, runtimes.Config{NumIntraopThreads: 1}), "mlp.onnx")
+	m := loadModel(b, openRuntime(b, driver.Config{NumIntraopThreads: 1}), "mlp.onnx")
 	for _, batch := range []int{1, 64} {
-		inputs := []runtimes.Tensor{runtimes.NewTensor("x", []int64{int64(batch), 8}, mlpInput(batch))}
+		inputs := []tensor.Tensor{tensor.New("x", []int64{int64(batch), 8}, mlpInput(batch))}
 		b.Run(fmt.Sprintf("threads=1/model/batch%d", batch), func(b *testing.B) {
 			var r benchlat.Recorder
 			b.ReportAllocs()

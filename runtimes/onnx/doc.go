@@ -5,7 +5,7 @@
 // Importing the package registers the backend as "onnx" (runtimes.Open).
 // The library is found at the first Load, in this order:
 //
-//  1. runtimes.Config.LibraryPath (runtime config "library_path");
+//  1. driver.Config.LibraryPath (runtime config "library_path");
 //  2. the environment variable INFERBID_ONNXRUNTIME_LIB;
 //  3. <dir of the executable>/../lib/onnxruntime/libonnxruntime.so.1 (bin/ next to lib/ after `make build`);
 //  4. <module root above the working directory>/lib/onnxruntime/libonnxruntime.so.1 (tests, `go run`).

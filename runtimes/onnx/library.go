@@ -12,7 +12,7 @@ import (
 )
 
 // LibraryEnv names the environment variable that points at the ONNX Runtime
-// shared library when runtimes.Config.LibraryPath is empty.
+// shared library when driver.Config.LibraryPath is empty.
 const LibraryEnv = "INFERBID_ONNXRUNTIME_LIB"
 
 // LibraryName is the file name of the ONNX Runtime shared library that
@@ -27,7 +27,7 @@ const installHint = "run `make build` or scripts/install-onnxruntime.sh to insta
 	"or point runtime config library_path or $" + LibraryEnv + " at a libonnxruntime.so"
 
 // FindLibrary returns the path of the ONNX Runtime shared library: configured
-// (runtimes.Config.LibraryPath) if set, else $INFERBID_ONNXRUNTIME_LIB if set,
+// (driver.Config.LibraryPath) if set, else $INFERBID_ONNXRUNTIME_LIB if set,
 // else the first that exists of <dir of the executable>/../lib/onnxruntime/
 // and <module root above the working directory>/lib/onnxruntime/. An explicit
 // path is never silently replaced by a default. The error is a typed

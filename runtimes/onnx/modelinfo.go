@@ -6,7 +6,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // The ONNX protobuf is read directly with protowire, for the few fields that
@@ -71,22 +71,22 @@ func elemName(e int32) string {
 }
 
 // elemDType maps an ONNX element type to one of the six contract dtypes.
-func elemDType(e int32) runtimes.DType {
+func elemDType(e int32) tensor.DType {
 	switch e {
 	case elemDouble:
-		return runtimes.Double
+		return tensor.Double
 	case elemFloat:
-		return runtimes.Float
+		return tensor.Float
 	case elemInt8:
-		return runtimes.Int8
+		return tensor.Int8
 	case elemInt16:
-		return runtimes.Int16
+		return tensor.Int16
 	case elemInt32:
-		return runtimes.Int32
+		return tensor.Int32
 	case elemInt64:
-		return runtimes.Int64
+		return tensor.Int64
 	}
-	return runtimes.Invalid
+	return tensor.Invalid
 }
 
 // valueInfo is one graph input or output as the model declares it.

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 func TestParseModelInfoAllDTypes(t *testing.T) {
@@ -27,9 +27,9 @@ func TestParseModelInfoAllDTypes(t *testing.T) {
 			got  valueInfo
 			name string
 		}{{info.Inputs[i], "in_" + n}, {info.Outputs[i], "out_" + n}} {
-			if vi.got.Name != vi.name || vi.got.Kind != "tensor" || elemDType(vi.got.Elem) != runtimes.DTypes[i] ||
+			if vi.got.Name != vi.name || vi.got.Kind != "tensor" || elemDType(vi.got.Elem) != tensor.DTypes[i] ||
 				!slices.Equal(vi.got.Shape, []int64{-1, 2}) || !slices.Equal(vi.got.DimParams, []string{"batch", ""}) {
-				t.Errorf("got %+v, want %s %s [batch,2]", vi.got, vi.name, runtimes.DTypes[i])
+				t.Errorf("got %+v, want %s %s [batch,2]", vi.got, vi.name, tensor.DTypes[i])
 			}
 		}
 	}
@@ -117,13 +117,13 @@ func TestOutputPlans(t *testing.T) {
 		}
 	}
 	// A planned shape follows the input and refuses absurd sizes.
-	p := outputPlan{ok: true, dtype: runtimes.Float, dims: []dimSource{{input: 0, axis: 0}, {fixed: 1, input: -1}}}
-	in := []runtimes.Tensor{{Shape: []int64{5, 8}}}
-	if got, ok := p.tensor("y", in); !ok || runtimes.FormatShape(got.Shape) != "[5,1]" || got.Len() != 5 {
+	p := outputPlan{ok: true, dtype: tensor.Float, dims: []dimSource{{input: 0, axis: 0}, {fixed: 1, input: -1}}}
+	in := []tensor.Tensor{{Shape: []int64{5, 8}}}
+	if got, ok := p.tensor("y", in); !ok || tensor.FormatShape(got.Shape) != "[5,1]" || got.Len() != 5 {
 		t.Fatalf("planned tensor %v %v", got, ok)
 	}
 	p.dims = []dimSource{{input: 0, axis: 0}, {input: 0, axis: 0}, {input: 0, axis: 0}}
-	if _, ok := p.tensor("y", []runtimes.Tensor{{Shape: []int64{1 << 20, 1}}}); ok {
+	if _, ok := p.tensor("y", []tensor.Tensor{{Shape: []int64{1 << 20, 1}}}); ok {
 		t.Fatal("a [2^20,2^20,2^20] output was preallocated")
 	}
 }

@@ -18,6 +18,8 @@ import (
 
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/runtimes/driver"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 func init() { runtimes.Register(Name, Open) }
@@ -25,7 +27,7 @@ func init() { runtimes.Register(Name, Open) }
 // Open returns the ONNX backend for cfg. It never fails: the library is
 // looked up and loaded at the first Load, so a missing library is a typed
 // load error, not a sidecar that cannot start.
-func Open(cfg runtimes.Config) (runtimes.Backend, error) {
+func Open(cfg driver.Config) (driver.Backend, error) {
 	return &backend{cfg: cfg}, nil
 }
 
@@ -81,13 +83,13 @@ func LibraryVersion() string {
 }
 
 type backend struct {
-	cfg runtimes.Config
+	cfg driver.Config
 }
 
 func (b *backend) Close() error { return nil } // the environment is process-wide and stays
 
 // Load creates an ONNX Runtime session from the model bytes.
-func (b *backend) Load(ctx context.Context, files runtimes.Files) (runtimes.BackendModel, error) {
+func (b *backend) Load(ctx context.Context, files driver.Files) (driver.Model, error) {
 	name, data, err := modelFile(files)
 	if err != nil {
 		return nil, err
@@ -140,7 +142,7 @@ func (b *backend) Load(ctx context.Context, files runtimes.Files) (runtimes.Back
 }
 
 // modelFile picks the model's .onnx file: the only file, or the only *.onnx.
-func modelFile(files runtimes.Files) (string, []byte, error) {
+func modelFile(files driver.Files) (string, []byte, error) {
 	if len(files) == 1 {
 		for name, data := range files {
 			return name, data, nil
@@ -195,7 +197,7 @@ const runOptionsKept = 16
 // Predict needs no lock.
 type model struct {
 	session     *ort.DynamicAdvancedSession
-	sig         runtimes.Signature
+	sig         driver.Signature
 	inputNames  []string
 	outputNames []string
 	runOptions  chan *runOptions
@@ -219,13 +221,13 @@ func (m *model) observeRun(took time.Duration) {
 	}
 }
 
-func (m *model) Signature() runtimes.Signature { return m.sig }
+func (m *model) Signature() driver.Signature { return m.sig }
 
 // Predict wraps the callers' slices as ORT tensors (no copy). Outputs whose
 // shape follows from the inputs' (see outputPlan) are allocated here, in Go
 // memory, and ONNX Runtime writes into them directly; the others ONNX
 // Runtime allocates, and onnxruntime_go copies them once into Go memory.
-func (m *model) Predict(ctx context.Context, inputs []runtimes.Tensor) ([]runtimes.Tensor, error) {
+func (m *model) Predict(ctx context.Context, inputs []tensor.Tensor) ([]tensor.Tensor, error) {
 	if len(inputs) != len(m.inputNames) {
 		return nil, inferr.Errorf(inferr.InputParsing, "onnx: model takes %d inputs, got %d", len(m.inputNames), len(inputs))
 	}
@@ -239,7 +241,7 @@ func (m *model) Predict(ctx context.Context, inputs []runtimes.Tensor) ([]runtim
 		}
 		ins[i] = v
 	}
-	result := make([]runtimes.Tensor, len(outs))
+	result := make([]tensor.Tensor, len(outs))
 	preallocated := false
 	if m.preallocate.Load() {
 		for i := range m.plans {
@@ -391,7 +393,7 @@ func (m *model) Close() error {
 }
 
 // newValue wraps t's slice as an ORT tensor without copying it.
-func newValue(t runtimes.Tensor) (ort.Value, error) {
+func newValue(t tensor.Tensor) (ort.Value, error) {
 	if len(t.Shape) == 0 {
 		return nil, errors.New("scalar (rank 0) tensors are not supported by the ONNX runtime; give shape [1] if the model allows it")
 	}
@@ -413,11 +415,11 @@ func newValue(t runtimes.Tensor) (ort.Value, error) {
 	return nil, fmt.Errorf("unsupported data %T", t.Data)
 }
 
-// goTensor turns an output into a runtimes.Tensor. onnxruntime_go has
+// goTensor turns an output into a tensor.Tensor. onnxruntime_go has
 // already copied the data into a Go slice, which stays valid after the value
 // is destroyed: no second copy.
-func goTensor(name string, v ort.Value) (runtimes.Tensor, error) {
-	t := runtimes.Tensor{Name: name}
+func goTensor(name string, v ort.Value) (tensor.Tensor, error) {
+	t := tensor.Tensor{Name: name}
 	switch tv := v.(type) {
 	case *ort.Tensor[float64]:
 		t.Shape, t.Data = tv.GetShape(), tv.GetData()

@@ -21,6 +21,8 @@ import (
 	"github.com/inferbid/inferbid/internal/testhelp"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/runtimes/conformance"
+	"github.com/inferbid/inferbid/runtimes/driver"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // requireLibrary skips the test when the ONNX Runtime library is not
@@ -31,16 +33,16 @@ func requireLibrary(tb testing.TB) {
 	testhelp.RequireNative(tb, "the ONNX Runtime library (scripts/install-onnxruntime.sh)", err)
 }
 
-func readModel(tb testing.TB, name string) runtimes.Files {
+func readModel(tb testing.TB, name string) driver.Files {
 	tb.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return runtimes.Files{name: b}
+	return driver.Files{name: b}
 }
 
-func openRuntime(tb testing.TB, cfg runtimes.Config) *runtimes.Runtime {
+func openRuntime(tb testing.TB, cfg driver.Config) *runtimes.Runtime {
 	tb.Helper()
 	rt, err := runtimes.Open(Name, cfg)
 	if err != nil {
@@ -67,12 +69,12 @@ func TestConformance(t *testing.T) {
 		AffineV1:  readModel(t, "affine_v1.onnx"),
 		AffineV2:  readModel(t, "affine_v2.onnx"),
 	}
-	t.Run("threads=default", func(t *testing.T) { conformance.Run(t, openRuntime(t, runtimes.Config{}), fx) })
+	t.Run("threads=default", func(t *testing.T) { conformance.Run(t, openRuntime(t, driver.Config{}), fx) })
 	t.Run("threads=1", func(t *testing.T) {
-		conformance.Run(t, openRuntime(t, runtimes.Config{NumIntraopThreads: 1, NumInteropThreads: 1}), fx)
+		conformance.Run(t, openRuntime(t, driver.Config{NumIntraopThreads: 1, NumInteropThreads: 1}), fx)
 	})
 	t.Run("threads=2x2", func(t *testing.T) {
-		conformance.Run(t, openRuntime(t, runtimes.Config{NumIntraopThreads: 2, NumInteropThreads: 2}), fx)
+		conformance.Run(t, openRuntime(t, driver.Config{NumIntraopThreads: 2, NumInteropThreads: 2}), fx)
 	})
 }
 
@@ -118,24 +120,24 @@ func mlpInput(batch int) []float32 {
 
 func TestMLP(t *testing.T) {
 	requireLibrary(t)
-	m := loadModel(t, openRuntime(t, runtimes.Config{NumIntraopThreads: 1}), "mlp.onnx")
+	m := loadModel(t, openRuntime(t, driver.Config{NumIntraopThreads: 1}), "mlp.onnx")
 	sig := m.Signature()
-	if len(sig.Inputs) != 1 || sig.Inputs[0].Name != "x" || sig.Inputs[0].DType != runtimes.Float ||
-		runtimes.FormatShape(sig.Inputs[0].Shape) != "[-1,8]" {
+	if len(sig.Inputs) != 1 || sig.Inputs[0].Name != "x" || sig.Inputs[0].DType != tensor.Float ||
+		tensor.FormatShape(sig.Inputs[0].Shape) != "[-1,8]" {
 		t.Fatalf("inputs %+v, want x FLOAT [-1,8]", sig.Inputs)
 	}
-	if len(sig.Outputs) != 1 || sig.Outputs[0].Name != "y" || runtimes.FormatShape(sig.Outputs[0].Shape) != "[-1,1]" {
+	if len(sig.Outputs) != 1 || sig.Outputs[0].Name != "y" || tensor.FormatShape(sig.Outputs[0].Shape) != "[-1,1]" {
 		t.Fatalf("outputs %+v, want y FLOAT [-1,1]", sig.Outputs)
 	}
 	for _, batch := range []int{1, 2, 64, 1000} {
 		x := mlpInput(batch)
-		out, err := m.Predict(context.Background(), []runtimes.Tensor{runtimes.NewTensor("x", []int64{int64(batch), 8}, x)})
+		out, err := m.Predict(context.Background(), []tensor.Tensor{tensor.New("x", []int64{int64(batch), 8}, x)})
 		if err != nil {
 			t.Fatalf("batch %d: %v", batch, err)
 		}
-		y, ok := runtimes.Data[float32](out[0])
-		if !ok || runtimes.FormatShape(out[0].Shape) != runtimes.FormatShape([]int64{int64(batch), 1}) {
-			t.Fatalf("batch %d: output %q %s %s, want FLOAT [%d,1]", batch, out[0].Name, out[0].DType(), runtimes.FormatShape(out[0].Shape), batch)
+		y, ok := tensor.Data[float32](out[0])
+		if !ok || tensor.FormatShape(out[0].Shape) != tensor.FormatShape([]int64{int64(batch), 1}) {
+			t.Fatalf("batch %d: output %q %s %s, want FLOAT [%d,1]", batch, out[0].Name, out[0].DType(), tensor.FormatShape(out[0].Shape), batch)
 		}
 		want := mlpWant(x, batch)
 		distinct := map[float32]bool{}
@@ -171,13 +173,13 @@ func TestMissingLibrary(t *testing.T) {
 	nowhere := filepath.Join(t.TempDir(), "nowhere", LibraryName)
 
 	t.Run("config", func(t *testing.T) {
-		rt := openRuntime(t, runtimes.Config{LibraryPath: nowhere})
+		rt := openRuntime(t, driver.Config{LibraryPath: nowhere})
 		_, err := rt.Load(ctx, "missing/", files)
 		check(t, err, nowhere, "library_path", `"missing/"`)
 	})
 	t.Run("env", func(t *testing.T) {
 		t.Setenv(LibraryEnv, nowhere)
-		rt := openRuntime(t, runtimes.Config{})
+		rt := openRuntime(t, driver.Config{})
 		_, err := rt.Load(ctx, "missing/", files)
 		check(t, err, nowhere, LibraryEnv)
 	})
@@ -188,7 +190,7 @@ func TestMissingLibrary(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Chdir(dir)
-		rt := openRuntime(t, runtimes.Config{})
+		rt := openRuntime(t, driver.Config{})
 		_, err := rt.Load(ctx, "missing/", files)
 		check(t, err, filepath.Join(dir, "lib", "onnxruntime", LibraryName), "tried")
 	})
@@ -199,7 +201,7 @@ func TestMissingLibrary(t *testing.T) {
 		if err := os.WriteFile(bogus, []byte("not an ELF file"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		rt := openRuntime(t, runtimes.Config{LibraryPath: bogus})
+		rt := openRuntime(t, driver.Config{LibraryPath: bogus})
 		_, err := rt.Load(ctx, "missing/", files)
 		if err == nil || inferr.TypeOf(err) != inferr.ModelExecution || !strings.Contains(err.Error(), bogus) {
 			t.Fatalf("got %v (type %v), want MODEL_EXECUTION naming %s", err, inferr.TypeOf(err), bogus)
@@ -209,8 +211,8 @@ func TestMissingLibrary(t *testing.T) {
 		// A failed first Load must not poison the process: with the library
 		// in place the next Load works.
 		requireLibrary(t)
-		m := loadModel(t, openRuntime(t, runtimes.Config{}), "affine_v1.onnx")
-		if _, err := m.Predict(ctx, []runtimes.Tensor{runtimes.NewTensor("x", []int64{1, 3}, []float32{1, 2, 3})}); err != nil {
+		m := loadModel(t, openRuntime(t, driver.Config{}), "affine_v1.onnx")
+		if _, err := m.Predict(ctx, []tensor.Tensor{tensor.New("x", []int64{1, 3}, []float32{1, 2, 3})}); err != nil {
 			t.Fatal(err)
 		}
 		if LibraryVersion() == "" {
@@ -222,12 +224,12 @@ func TestMissingLibrary(t *testing.T) {
 
 func TestUnsupportedOutputs(t *testing.T) {
 	requireLibrary(t)
-	m := loadModel(t, openRuntime(t, runtimes.Config{}), "odd_outputs.onnx")
+	m := loadModel(t, openRuntime(t, driver.Config{}), "odd_outputs.onnx")
 	sig := m.Signature()
-	if len(sig.Outputs) != 3 || sig.Outputs[1].Name != "positive" || sig.Outputs[1].DType != runtimes.Invalid {
+	if len(sig.Outputs) != 3 || sig.Outputs[1].Name != "positive" || sig.Outputs[1].DType != tensor.Invalid {
 		t.Fatalf("outputs %+v, want y, positive (BOOL: no contract dtype), bytes", sig.Outputs)
 	}
-	_, err := m.Predict(context.Background(), []runtimes.Tensor{runtimes.NewTensor("x", []int64{1, 2}, []float32{-1, 1})})
+	_, err := m.Predict(context.Background(), []tensor.Tensor{tensor.New("x", []int64{1, 2}, []float32{-1, 1})})
 	if inferr.TypeOf(err) != inferr.OutputParsing || !strings.Contains(err.Error(), `"positive"`) || !strings.Contains(err.Error(), "BOOL") {
 		t.Fatalf("got %v (type %v), want OUTPUT_PARSING naming output \"positive\" and BOOL", err, inferr.TypeOf(err))
 	}
@@ -235,7 +237,7 @@ func TestUnsupportedOutputs(t *testing.T) {
 
 func TestUnsupportedInput(t *testing.T) {
 	requireLibrary(t)
-	rt := openRuntime(t, runtimes.Config{})
+	rt := openRuntime(t, driver.Config{})
 	_, err := rt.Load(context.Background(), "test/bool_input/", readModel(t, "bool_input.onnx"))
 	if inferr.TypeOf(err) != inferr.ModelExecution || !strings.Contains(err.Error(), `"flag"`) || !strings.Contains(err.Error(), "BOOL") {
 		t.Fatalf("got %v (type %v), want MODEL_EXECUTION naming input \"flag\" and BOOL", err, inferr.TypeOf(err))
@@ -244,18 +246,18 @@ func TestUnsupportedInput(t *testing.T) {
 
 func TestOverridableInitializerAndUnknownShape(t *testing.T) {
 	requireLibrary(t)
-	m := loadModel(t, openRuntime(t, runtimes.Config{}), "overridable.onnx")
+	m := loadModel(t, openRuntime(t, driver.Config{}), "overridable.onnx")
 	sig := m.Signature()
 	if len(sig.Inputs) != 2 || sig.Inputs[0].Name != "x" || sig.Inputs[1].Name != "scale_in" {
 		t.Fatalf("inputs %+v, want x and scale_in (bias is an initializer)", sig.Inputs)
 	}
-	if runtimes.FormatShape(sig.Inputs[0].Shape) != "[2,3]" || sig.Inputs[1].Shape != nil {
+	if tensor.FormatShape(sig.Inputs[0].Shape) != "[2,3]" || sig.Inputs[1].Shape != nil {
 		t.Fatalf("shapes %v and %v, want [2,3] and unknown (nil)", sig.Inputs[0].Shape, sig.Inputs[1].Shape)
 	}
 	x := []float32{1, 2, 3, 4, 5, 6}
-	out, err := m.Predict(context.Background(), []runtimes.Tensor{
-		runtimes.NewTensor("x", []int64{2, 3}, x),
-		runtimes.NewTensor("scale_in", []int64{1}, []float32{2}),
+	out, err := m.Predict(context.Background(), []tensor.Tensor{
+		tensor.New("x", []int64{2, 3}, x),
+		tensor.New("scale_in", []int64{1}, []float32{2}),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -268,17 +270,17 @@ func TestOverridableInitializerAndUnknownShape(t *testing.T) {
 		}
 	}
 	// A fixed batch dimension is enforced before the runtime sees the input.
-	_, err = m.Predict(context.Background(), []runtimes.Tensor{
-		runtimes.NewTensor("x", []int64{1, 3}, x[:3]),
-		runtimes.NewTensor("scale_in", []int64{1}, []float32{2}),
+	_, err = m.Predict(context.Background(), []tensor.Tensor{
+		tensor.New("x", []int64{1, 3}, x[:3]),
+		tensor.New("scale_in", []int64{1}, []float32{2}),
 	})
 	if inferr.TypeOf(err) != inferr.InputParsing {
 		t.Fatalf("batch 1 for a [2,3] input: %v, want INPUT_PARSING", err)
 	}
 	// Rank-0 input: a typed error, not a panic inside onnxruntime_go.
-	_, err = m.Predict(context.Background(), []runtimes.Tensor{
-		runtimes.NewTensor("x", []int64{2, 3}, x),
-		runtimes.NewTensor("scale_in", []int64{}, []float32{2}),
+	_, err = m.Predict(context.Background(), []tensor.Tensor{
+		tensor.New("x", []int64{2, 3}, x),
+		tensor.New("scale_in", []int64{}, []float32{2}),
 	})
 	if inferr.TypeOf(err) != inferr.InputParsing || !strings.Contains(err.Error(), "scale_in") {
 		t.Fatalf("scalar input: %v (type %v), want INPUT_PARSING naming scale_in", err, inferr.TypeOf(err))
@@ -289,7 +291,7 @@ func TestOverridableInitializerAndUnknownShape(t *testing.T) {
 // Runtime itself reports for every test model.
 func TestModelInfoMatchesORT(t *testing.T) {
 	requireLibrary(t)
-	loadModel(t, openRuntime(t, runtimes.Config{}), "affine_v1.onnx") // initializes the environment
+	loadModel(t, openRuntime(t, driver.Config{}), "affine_v1.onnx") // initializes the environment
 	names, err := filepath.Glob("testdata/*.onnx")
 	if err != nil || len(names) < 5 {
 		t.Fatalf("test models: %v %v", names, err)
@@ -318,7 +320,7 @@ func TestModelInfoMatchesORT(t *testing.T) {
 				if shape == nil {
 					shape = []int64{} // ORT reports an unknown rank as no dimensions
 				}
-				if o.Name != r.Name || o.Elem != int32(r.DataType) || runtimes.FormatShape(shape) != runtimes.FormatShape(r.Dimensions) {
+				if o.Name != r.Name || o.Elem != int32(r.DataType) || tensor.FormatShape(shape) != tensor.FormatShape(r.Dimensions) {
 					t.Errorf("%s: %s %d: ours %q elem %d shape %v; ORT %q elem %d shape %v", path, kind, i, o.Name, o.Elem, o.Shape, r.Name, r.DataType, r.Dimensions)
 				}
 			}
@@ -330,7 +332,7 @@ func TestModelInfoMatchesORT(t *testing.T) {
 
 func TestMultipleFiles(t *testing.T) {
 	requireLibrary(t)
-	rt := openRuntime(t, runtimes.Config{})
+	rt := openRuntime(t, driver.Config{})
 	files := readModel(t, "affine_v1.onnx")
 	files["README.md"] = []byte("an affine model")
 	m, err := rt.Load(context.Background(), "test/with_readme/", files)
@@ -350,7 +352,7 @@ func TestMultipleFiles(t *testing.T) {
 // run options never leak a set terminate flag into later calls.
 func TestCancelledContext(t *testing.T) {
 	requireLibrary(t)
-	bm, err := Open(runtimes.Config{NumIntraopThreads: 1})
+	bm, err := Open(driver.Config{NumIntraopThreads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,7 +364,7 @@ func TestCancelledContext(t *testing.T) {
 	// The MLP is too fast to be worth stopping: lower the threshold so that
 	// every call with a context that can end arms the terminate flag.
 	m.(*model).cancelableRun = 0
-	x := []runtimes.Tensor{runtimes.NewTensor("x", []int64{64, 8}, mlpInput(64))}
+	x := []tensor.Tensor{tensor.New("x", []int64{64, 8}, mlpInput(64))}
 	var stopped atomic.Int64
 	var wg sync.WaitGroup
 	for g := range 4 {
@@ -400,7 +402,7 @@ func TestCancelledContext(t *testing.T) {
 // check, Predict falls back to ORT-allocated outputs and stays right.
 func TestLyingOutputShape(t *testing.T) {
 	requireLibrary(t)
-	bm, err := Open(runtimes.Config{})
+	bm, err := Open(driver.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -415,13 +417,13 @@ func TestLyingOutputShape(t *testing.T) {
 	}
 	for i := range 3 {
 		x := []float32{1, 2, 3, 4, 5, 6}
-		out, err := m.Predict(context.Background(), []runtimes.Tensor{runtimes.NewTensor("x", []int64{2, 3}, x)})
+		out, err := m.Predict(context.Background(), []tensor.Tensor{tensor.New("x", []int64{2, 3}, x)})
 		if err != nil {
 			t.Fatalf("call %d: %v", i, err)
 		}
 		want := append(append([]float32(nil), x...), x...)
-		if runtimes.FormatShape(out[0].Shape) != "[4,3]" || !slices.Equal(out[0].Data.([]float32), want) {
-			t.Fatalf("call %d: got %s %v, want [4,3] %v", i, runtimes.FormatShape(out[0].Shape), out[0].Data, want)
+		if tensor.FormatShape(out[0].Shape) != "[4,3]" || !slices.Equal(out[0].Data.([]float32), want) {
+			t.Fatalf("call %d: got %s %v, want [4,3] %v", i, tensor.FormatShape(out[0].Shape), out[0].Data, want)
 		}
 		if m.preallocate.Load() {
 			t.Fatalf("call %d: preallocation still on after ONNX Runtime refused the guessed shape", i)
@@ -434,13 +436,13 @@ func TestLyingOutputShape(t *testing.T) {
 // away) all come back as the input, also into preallocated buffers.
 func TestPassthroughOutputs(t *testing.T) {
 	requireLibrary(t)
-	m := loadModel(t, openRuntime(t, runtimes.Config{}), "passthrough.onnx")
+	m := loadModel(t, openRuntime(t, driver.Config{}), "passthrough.onnx")
 	for _, batch := range []int{1, 5} {
 		x := make([]int64, batch*3)
 		for i := range x {
 			x[i] = int64(i+1) * (1<<40 + 7)
 		}
-		out, err := m.Predict(context.Background(), []runtimes.Tensor{runtimes.NewTensor("x", []int64{int64(batch), 3}, x)})
+		out, err := m.Predict(context.Background(), []tensor.Tensor{tensor.New("x", []int64{int64(batch), 3}, x)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -448,9 +450,9 @@ func TestPassthroughOutputs(t *testing.T) {
 			t.Fatalf("%d outputs, want 5", len(out))
 		}
 		for i, name := range []string{"x", "y", "z", "r", "d"} {
-			got, ok := runtimes.Data[int64](out[i])
-			if out[i].Name != name || !ok || !slices.Equal(got, x) || runtimes.FormatShape(out[i].Shape) != runtimes.FormatShape([]int64{int64(batch), 3}) {
-				t.Errorf("batch %d output %d: %q %s %v, want %q = the input %v", batch, i, out[i].Name, runtimes.FormatShape(out[i].Shape), out[i].Data, name, x)
+			got, ok := tensor.Data[int64](out[i])
+			if out[i].Name != name || !ok || !slices.Equal(got, x) || tensor.FormatShape(out[i].Shape) != tensor.FormatShape([]int64{int64(batch), 3}) {
+				t.Errorf("batch %d output %d: %q %s %v, want %q = the input %v", batch, i, out[i].Name, tensor.FormatShape(out[i].Shape), out[i].Data, name, x)
 			}
 		}
 		got := out[1].Data.([]int64)
@@ -463,7 +465,7 @@ func TestPassthroughOutputs(t *testing.T) {
 
 func TestNoInputs(t *testing.T) {
 	requireLibrary(t)
-	_, err := openRuntime(t, runtimes.Config{}).Load(context.Background(), "test/no_inputs/", readModel(t, "no_inputs.onnx"))
+	_, err := openRuntime(t, driver.Config{}).Load(context.Background(), "test/no_inputs/", readModel(t, "no_inputs.onnx"))
 	if inferr.TypeOf(err) != inferr.ModelExecution || !strings.Contains(err.Error(), "no inputs") {
 		t.Fatalf("got %v (type %v), want MODEL_EXECUTION: no inputs", err, inferr.TypeOf(err))
 	}

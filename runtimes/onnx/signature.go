@@ -4,15 +4,16 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/runtimes/driver"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // signature maps the declared graph inputs and outputs to the runtime's
 // signature. Inputs must be tensors of the six contract dtypes (anything else
 // could never be fed); outputs of other types are kept so that Predict can
 // name them in its OUTPUT_PARSING error.
-func signature(info *modelInfo) (runtimes.Signature, error) {
-	var sig runtimes.Signature
+func signature(info *modelInfo) (driver.Signature, error) {
+	var sig driver.Signature
 	seen := map[string]bool{}
 	for _, in := range info.Inputs {
 		if in.Name == "" || seen[in.Name] {
@@ -23,10 +24,10 @@ func signature(info *modelInfo) (runtimes.Signature, error) {
 			return sig, fmt.Errorf("input %q is a %s; only tensors of DOUBLE, FLOAT, INT8, INT16, INT32 or INT64 can be fed", in.Name, in.Kind)
 		}
 		dt := elemDType(in.Elem)
-		if dt == runtimes.Invalid {
+		if dt == tensor.Invalid {
 			return sig, fmt.Errorf("input %q has element type %s; only DOUBLE, FLOAT, INT8, INT16, INT32 and INT64 can be fed", in.Name, elemName(in.Elem))
 		}
-		sig.Inputs = append(sig.Inputs, runtimes.TensorSpec{Name: in.Name, DType: dt, Shape: in.Shape})
+		sig.Inputs = append(sig.Inputs, driver.TensorSpec{Name: in.Name, DType: dt, Shape: in.Shape})
 	}
 	if len(sig.Inputs) == 0 {
 		// onnxruntime_go cannot run a session without inputs, and a model
@@ -37,14 +38,14 @@ func signature(info *modelInfo) (runtimes.Signature, error) {
 		if out.Name == "" {
 			return sig, errors.New("an output has no name")
 		}
-		sig.Outputs = append(sig.Outputs, runtimes.TensorSpec{Name: out.Name, DType: elemDType(out.Elem), Shape: out.Shape})
+		sig.Outputs = append(sig.Outputs, driver.TensorSpec{Name: out.Name, DType: elemDType(out.Elem), Shape: out.Shape})
 	}
 	return sig, nil
 }
 
 // maxPreallocElements bounds an output allocated before the run from the
 // input shapes (larger ones are left to ONNX Runtime, which knows the truth).
-const maxPreallocElements = runtimes.DefaultMaxElements
+const maxPreallocElements = tensor.DefaultMaxElements
 
 // outputPlan says how to allocate an output before the run: each dimension
 // is fixed, or equals an input's dimension of the same dim_param ("batch").
@@ -52,7 +53,7 @@ const maxPreallocElements = runtimes.DefaultMaxElements
 // is an error, never a wrong answer.
 type outputPlan struct {
 	ok    bool
-	dtype runtimes.DType
+	dtype tensor.DType
 	dims  []dimSource
 }
 
@@ -64,7 +65,7 @@ type dimSource struct {
 
 // planOutputs makes the output plans of a model; ok reports whether any
 // output can be preallocated.
-func planOutputs(info *modelInfo, sig runtimes.Signature) ([]outputPlan, bool) {
+func planOutputs(info *modelInfo, sig driver.Signature) ([]outputPlan, bool) {
 	type ref struct{ input, axis int }
 	params := map[string]ref{}
 	for i, in := range info.Inputs {
@@ -81,7 +82,7 @@ func planOutputs(info *modelInfo, sig runtimes.Signature) ([]outputPlan, bool) {
 		// Only node outputs: ONNX Runtime leaves a preallocated buffer
 		// untouched (zeros!) for an output that is a graph input passed
 		// straight through (TestPassthroughOutputs).
-		p.ok = p.dtype != runtimes.Invalid && out.Kind == "tensor" && len(out.Shape) > 0 && out.Computed
+		p.ok = p.dtype != tensor.Invalid && out.Kind == "tensor" && len(out.Shape) > 0 && out.Computed
 		for a := 0; p.ok && a < len(out.Shape); a++ {
 			switch r, named := params[out.DimParams[a]]; {
 			case out.Shape[a] > 0:
@@ -99,9 +100,9 @@ func planOutputs(info *modelInfo, sig runtimes.Signature) ([]outputPlan, bool) {
 }
 
 // tensor allocates the planned output for these inputs.
-func (p *outputPlan) tensor(name string, inputs []runtimes.Tensor) (runtimes.Tensor, bool) {
+func (p *outputPlan) tensor(name string, inputs []tensor.Tensor) (tensor.Tensor, bool) {
 	if !p.ok {
-		return runtimes.Tensor{}, false
+		return tensor.Tensor{}, false
 	}
 	shape := make([]int64, len(p.dims))
 	n := int64(1)
@@ -110,15 +111,15 @@ func (p *outputPlan) tensor(name string, inputs []runtimes.Tensor) (runtimes.Ten
 		if d.input >= 0 {
 			in := inputs[d.input].Shape
 			if d.axis >= len(in) {
-				return runtimes.Tensor{}, false
+				return tensor.Tensor{}, false
 			}
 			size = in[d.axis]
 		}
 		if size < 1 || n > maxPreallocElements/size {
-			return runtimes.Tensor{}, false
+			return tensor.Tensor{}, false
 		}
 		shape[a] = size
 		n *= size
 	}
-	return runtimes.Tensor{Name: name, Shape: shape, Data: runtimes.MakeData(p.dtype, int(n))}, true
+	return tensor.Tensor{Name: name, Shape: shape, Data: tensor.MakeData(p.dtype, int(n))}, true
 }

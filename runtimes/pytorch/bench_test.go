@@ -13,31 +13,33 @@ import (
 	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/internal/benchlat"
 	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/runtimes/driver"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // e2eInputs is a batch for the e2e-style models (testdata/e2e_style.pt and
 // the reference pytorch_e2e_model.pt): five INT64 [rows] indices in 0..19,
 // then two FLOAT [rows,10].
-func e2eInputs(rows int) []runtimes.Tensor {
-	var in []runtimes.Tensor
+func e2eInputs(rows int) []tensor.Tensor {
+	var in []tensor.Tensor
 	for k := range 5 {
 		idx := make([]int64, rows)
 		for r := range idx {
 			idx[r] = int64((r*7 + k*3) % 20)
 		}
-		in = append(in, runtimes.NewTensor(fmt.Sprintf("i%d", k), []int64{int64(rows)}, idx))
+		in = append(in, tensor.New(fmt.Sprintf("i%d", k), []int64{int64(rows)}, idx))
 	}
 	for k := range 2 {
 		f := make([]float32, rows*10)
 		for i := range f {
 			f[i] = float32((i+k*5)%10) / 10
 		}
-		in = append(in, runtimes.NewTensor(fmt.Sprintf("f%d", k), []int64{int64(rows), 10}, f))
+		in = append(in, tensor.New(fmt.Sprintf("f%d", k), []int64{int64(rows), 10}, f))
 	}
 	return in
 }
 
-func warm(b *testing.B, m *runtimes.Model, in []runtimes.Tensor) {
+func warm(b *testing.B, m *runtimes.Model, in []tensor.Tensor) {
 	for range m.WarmUpRuns() {
 		if _, err := m.Predict(context.Background(), in); err != nil {
 			b.Fatal(err)
@@ -51,21 +53,21 @@ func BenchmarkForward(b *testing.B) {
 	rt := openRuntime(b)
 	models := []struct {
 		name  string
-		files runtimes.Files
-		input func(rows int) []runtimes.Tensor
+		files driver.Files
+		input func(rows int) []tensor.Tensor
 	}{
 		{"e2e_style", readTestdata(b, "e2e_style.pt"), e2eInputs},
-		{"mlp", readTestdata(b, "mlp.pt"), func(rows int) []runtimes.Tensor {
-			return []runtimes.Tensor{runtimes.NewTensor("x", []int64{int64(rows), 8}, benchInput(rows))}
+		{"mlp", readTestdata(b, "mlp.pt"), func(rows int) []tensor.Tensor {
+			return []tensor.Tensor{tensor.New("x", []int64{int64(rows), 8}, benchInput(rows))}
 		}},
 	}
 	// The reference e2e model too, when the folder is there.
 	if ref, err := os.ReadFile(filepath.Join(referenceDirOrEmpty(), "pytorch_e2e_model.pt")); err == nil {
 		models = append(models, struct {
 			name  string
-			files runtimes.Files
-			input func(rows int) []runtimes.Tensor
-		}{"reference_e2e", runtimes.Files{"m.pt": ref}, e2eInputs})
+			files driver.Files
+			input func(rows int) []tensor.Tensor
+		}{"reference_e2e", driver.Files{"m.pt": ref}, e2eInputs})
 	}
 	for _, md := range models {
 		m, err := rt.Load(context.Background(), md.name, md.files)
@@ -92,7 +94,7 @@ func referenceDirOrEmpty() string {
 	return filepath.Join(dir, "bidding-auction-servers", "pytorch")
 }
 
-func e2eJSON(path string, in []runtimes.Tensor) string {
+func e2eJSON(path string, in []tensor.Tensor) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `{"request":[{"model_path":%q,"tensors":[`, path)
 	for i, t := range in {

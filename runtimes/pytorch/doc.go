@@ -44,12 +44,12 @@
 //
 // # Threads and warm-up
 //
-// runtimes.Config's num_intraop_threads sets at::set_num_threads and
+// driver.Config's num_intraop_threads sets at::set_num_threads and
 // num_interop_threads at::set_num_interop_threads; 0 leaves libtorch's
 // default. Inter-op threads can be set once per process: opening the
 // backend again with a different value fails. TorchScript's profiling
 // executor makes the first calls slow, so models ask for 3 warm-up runs
-// (runtimes.WarmUpRunner).
+// (driver.WarmUpRunner).
 //
 // Inputs are copied into libtorch tensors (a model may write into its inputs
 // in place) and outputs are copied into Go slices, so no Go memory outlives

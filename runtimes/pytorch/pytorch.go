@@ -22,6 +22,8 @@ import (
 
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/runtimes/driver"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // warmUpRuns: the profiling executor profiles the first run and optimises
@@ -37,7 +39,7 @@ func init() {
 }
 
 // Open opens the libtorch backend with cfg's thread settings.
-func Open(cfg runtimes.Config) (runtimes.Backend, error) {
+func Open(cfg driver.Config) (driver.Backend, error) {
 	const maxThreads = 1024
 	if cfg.NumIntraopThreads < 0 || cfg.NumIntraopThreads > maxThreads {
 		return nil, fmt.Errorf("pytorch: num_intraop_threads %d out of range [0,%d]", cfg.NumIntraopThreads, maxThreads)
@@ -56,7 +58,7 @@ type backend struct{}
 func (*backend) Close() error { return nil }
 
 // Load loads, freezes and validates the model file among files.
-func (*backend) Load(ctx context.Context, files runtimes.Files) (runtimes.BackendModel, error) {
+func (*backend) Load(ctx context.Context, files driver.Files) (driver.Model, error) {
 	name, data, err := modelFile(files)
 	if err != nil {
 		return nil, err
@@ -75,11 +77,11 @@ func (*backend) Load(ctx context.Context, files runtimes.Files) (runtimes.Backen
 	if cm == nil {
 		return nil, fmt.Errorf("pytorch: %s: load failed (out of memory?)", name)
 	}
-	m := &model{c: cm, sig: runtimes.Signature{Positional: true}}
+	m := &model{c: cm, sig: driver.Signature{Positional: true}}
 	if n := int(C.pt_num_inputs(cm)); n >= 0 {
-		m.sig.Inputs = make([]runtimes.TensorSpec, n)
+		m.sig.Inputs = make([]driver.TensorSpec, n)
 		for i := range n {
-			m.sig.Inputs[i] = runtimes.TensorSpec{Name: C.GoString(C.pt_input_name(cm, C.int32_t(i)))}
+			m.sig.Inputs[i] = driver.TensorSpec{Name: C.GoString(C.pt_input_name(cm, C.int32_t(i)))}
 		}
 	}
 	return m, nil
@@ -87,7 +89,7 @@ func (*backend) Load(ctx context.Context, files runtimes.Files) (runtimes.Backen
 
 // modelFile picks the TorchScript file: the only file, or the only *.pt or
 // *.pth file among several.
-func modelFile(files runtimes.Files) (string, []byte, error) {
+func modelFile(files driver.Files) (string, []byte, error) {
 	names := make([]string, 0, len(files))
 	for n := range files {
 		names = append(names, n)
@@ -114,10 +116,10 @@ func modelFile(files runtimes.Files) (string, []byte, error) {
 
 type model struct {
 	c   *C.pt_model
-	sig runtimes.Signature
+	sig driver.Signature
 }
 
-func (m *model) Signature() runtimes.Signature { return m.sig }
+func (m *model) Signature() driver.Signature { return m.sig }
 
 func (m *model) WarmUpRuns() int { return warmUpRuns }
 
@@ -130,7 +132,7 @@ func (m *model) Close() error {
 }
 
 // Predict runs forward() on inputs in order.
-func (m *model) Predict(_ context.Context, inputs []runtimes.Tensor) ([]runtimes.Tensor, error) {
+func (m *model) Predict(_ context.Context, inputs []tensor.Tensor) ([]tensor.Tensor, error) {
 	// The input descriptors are Go memory holding pointers to the tensors'
 	// data and shapes; cgo allows that only when those are pinned.
 	var pinner runtime.Pinner
@@ -170,13 +172,13 @@ func (m *model) Predict(_ context.Context, inputs []runtimes.Tensor) ([]runtimes
 }
 
 // copyOutputs copies libtorch's output tensors into Go memory.
-func copyOutputs(out *C.pt_outputs) ([]runtimes.Tensor, error) {
+func copyOutputs(out *C.pt_outputs) ([]tensor.Tensor, error) {
 	n := int(out.n)
 	if n == 0 {
-		return []runtimes.Tensor{}, nil
+		return []tensor.Tensor{}, nil
 	}
 	views := unsafe.Slice(out.tensors, n)
-	res := make([]runtimes.Tensor, n)
+	res := make([]tensor.Tensor, n)
 	for i, v := range views {
 		numel := int64(v.numel)
 		if numel < 0 || numel > maxOutputElements {
@@ -186,8 +188,8 @@ func copyOutputs(out *C.pt_outputs) ([]runtimes.Tensor, error) {
 		if v.ndim > 0 {
 			copy(shape, unsafe.Slice((*int64)(unsafe.Pointer(v.shape)), int(v.ndim)))
 		}
-		dt := runtimes.DType(v.dtype)
-		data := runtimes.MakeData(dt, int(numel))
+		dt := tensor.DType(v.dtype)
+		data := tensor.MakeData(dt, int(numel))
 		if data == nil {
 			return nil, inferr.Errorf(inferr.OutputParsing, "pytorch: output %d has dtype code %d", i, int(v.dtype))
 		}
@@ -195,7 +197,7 @@ func copyOutputs(out *C.pt_outputs) ([]runtimes.Tensor, error) {
 			dst := unsafe.Slice((*byte)(firstElement(data)), int(numel)*dt.Size())
 			copy(dst, unsafe.Slice((*byte)(v.data), len(dst)))
 		}
-		res[i] = runtimes.Tensor{Name: strconv.Itoa(i), Shape: shape, Data: data}
+		res[i] = tensor.Tensor{Name: strconv.Itoa(i), Shape: shape, Data: data}
 	}
 	return res, nil
 }

@@ -17,12 +17,14 @@ import (
 	"github.com/inferbid/inferbid/internal/testhelp"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/runtimes/conformance"
+	"github.com/inferbid/inferbid/runtimes/driver"
 	_ "github.com/inferbid/inferbid/runtimes/pytorch"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // testConfig is what every test opens the backend with. TestMain sets the
 // inter-op pool once, before any model runs, as a sidecar does at start.
-var testConfig = runtimes.Config{NumIntraopThreads: 1, NumInteropThreads: 1}
+var testConfig = driver.Config{NumIntraopThreads: 1, NumInteropThreads: 1}
 
 func TestMain(m *testing.M) {
 	if _, err := runtimes.Open("pytorch", testConfig); err != nil {
@@ -44,13 +46,13 @@ func openRuntime(t testing.TB) *runtimes.Runtime {
 	return rt
 }
 
-func readTestdata(t testing.TB, name string) runtimes.Files {
+func readTestdata(t testing.TB, name string) driver.Files {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return runtimes.Files{name: b}
+	return driver.Files{name: b}
 }
 
 func load(t testing.TB, rt *runtimes.Runtime, name string) *runtimes.Model {
@@ -89,14 +91,14 @@ func TestAffineKnownAnswer(t *testing.T) {
 	}{{"affine_v1.pt", 2, 1}, {"affine_v2.pt", 3, -1}} {
 		m := load(t, rt, tc.file)
 		x := []float32{0, 1, -2.5, 3.25, 100, -0.125}
-		out, err := m.Predict(context.Background(), []runtimes.Tensor{runtimes.NewTensor("x", []int64{2, 3}, x)})
+		out, err := m.Predict(context.Background(), []tensor.Tensor{tensor.New("x", []int64{2, 3}, x)})
 		if err != nil {
 			t.Fatalf("%s: %v", tc.file, err)
 		}
 		if len(out) != 1 || out[0].Name != "0" || fmt.Sprint(out[0].Shape) != "[2 3]" {
 			t.Fatalf("%s: got %d outputs, first %q %v", tc.file, len(out), out[0].Name, out[0].Shape)
 		}
-		y, ok := runtimes.Data[float32](out[0])
+		y, ok := tensor.Data[float32](out[0])
 		if !ok {
 			t.Fatalf("%s: output dtype %s, want FLOAT", tc.file, out[0].DType())
 		}
@@ -121,13 +123,13 @@ func TestAllDTypesRoundTrip(t *testing.T) {
 		}
 	}
 	shape := []int64{3, 2}
-	in := []runtimes.Tensor{
-		runtimes.NewTensor("a", shape, []float64{1.5, -2, 3e300, 4, 5, -6.25}),
-		runtimes.NewTensor("b", shape, []float32{1.5, -2, 3e30, 4, 5, -6.25}),
-		runtimes.NewTensor("c", shape, []int8{-128, 127, 0, 1, -1, 5}),
-		runtimes.NewTensor("d", shape, []int16{-32768, 32767, 0, 1, -1, 5}),
-		runtimes.NewTensor("e", shape, []int32{math.MinInt32, math.MaxInt32, 0, 1, -1, 5}),
-		runtimes.NewTensor("f", shape, []int64{math.MinInt64, math.MaxInt64, 0, 1, -1, 5}),
+	in := []tensor.Tensor{
+		tensor.New("a", shape, []float64{1.5, -2, 3e300, 4, 5, -6.25}),
+		tensor.New("b", shape, []float32{1.5, -2, 3e30, 4, 5, -6.25}),
+		tensor.New("c", shape, []int8{-128, 127, 0, 1, -1, 5}),
+		tensor.New("d", shape, []int16{-32768, 32767, 0, 1, -1, 5}),
+		tensor.New("e", shape, []int32{math.MinInt32, math.MaxInt32, 0, 1, -1, 5}),
+		tensor.New("f", shape, []int64{math.MinInt64, math.MaxInt64, 0, 1, -1, 5}),
 	}
 	out, err := m.Predict(context.Background(), in)
 	if err != nil {
@@ -152,9 +154,9 @@ func TestAllDTypesRoundTrip(t *testing.T) {
 		t.Errorf("5 inputs: got %v, want INPUT_PARSING naming the count", err)
 	}
 	// A scalar (empty shape) goes through as a 0-d tensor.
-	sc := make([]runtimes.Tensor, 6)
-	for i, d := range runtimes.DTypes {
-		sc[i] = runtimes.Tensor{Name: "s", Shape: []int64{}, Data: runtimes.MakeData(d, 1)}
+	sc := make([]tensor.Tensor, 6)
+	for i, d := range tensor.DTypes {
+		sc[i] = tensor.Tensor{Name: "s", Shape: []int64{}, Data: tensor.MakeData(d, 1)}
 	}
 	out, err = m.Predict(context.Background(), sc)
 	if err != nil {
@@ -222,11 +224,11 @@ func TestMLPKnownAnswer(t *testing.T) {
 	x := benchInput(rows)
 	want := mlpReference(x, rows)
 	for run := range 4 { // the profiling executor changes plans over the first runs
-		out, err := m.Predict(context.Background(), []runtimes.Tensor{runtimes.NewTensor("x", []int64{rows, 8}, x)})
+		out, err := m.Predict(context.Background(), []tensor.Tensor{tensor.New("x", []int64{rows, 8}, x)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		y, _ := runtimes.Data[float32](out[0])
+		y, _ := tensor.Data[float32](out[0])
 		if fmt.Sprint(out[0].Shape) != "[64 1]" || len(y) != rows {
 			t.Fatalf("run %d: output shape %v dtype %s", run, out[0].Shape, out[0].DType())
 		}
@@ -244,23 +246,23 @@ func TestSignatureWithDefaultArgumentIsOpen(t *testing.T) {
 	if sig := m.Signature(); !sig.Positional || len(sig.Inputs) != 0 {
 		t.Fatalf("signature %+v: want positional, inputs unknown", sig)
 	}
-	x := runtimes.NewTensor("x", []int64{2}, []float32{1, 2})
-	out, err := m.Predict(context.Background(), []runtimes.Tensor{x})
+	x := tensor.New("x", []int64{2}, []float32{1, 2})
+	out, err := m.Predict(context.Background(), []tensor.Tensor{x})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if y, _ := runtimes.Data[float32](out[0]); fmt.Sprint(y) != "[2 3]" {
+	if y, _ := tensor.Data[float32](out[0]); fmt.Sprint(y) != "[2 3]" {
 		t.Errorf("x + default ones = %v, want [2 3]", y)
 	}
-	out, err = m.Predict(context.Background(), []runtimes.Tensor{x, runtimes.NewTensor("y", []int64{2}, []float32{10, 20})})
+	out, err = m.Predict(context.Background(), []tensor.Tensor{x, tensor.New("y", []int64{2}, []float32{10, 20})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if y, _ := runtimes.Data[float32](out[0]); fmt.Sprint(y) != "[11 22]" {
+	if y, _ := tensor.Data[float32](out[0]); fmt.Sprint(y) != "[11 22]" {
 		t.Errorf("x + y = %v, want [11 22]", y)
 	}
 	// Three tensors do not fit forward(x, y=...): libtorch says so.
-	_, err = m.Predict(context.Background(), []runtimes.Tensor{x, x, x})
+	_, err = m.Predict(context.Background(), []tensor.Tensor{x, x, x})
 	if inferr.TypeOf(err) != inferr.ModelExecution {
 		t.Errorf("3 inputs: got %v, want MODEL_EXECUTION", err)
 	}
@@ -271,7 +273,7 @@ func TestLoadRejects(t *testing.T) {
 	affine := readTestdata(t, "affine_v1.pt")["affine_v1.pt"]
 	for _, tc := range []struct {
 		name  string
-		files runtimes.Files
+		files driver.Files
 		want  []string
 	}{
 		{"stateful", readTestdata(t, "stateful.pt"), []string{"stateful", "count"}},
@@ -279,11 +281,11 @@ func TestLoadRejects(t *testing.T) {
 		{"save in submodule", readTestdata(t, "side_effect_save.pt"), []string{"side-effect", "aten::save"}},
 		{"print in a forked function", readTestdata(t, "side_effect_fork_print.pt"), []string{"side-effect", "prim::Print"}},
 		{"int argument", readTestdata(t, "int_arg.pt"), []string{"argument 1 (n)", "int"}},
-		{"garbage", runtimes.Files{"m.pt": []byte("definitely not a zip file")}, []string{"m.pt", "not a TorchScript file"}},
-		{"truncated", runtimes.Files{"m.pt": affine[:len(affine)/2]}, []string{"not a TorchScript file"}},
-		{"empty", runtimes.Files{"m.pt": {}}, []string{"m.pt", "empty file"}},
-		{"two models", runtimes.Files{"a.pt": affine, "b.pt": affine}, []string{"a.pt, b.pt"}},
-		{"no model among files", runtimes.Files{"README": affine, "LICENSE": affine}, []string{"LICENSE, README"}},
+		{"garbage", driver.Files{"m.pt": []byte("definitely not a zip file")}, []string{"m.pt", "not a TorchScript file"}},
+		{"truncated", driver.Files{"m.pt": affine[:len(affine)/2]}, []string{"not a TorchScript file"}},
+		{"empty", driver.Files{"m.pt": {}}, []string{"m.pt", "empty file"}},
+		{"two models", driver.Files{"a.pt": affine, "b.pt": affine}, []string{"a.pt, b.pt"}},
+		{"no model among files", driver.Files{"README": affine, "LICENSE": affine}, []string{"LICENSE, README"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m, err := rt.Load(context.Background(), "models/"+tc.name, tc.files)
@@ -312,11 +314,11 @@ func TestOneModelAmongOtherFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	out, err := m.Predict(context.Background(), []runtimes.Tensor{runtimes.NewTensor("x", []int64{1, 3}, []float32{4, 0, -1})})
+	out, err := m.Predict(context.Background(), []tensor.Tensor{tensor.New("x", []int64{1, 3}, []float32{4, 0, -1})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if y, _ := runtimes.Data[float32](out[0]); fmt.Sprint(y) != "[9 1 -1]" {
+	if y, _ := tensor.Data[float32](out[0]); fmt.Sprint(y) != "[9 1 -1]" {
 		t.Errorf("2x+1 = %v, want [9 1 -1]", y)
 	}
 }
@@ -336,7 +338,7 @@ func TestUnsupportedOutputs(t *testing.T) {
 		t.Run(tc.file, func(t *testing.T) {
 			m := load(t, rt, tc.file)
 			for range 2 {
-				_, err := m.Predict(context.Background(), []runtimes.Tensor{runtimes.NewTensor("x", []int64{2}, []float32{1, -1})})
+				_, err := m.Predict(context.Background(), []tensor.Tensor{tensor.New("x", []int64{2}, []float32{1, -1})})
 				if inferr.TypeOf(err) != inferr.OutputParsing {
 					t.Fatalf("got %v (type %s), want OUTPUT_PARSING", err, inferr.TypeOf(err))
 				}
@@ -351,11 +353,11 @@ func TestUnsupportedOutputs(t *testing.T) {
 func TestNonContiguousOutput(t *testing.T) {
 	rt := openRuntime(t)
 	m := load(t, rt, "transposed.pt")
-	out, err := m.Predict(context.Background(), []runtimes.Tensor{runtimes.NewTensor("x", []int64{2, 3}, []int32{1, 2, 3, 4, 5, 6})})
+	out, err := m.Predict(context.Background(), []tensor.Tensor{tensor.New("x", []int64{2, 3}, []int32{1, 2, 3, 4, 5, 6})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	y, _ := runtimes.Data[int32](out[0])
+	y, _ := tensor.Data[int32](out[0])
 	if fmt.Sprint(out[0].Shape) != "[3 2]" || fmt.Sprint(y) != "[1 4 2 5 3 6]" {
 		t.Errorf("transpose = %v %v, want [3 2] [1 4 2 5 3 6]", out[0].Shape, y)
 	}
@@ -366,11 +368,11 @@ func TestInPlaceModelLeavesCallerInputAlone(t *testing.T) {
 	m := load(t, rt, "inplace.pt")
 	x := []float64{1, 2, 3}
 	for range 3 {
-		out, err := m.Predict(context.Background(), []runtimes.Tensor{runtimes.NewTensor("x", []int64{3}, x)})
+		out, err := m.Predict(context.Background(), []tensor.Tensor{tensor.New("x", []int64{3}, x)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if y, _ := runtimes.Data[float64](out[0]); fmt.Sprint(y) != "[2 3 4]" {
+		if y, _ := tensor.Data[float64](out[0]); fmt.Sprint(y) != "[2 3 4]" {
 			t.Errorf("x+1 = %v, want [2 3 4]", y)
 		}
 	}
@@ -382,14 +384,14 @@ func TestInPlaceModelLeavesCallerInputAlone(t *testing.T) {
 func TestRaisingModelIsExecutionError(t *testing.T) {
 	rt := openRuntime(t)
 	m := load(t, rt, "input_check.pt")
-	out, err := m.Predict(context.Background(), []runtimes.Tensor{runtimes.NewTensor("x", []int64{1, 2}, []float32{1, 2})})
+	out, err := m.Predict(context.Background(), []tensor.Tensor{tensor.New("x", []int64{1, 2}, []float32{1, 2})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if y, _ := runtimes.Data[float32](out[0]); fmt.Sprint(y) != "[2 4]" {
+	if y, _ := tensor.Data[float32](out[0]); fmt.Sprint(y) != "[2 4]" {
 		t.Errorf("2x = %v", y)
 	}
-	_, err = m.Predict(context.Background(), []runtimes.Tensor{runtimes.NewTensor("x", []int64{2}, []float32{1, 2})})
+	_, err = m.Predict(context.Background(), []tensor.Tensor{tensor.New("x", []int64{2}, []float32{1, 2})})
 	if inferr.TypeOf(err) != inferr.ModelExecution || !strings.Contains(err.Error(), "want a 2-D input") {
 		t.Errorf("1-D input: got %v, want MODEL_EXECUTION with the model's message", err)
 	}
@@ -398,11 +400,11 @@ func TestRaisingModelIsExecutionError(t *testing.T) {
 	}
 	// Wrong dtypes fail inside libtorch, as an execution error, not a crash.
 	m2 := load(t, rt, "mlp.pt")
-	_, err = m2.Predict(context.Background(), []runtimes.Tensor{runtimes.NewTensor("x", []int64{1, 8}, make([]int8, 8))})
+	_, err = m2.Predict(context.Background(), []tensor.Tensor{tensor.New("x", []int64{1, 8}, make([]int8, 8))})
 	if inferr.TypeOf(err) != inferr.ModelExecution {
 		t.Errorf("int8 into a float matmul: got %v, want MODEL_EXECUTION", err)
 	}
-	_, err = m2.Predict(context.Background(), []runtimes.Tensor{runtimes.NewTensor("x", []int64{1, 7}, make([]float32, 7))})
+	_, err = m2.Predict(context.Background(), []tensor.Tensor{tensor.New("x", []int64{1, 7}, make([]float32, 7))})
 	if inferr.TypeOf(err) != inferr.ModelExecution {
 		t.Errorf("[1,7] into a [8,16] matmul: got %v, want MODEL_EXECUTION", err)
 	}
@@ -410,12 +412,12 @@ func TestRaisingModelIsExecutionError(t *testing.T) {
 
 func TestForkWait(t *testing.T) {
 	m := load(t, openRuntime(t), "fork_wait.pt")
-	out, err := m.Predict(context.Background(), []runtimes.Tensor{runtimes.NewTensor("x", []int64{2}, []float32{2, -4})})
+	out, err := m.Predict(context.Background(), []tensor.Tensor{tensor.New("x", []int64{2}, []float32{2, -4})})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// x*0.5 (forked) + x + 1
-	if y, _ := runtimes.Data[float32](out[0]); fmt.Sprint(y) != "[4 -5]" {
+	if y, _ := tensor.Data[float32](out[0]); fmt.Sprint(y) != "[4 -5]" {
 		t.Errorf("got %v, want [4 -5]", y)
 	}
 }
@@ -430,10 +432,10 @@ func TestWarmUpRuns(t *testing.T) {
 
 func TestThreadConfig(t *testing.T) {
 	// TestMain set one inter-op thread; libtorch cannot change it afterwards.
-	if _, err := runtimes.Open("pytorch", runtimes.Config{NumInteropThreads: 2}); err == nil || !strings.Contains(err.Error(), "once per process") {
+	if _, err := runtimes.Open("pytorch", driver.Config{NumInteropThreads: 2}); err == nil || !strings.Contains(err.Error(), "once per process") {
 		t.Errorf("changing num_interop_threads: got %v, want an error", err)
 	}
-	if _, err := runtimes.Open("pytorch", runtimes.Config{NumIntraopThreads: -1}); err == nil || !strings.Contains(err.Error(), "num_intraop_threads") {
+	if _, err := runtimes.Open("pytorch", driver.Config{NumIntraopThreads: -1}); err == nil || !strings.Contains(err.Error(), "num_intraop_threads") {
 		t.Errorf("negative num_intraop_threads: got %v", err)
 	}
 	if _, err := runtimes.Open("pytorch", testConfig); err != nil {
@@ -454,12 +456,12 @@ func TestConcurrentPredict(t *testing.T) {
 			x := benchInput(rows)
 			want := mlpReference(x, rows)
 			for range 50 {
-				out, err := m.Predict(context.Background(), []runtimes.Tensor{runtimes.NewTensor("x", []int64{int64(rows), 8}, x)})
+				out, err := m.Predict(context.Background(), []tensor.Tensor{tensor.New("x", []int64{int64(rows), 8}, x)})
 				if err != nil {
 					errs <- err
 					return
 				}
-				y, _ := runtimes.Data[float32](out[0])
+				y, _ := tensor.Data[float32](out[0])
 				for i := range want {
 					if !closeRel(float64(y[i]), float64(want[i]), 1e-6) {
 						errs <- fmt.Errorf("rows %d: y[%d] = %v, want %v", rows, i, y[i], want[i])
@@ -482,7 +484,7 @@ func TestCloseThenPredict(t *testing.T) {
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	_, err := m.Predict(context.Background(), []runtimes.Tensor{runtimes.NewTensor("x", []int64{1, 3}, []float32{1, 2, 3})})
+	_, err := m.Predict(context.Background(), []tensor.Tensor{tensor.New("x", []int64{1, 3}, []float32{1, 2, 3})})
 	if !errors.Is(err, runtimes.ErrClosed) {
 		t.Errorf("after Close: %v", err)
 	}
@@ -509,7 +511,7 @@ func loadReference(t testing.TB, rt *runtimes.Runtime, name string) (*runtimes.M
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := rt.Load(context.Background(), "reference/"+name, runtimes.Files{name: b})
+	m, err := rt.Load(context.Background(), "reference/"+name, driver.Files{name: b})
 	if err == nil {
 		t.Cleanup(func() { m.Close() })
 	}
@@ -517,14 +519,14 @@ func loadReference(t testing.TB, rt *runtimes.Runtime, name string) (*runtimes.M
 }
 
 // e2eReferenceInputs is the known-answer request of the reference README.
-func e2eReferenceInputs() []runtimes.Tensor {
-	in := []runtimes.Tensor{}
+func e2eReferenceInputs() []tensor.Tensor {
+	in := []tensor.Tensor{}
 	for _, v := range []int64{8, 6, 18, 11, 9} {
-		in = append(in, runtimes.NewTensor("i", []int64{1}, []int64{v}))
+		in = append(in, tensor.New("i", []int64{1}, []int64{v}))
 	}
 	in = append(in,
-		runtimes.NewTensor("f0", []int64{1, 10}, []float32{0.4313, 0.3381, 0.3103, 0.3150, 0.9595, 0.7862, 0.6386, 0.9695, 0.0469, 0.5807}),
-		runtimes.NewTensor("f1", []int64{1, 10}, []float32{0.8201, 0.8321, 0.1021, 0.6779, 0.2152, 0.4805, 0.3957, 0.0825, 0.0230, 0.1711}))
+		tensor.New("f0", []int64{1, 10}, []float32{0.4313, 0.3381, 0.3103, 0.3150, 0.9595, 0.7862, 0.6386, 0.9695, 0.0469, 0.5807}),
+		tensor.New("f1", []int64{1, 10}, []float32{0.8201, 0.8321, 0.1021, 0.6779, 0.2152, 0.4805, 0.3957, 0.0825, 0.0230, 0.1711}))
 	return in
 }
 
@@ -542,7 +544,7 @@ func TestReferenceE2EKnownAnswer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		y, ok := runtimes.Data[float32](out[0])
+		y, ok := tensor.Data[float32](out[0])
 		if len(out) != 1 || !ok || fmt.Sprint(out[0].Shape) != "[1 1]" {
 			t.Fatalf("run %d: outputs %+v", run, out)
 		}
@@ -558,11 +560,11 @@ func TestReferenceSimpleKnownAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := m.Predict(context.Background(), []runtimes.Tensor{runtimes.NewTensor("x", []int64{1}, []float64{3.14})})
+	out, err := m.Predict(context.Background(), []tensor.Tensor{tensor.New("x", []int64{1}, []float64{3.14})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if y, ok := runtimes.Data[float64](out[0]); !ok || len(y) != 1 || y[0] != 3.14 || fmt.Sprint(out[0].Shape) != "[1]" {
+	if y, ok := tensor.Data[float64](out[0]); !ok || len(y) != 1 || y[0] != 3.14 || fmt.Sprint(out[0].Shape) != "[1]" {
 		t.Errorf("got %s %v %v, want DOUBLE [1] [3.14]", out[0].DType(), out[0].Shape, out[0].Data)
 	}
 }
@@ -598,21 +600,21 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte("PK\x03\x04"))
 	rt := openRuntime(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		m, err := rt.Load(context.Background(), "fuzz", runtimes.Files{"m.pt": data})
+		m, err := rt.Load(context.Background(), "fuzz", driver.Files{"m.pt": data})
 		if err != nil {
 			if inferr.TypeOf(err) != inferr.ModelExecution {
 				t.Fatalf("untyped load error: %v", err)
 			}
 			return
 		}
-		m.Predict(context.Background(), []runtimes.Tensor{runtimes.NewTensor("x", []int64{1, 3}, []float32{1, 2, 3})})
+		m.Predict(context.Background(), []tensor.Tensor{tensor.New("x", []int64{1, 3}, []float32{1, 2, 3})})
 		m.Close()
 	})
 }
 
 // e2eStyleReference computes testdata/e2e_style.pt's formulas (see
 // scripts/gen-pytorch-models.py) in float64, in Go.
-func e2eStyleReference(in []runtimes.Tensor, rows int) []float64 {
+func e2eStyleReference(in []tensor.Tensor, rows int) []float64 {
 	f32 := func(v float64) float64 { return float64(float32(v)) }
 	y := make([]float64, rows)
 	for r := range rows {
@@ -651,7 +653,7 @@ func TestE2EStyleKnownAnswer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			y, ok := runtimes.Data[float32](out[0])
+			y, ok := tensor.Data[float32](out[0])
 			if !ok || fmt.Sprint(out[0].Shape) != fmt.Sprintf("[%d 1]", rows) {
 				t.Fatalf("rows %d run %d: output %s %v", rows, run, out[0].DType(), out[0].Shape)
 			}

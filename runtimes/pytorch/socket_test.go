@@ -15,8 +15,9 @@ import (
 	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/internal/testhelp"
-	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/runtimes/driver"
 	"github.com/inferbid/inferbid/sidecar"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // sidecarBinary builds cmd/inference-sidecar-pytorch with the pytorch tag,
@@ -82,7 +83,7 @@ func TestSidecarOverSocket(t *testing.T) {
 		t.Fatalf("response %s: %v %+v", out, err, res)
 	}
 	got := res[0].Tensors[0]
-	y, _ := runtimes.Data[float32](got)
+	y, _ := tensor.Data[float32](got)
 	if got.Name != "0" || fmt.Sprint(got.Shape) != "[2 3]" || len(y) != 6 {
 		t.Fatalf("output %+v, want \"0\" FLOAT [2,3]; response %s", got, out)
 	}
@@ -144,7 +145,7 @@ func TestSidecarReferenceE2E(t *testing.T) {
 	sup := startSidecar(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := sup.RegisterModel(ctx, "e2e/", runtimes.Files{"model.pt": b}, ""); err != nil {
+	if err := sup.RegisterModel(ctx, "e2e/", driver.Files{"model.pt": b}, ""); err != nil {
 		t.Fatal(err)
 	}
 	req := `{"request":[{"model_path":"e2e/","tensors":[` +
@@ -163,7 +164,7 @@ func TestSidecarReferenceE2E(t *testing.T) {
 	if err != nil || len(res) != 1 || res[0].Err != nil {
 		t.Fatalf("response %s: %v", out, err)
 	}
-	y, ok := runtimes.Data[float32](res[0].Tensors[0])
+	y, ok := tensor.Data[float32](res[0].Tensors[0])
 	if !ok || len(y) != 1 || !closeRel(float64(y[0]), 0.4846605658531189, 1e-6) {
 		t.Errorf("response %s, want 0.4846605658531189", out)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/runtimes/driver"
 )
 
 // ErrNotBuilt is what Open returns in a binary built without the pytorch
@@ -13,5 +14,5 @@ import (
 var ErrNotBuilt = errors.New(`pytorch: this binary was built without libtorch: rebuild with cgo and "-tags pytorch" (scripts/install-libtorch.sh installs libtorch-dev)`)
 
 func init() {
-	runtimes.Register("pytorch", func(runtimes.Config) (runtimes.Backend, error) { return nil, ErrNotBuilt })
+	runtimes.Register("pytorch", func(driver.Config) (driver.Backend, error) { return nil, ErrNotBuilt })
 }

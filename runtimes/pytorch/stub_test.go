@@ -7,13 +7,14 @@ import (
 	"testing"
 
 	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/runtimes/driver"
 	"github.com/inferbid/inferbid/runtimes/pytorch"
 )
 
 // Without the tag the package registers "pytorch" as a backend that says
 // how to get the real one.
 func TestBuiltWithoutTag(t *testing.T) {
-	_, err := runtimes.Open("pytorch", runtimes.Config{})
+	_, err := runtimes.Open("pytorch", driver.Config{})
 	if !errors.Is(err, pytorch.ErrNotBuilt) {
 		t.Fatalf("Open: %v, want ErrNotBuilt", err)
 	}

@@ -11,29 +11,32 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/inferbid/inferbid/inferr"
-	"github.com/inferbid/inferbid/runtimes"
 	fpb "github.com/wamuir/graft/tensorflow/core/framework/function_go_proto"
 	ndpb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
 	opb "github.com/wamuir/graft/tensorflow/core/framework/op_def_go_proto"
 	cpb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
+
+	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/runtimes/driver"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // Name is the name the backend registers under.
 const Name = "tensorflow"
 
 func init() {
-	runtimes.Register(Name, func(cfg runtimes.Config) (runtimes.Backend, error) { return New(cfg), nil })
+	runtimes.Register(Name, func(cfg driver.Config) (driver.Backend, error) { return New(cfg), nil })
 }
 
 // Backend loads TensorFlow SavedModels.
 type Backend struct {
-	cfg runtimes.Config
+	cfg driver.Config
 }
 
 // New returns a backend with the runtime config (ModelResetProbability is
 // used).
-func New(cfg runtimes.Config) *Backend { return &Backend{cfg: cfg} }
+func New(cfg driver.Config) *Backend { return &Backend{cfg: cfg} }
 
 // Close releases nothing: models own their memory.
 func (b *Backend) Close() error { return nil }
@@ -46,7 +49,7 @@ const (
 
 // Load parses the SavedModel in files, restores its variables by running
 // the saver's restore op, and compiles the serving_default signature.
-func (b *Backend) Load(ctx context.Context, files runtimes.Files) (runtimes.BackendModel, error) {
+func (b *Backend) Load(ctx context.Context, files driver.Files) (driver.Model, error) {
 	m, err := load(files, b.cfg.ModelResetProbability)
 	if err != nil {
 		return nil, inferr.Wrap(inferr.ModelExecution, err, "")
@@ -56,7 +59,7 @@ func (b *Backend) Load(ctx context.Context, files runtimes.Files) (runtimes.Back
 
 // modelRoot finds saved_model.pb (at the root or in one folder) and
 // returns the files relative to its folder.
-func modelRoot(files runtimes.Files) (map[string][]byte, error) {
+func modelRoot(files driver.Files) (map[string][]byte, error) {
 	best := ""
 	for name := range files {
 		if path.Base(name) == "saved_model.pb" && (best == "" || len(name) < len(best)) {
@@ -134,7 +137,7 @@ func (g *graphDef) mainScope(nodes []*ndpb.NodeDef) (*scope, error) {
 
 // model is a loaded SavedModel.
 type model struct {
-	sig      runtimes.Signature
+	sig      driver.Signature
 	serve    *program
 	states   *statePool
 	feeds    []int // feed slot per signature input
@@ -148,7 +151,7 @@ type model struct {
 	resetProb float64
 }
 
-func load(files runtimes.Files, resetProb float64) (*model, error) {
+func load(files driver.Files, resetProb float64) (*model, error) {
 	files2, err := modelRoot(files)
 	if err != nil {
 		return nil, err
@@ -201,7 +204,7 @@ func load(files runtimes.Files, resetProb float64) (*model, error) {
 			return nil, err
 		}
 		c := newCompiler(g, vars, ck)
-		c.feedConst(sd.FilenameTensorName, &tensor{dt: dtString, shape: []int64{}, s: []string{checkpointAt}})
+		c.feedConst(sd.FilenameTensorName, &dense{dt: dtString, shape: []int64{}, s: []string{checkpointAt}})
 		restoreOp, _, _ := splitTensorName(strings.TrimPrefix(sd.RestoreOpName, "^"))
 		if err := c.target(main, restoreOp); err != nil {
 			return nil, fmt.Errorf("saver restore op: %w", err)
@@ -294,7 +297,7 @@ func (m *model) compileServing(g *graphDef, nodes []*ndpb.NodeDef, sd *cpb.Signa
 	for _, key := range inKeys {
 		ti := sd.Inputs[key]
 		dt := fromDType(ti.Dtype)
-		if dt == runtimes.Invalid {
+		if dt == tensor.Invalid {
 			return fmt.Errorf("%w: serving_default input %q (%s) has dtype %s; inputs must be DOUBLE, FLOAT, INT8, INT16, INT32 or INT64", ErrBadGraph, key, ti.GetName(), dtypeName(ti.Dtype))
 		}
 		name := ti.GetName()
@@ -316,21 +319,21 @@ func (m *model) compileServing(g *graphDef, nodes []*ndpb.NodeDef, sd *cpb.Signa
 		}
 		m.feeds = append(m.feeds, c.feed(name, baseType(ti.Dtype)))
 		m.defaults = append(m.defaults, def)
-		m.sig.Inputs = append(m.sig.Inputs, runtimes.TensorSpec{Name: name, Aliases: []string{key}, DType: dt, Shape: specShape(ti.TensorShape)})
+		m.sig.Inputs = append(m.sig.Inputs, driver.TensorSpec{Name: name, Aliases: []string{key}, DType: dt, Shape: specShape(ti.TensorShape)})
 	}
 	for _, key := range sortedKeys(sd.Outputs) {
 		ti := sd.Outputs[key]
 		if ti.GetName() == "" {
 			return fmt.Errorf("%w: serving_default output %q has no tensor name", ErrBadGraph, key)
 		}
-		if fromDType(ti.Dtype) == runtimes.Invalid {
+		if fromDType(ti.Dtype) == tensor.Invalid {
 			return fmt.Errorf("%w: serving_default output %q has dtype %s, which cannot be returned", ErrBadGraph, key, dtypeName(ti.Dtype))
 		}
 		if err := c.fetch(main, ti.GetName()); err != nil {
 			return fmt.Errorf("serving_default output %q (%s): %w", key, ti.GetName(), err)
 		}
 		m.outNames = append(m.outNames, ti.GetName())
-		m.sig.Outputs = append(m.sig.Outputs, runtimes.TensorSpec{Name: ti.GetName(), Aliases: []string{key}, DType: fromDType(ti.Dtype), Shape: specShape(ti.TensorShape)})
+		m.sig.Outputs = append(m.sig.Outputs, driver.TensorSpec{Name: ti.GetName(), Aliases: []string{key}, DType: fromDType(ti.Dtype), Shape: specShape(ti.TensorShape)})
 	}
 	if err := c.prog.finish(); err != nil {
 		return err
@@ -372,13 +375,13 @@ func sortedKeys[V any](mp map[string]V) []string {
 	return keys
 }
 
-func (m *model) Signature() runtimes.Signature { return m.sig }
+func (m *model) Signature() driver.Signature { return m.sig }
 
 // Stateful reports whether serving updates variables (calls are then
 // serialised and ModelResetProbability applies).
 func (m *model) Stateful() bool { return m.stateful }
 
-func (m *model) Predict(ctx context.Context, inputs []runtimes.Tensor) ([]runtimes.Tensor, error) {
+func (m *model) Predict(ctx context.Context, inputs []tensor.Tensor) ([]tensor.Tensor, error) {
 	if len(inputs) != len(m.feeds) {
 		return nil, inferr.Errorf(inferr.InputParsing, "model takes %d inputs, got %d", len(m.feeds), len(inputs))
 	}
@@ -409,9 +412,9 @@ func (m *model) Predict(ctx context.Context, inputs []runtimes.Tensor) ([]runtim
 		s.vals[slot] = &s.owned[slot]
 	}
 	err := m.serve.run(s)
-	var out []runtimes.Tensor
+	var out []tensor.Tensor
 	if err == nil {
-		out = make([]runtimes.Tensor, len(m.serve.fetches))
+		out = make([]tensor.Tensor, len(m.serve.fetches))
 		for i, slot := range m.serve.fetches {
 			if out[i], err = exportTensor(m.outNames[i], s.vals[slot]); err != nil {
 				break
@@ -420,7 +423,7 @@ func (m *model) Predict(ctx context.Context, inputs []runtimes.Tensor) ([]runtim
 	}
 	// Drop references to the caller's input data before pooling the state.
 	for _, slot := range m.feeds {
-		s.owned[slot] = tensor{}
+		s.owned[slot] = dense{}
 	}
 	if err != nil {
 		return nil, inferr.Wrap(inferr.ModelExecution, err, "")

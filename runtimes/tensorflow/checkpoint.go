@@ -105,7 +105,7 @@ func readEntries(it iterator.Iterator, ck *checkpoint, header **cpb.BundleHeader
 
 // read decodes the tensor stored under key, checking its CRC, dtype and,
 // when want is not nil, its shape.
-func (ck *checkpoint) read(key string, want dtype) (*tensor, error) {
+func (ck *checkpoint) read(key string, want dtype) (*dense, error) {
 	e, ok := ck.entries[key]
 	if !ok {
 		return nil, fmt.Errorf("%w: tensor %q is not in the checkpoint", ErrCorruptCheckpoint, key)
@@ -130,9 +130,9 @@ func (ck *checkpoint) read(key string, want dtype) (*tensor, error) {
 
 // decodeBundleTensor decodes a tensor's bytes and returns the (unmasked)
 // CRC32C the bundle format defines for it.
-func decodeBundleTensor(dt dtype, shape []int64, b []byte) (*tensor, uint32, error) {
+func decodeBundleTensor(dt dtype, shape []int64, b []byte) (*dense, uint32, error) {
 	n := numElems(shape)
-	t := &tensor{dt: dt, shape: shape}
+	t := &dense{dt: dt, shape: shape}
 	if dt == dtString {
 		return decodeBundleStrings(t, n, b)
 	}
@@ -151,7 +151,7 @@ func decodeBundleTensor(dt dtype, shape []int64, b []byte) (*tensor, uint32, err
 
 // decodeBundleStrings reads varint64 lengths, a masked CRC of the lengths
 // (each hashed as a little-endian uint32), then the bytes.
-func decodeBundleStrings(t *tensor, n int, b []byte) (*tensor, uint32, error) {
+func decodeBundleStrings(t *dense, n int, b []byte) (*dense, uint32, error) {
 	lens := make([]uint64, n)
 	var crc uint32
 	pos := 0
@@ -206,7 +206,7 @@ func elemSize(dt dtype) int {
 
 // decodeRaw fills t (dtype and shape set) from little-endian bytes whose
 // length matches.
-func decodeRaw(t *tensor, b []byte) error {
+func decodeRaw(t *dense, b []byte) error {
 	n := numElems(t.shape)
 	switch t.dt {
 	case dtFloat:

@@ -5,11 +5,12 @@ import (
 
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/runtimes/conformance"
+	"github.com/inferbid/inferbid/runtimes/driver"
 	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
 )
 
 func TestConformance(t *testing.T) {
-	rt, err := runtimes.Open(Name, runtimes.Config{})
+	rt, err := runtimes.Open(Name, driver.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

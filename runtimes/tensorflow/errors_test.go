@@ -8,17 +8,20 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/inferbid/inferbid/inferr"
-	"github.com/inferbid/inferbid/runtimes"
 	apb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
 	ndpb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
 	cpb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
+
+	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/runtimes/driver"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 const pcvrDir = "bidding-auction-servers/tensorflow/pcvr"
 
-func cloneFiles(f runtimes.Files) runtimes.Files {
-	out := runtimes.Files{}
+func cloneFiles(f driver.Files) driver.Files {
+	out := driver.Files{}
 	for k, v := range f {
 		out[k] = append([]byte(nil), v...)
 	}
@@ -26,9 +29,9 @@ func cloneFiles(f runtimes.Files) runtimes.Files {
 }
 
 // loadErr loads files and returns the load error, checking it is typed.
-func loadErr(t *testing.T, files runtimes.Files) error {
+func loadErr(t *testing.T, files driver.Files) error {
 	t.Helper()
-	rt := runtimes.NewRuntime(Name, runtimes.Config{}, New(runtimes.Config{}))
+	rt := runtimes.NewRuntime(Name, driver.Config{}, New(driver.Config{}))
 	m, err := rt.Load(context.Background(), "bad_model/", files)
 	if err == nil {
 		m.Close()
@@ -45,7 +48,7 @@ func loadErr(t *testing.T, files runtimes.Files) error {
 }
 
 // editGraph rewrites saved_model.pb of files with edit.
-func editGraph(t *testing.T, files runtimes.Files, edit func(mg *cpb.MetaGraphDef)) runtimes.Files {
+func editGraph(t *testing.T, files driver.Files, edit func(mg *cpb.MetaGraphDef)) driver.Files {
 	t.Helper()
 	files = cloneFiles(files)
 	sm := &cpb.SavedModel{}
@@ -65,41 +68,41 @@ func TestLoadErrors(t *testing.T) {
 	good := readModelDir(t, pcvrDir)
 	cases := []struct {
 		name   string
-		files  func() runtimes.Files
+		files  func() driver.Files
 		is     error
 		substr string
 	}{
-		{"no saved_model.pb", func() runtimes.Files {
+		{"no saved_model.pb", func() driver.Files {
 			f := cloneFiles(good)
 			delete(f, "saved_model.pb")
 			return f
 		}, ErrCorruptModel, "saved_model.pb"},
-		{"truncated saved_model.pb", func() runtimes.Files {
+		{"truncated saved_model.pb", func() driver.Files {
 			f := cloneFiles(good)
 			f["saved_model.pb"] = f["saved_model.pb"][:len(f["saved_model.pb"])/3]
 			return f
 		}, ErrCorruptModel, "saved_model.pb"},
-		{"garbage saved_model.pb", func() runtimes.Files {
+		{"garbage saved_model.pb", func() driver.Files {
 			f := cloneFiles(good)
 			f["saved_model.pb"] = []byte("this is not a protobuf \xff\xff\xff")
 			return f
 		}, ErrCorruptModel, "saved_model.pb"},
-		{"truncated index", func() runtimes.Files {
+		{"truncated index", func() driver.Files {
 			f := cloneFiles(good)
 			f["variables/variables.index"] = f["variables/variables.index"][:40]
 			return f
 		}, ErrCorruptCheckpoint, "variables.index"},
-		{"missing data shard", func() runtimes.Files {
+		{"missing data shard", func() driver.Files {
 			f := cloneFiles(good)
 			delete(f, "variables/variables.data-00000-of-00001")
 			return f
 		}, ErrCorruptCheckpoint, "variables.data-00000-of-00001"},
-		{"missing checkpoint", func() runtimes.Files {
+		{"missing checkpoint", func() driver.Files {
 			f := cloneFiles(good)
 			delete(f, "variables/variables.index")
 			return f
 		}, ErrCorruptCheckpoint, "variables.index"},
-		{"flipped byte in a float variable", func() runtimes.Files {
+		{"flipped byte in a float variable", func() driver.Files {
 			f := cloneFiles(good)
 			ck, err := parseCheckpoint(f["variables/variables.index"], checkpointAt, f)
 			if err != nil {
@@ -112,23 +115,23 @@ func TestLoadErrors(t *testing.T) {
 			f["variables/variables.data-00000-of-00001"][e.Offset+e.Size/2] ^= 0x40
 			return f
 		}, ErrChecksum, "layer_with_weights-0/kernel"},
-		{"flipped byte in the object graph", func() runtimes.Files {
+		{"flipped byte in the object graph", func() driver.Files {
 			f := cloneFiles(good)
 			ck, _ := parseCheckpoint(f["variables/variables.index"], checkpointAt, f)
 			e := ck.entries["_CHECKPOINTABLE_OBJECT_GRAPH"]
 			f["variables/variables.data-00000-of-00001"][e.Offset+e.Size-3] ^= 0x01
 			return f
 		}, ErrChecksum, "_CHECKPOINTABLE_OBJECT_GRAPH"},
-		{"truncated data shard", func() runtimes.Files {
+		{"truncated data shard", func() driver.Files {
 			f := cloneFiles(good)
 			d := f["variables/variables.data-00000-of-00001"]
 			f["variables/variables.data-00000-of-00001"] = d[:len(d)-10]
 			return f
 		}, ErrCorruptCheckpoint, "outside its data shard"},
-		{"no serving_default", func() runtimes.Files {
+		{"no serving_default", func() driver.Files {
 			return editGraph(t, good, func(mg *cpb.MetaGraphDef) { delete(mg.SignatureDef, "serving_default") })
 		}, ErrNoSignature, "__saved_model_init_op"},
-		{"unknown op", func() runtimes.Files {
+		{"unknown op", func() driver.Files {
 			return editGraph(t, good, func(mg *cpb.MetaGraphDef) {
 				for _, fn := range mg.GraphDef.Library.Function {
 					for _, nd := range fn.NodeDef {
@@ -139,29 +142,29 @@ func TestLoadErrors(t *testing.T) {
 				}
 			})
 		}, ErrUnsupportedOp, "MysteryActivation"},
-		{"WriteFile in the library", func() runtimes.Files {
+		{"WriteFile in the library", func() driver.Files {
 			return editGraph(t, good, func(mg *cpb.MetaGraphDef) {
 				fn := mg.GraphDef.Library.Function[0]
 				fn.NodeDef = append(fn.NodeDef, &ndpb.NodeDef{Name: "leak", Op: "WriteFile"})
 			})
 		}, ErrForbiddenOp, "WriteFile"},
-		{"summary writer in the main graph", func() runtimes.Files {
+		{"summary writer in the main graph", func() driver.Files {
 			return editGraph(t, good, func(mg *cpb.MetaGraphDef) {
 				mg.GraphDef.Node = append(mg.GraphDef.Node, &ndpb.NodeDef{Name: "w", Op: "CreateSummaryFileWriter"})
 			})
 		}, ErrForbiddenOp, "CreateSummaryFileWriter"},
-		{"PrintV2 to a file", func() runtimes.Files {
+		{"PrintV2 to a file", func() driver.Files {
 			return editGraph(t, good, func(mg *cpb.MetaGraphDef) {
 				mg.GraphDef.Node = append(mg.GraphDef.Node, &ndpb.NodeDef{Name: "p", Op: "PrintV2",
 					Attr: map[string]*apb.AttrValue{"output_stream": {Value: &apb.AttrValue_S{S: []byte("file:///tmp/leak")}}}})
 			})
 		}, ErrForbiddenOp, "PrintV2"},
-		{"SaveV2 outside the save path", func() runtimes.Files {
+		{"SaveV2 outside the save path", func() driver.Files {
 			return editGraph(t, good, func(mg *cpb.MetaGraphDef) {
 				mg.GraphDef.Node = append(mg.GraphDef.Node, &ndpb.NodeDef{Name: "exfil", Op: "SaveV2"})
 			})
 		}, ErrForbiddenOp, "SaveV2"},
-		{"function calls itself", func() runtimes.Files {
+		{"function calls itself", func() driver.Files {
 			return editGraph(t, good, func(mg *cpb.MetaGraphDef) {
 				for _, fn := range mg.GraphDef.Library.Function {
 					if strings.HasPrefix(fn.Signature.Name, "__inference_signature_wrapper") {
@@ -174,7 +177,7 @@ func TestLoadErrors(t *testing.T) {
 				}
 			})
 		}, ErrBadGraph, "nested deeper"},
-		{"dangling input", func() runtimes.Files {
+		{"dangling input", func() driver.Files {
 			return editGraph(t, good, func(mg *cpb.MetaGraphDef) {
 				for _, fn := range mg.GraphDef.Library.Function {
 					for _, nd := range fn.NodeDef {
@@ -200,14 +203,14 @@ func TestLoadErrors(t *testing.T) {
 }
 
 func TestPredictErrors(t *testing.T) {
-	m := loadRef(t, pcvrDir, runtimes.Config{})
-	inputs := func(rowsInt int) []runtimes.Tensor {
-		var in []runtimes.Tensor
+	m := loadRef(t, pcvrDir, driver.Config{})
+	inputs := func(rowsInt int) []tensor.Tensor {
+		var in []tensor.Tensor
 		for _, spec := range m.Signature().Inputs {
-			if spec.DType == runtimes.Double {
-				in = append(in, runtimes.NewTensor(spec.Name, []int64{1, 10}, append([]float64(nil), pcvrRow...)))
+			if spec.DType == tensor.Double {
+				in = append(in, tensor.New(spec.Name, []int64{1, 10}, append([]float64(nil), pcvrRow...)))
 			} else {
-				in = append(in, runtimes.NewTensor(spec.Name, []int64{int64(rowsInt), 1}, make([]int64, rowsInt)))
+				in = append(in, tensor.New(spec.Name, []int64{int64(rowsInt), 1}, make([]int64, rowsInt)))
 			}
 		}
 		return in
@@ -220,7 +223,7 @@ func TestPredictErrors(t *testing.T) {
 	})
 	t.Run("wrong dtype", func(t *testing.T) {
 		in := inputs(1)
-		in[0] = runtimes.NewTensor(in[0].Name, []int64{1, 10}, make([]float32, 10))
+		in[0] = tensor.New(in[0].Name, []int64{1, 10}, make([]float32, 10))
 		_, err := m.Predict(context.Background(), in)
 		if inferr.TypeOf(err) != inferr.InputParsing {
 			t.Fatalf("got %v, want INPUT_PARSING", err)
@@ -228,7 +231,7 @@ func TestPredictErrors(t *testing.T) {
 	})
 	t.Run("wrong shape", func(t *testing.T) {
 		in := inputs(1)
-		in[0] = runtimes.NewTensor(in[0].Name, []int64{2, 5}, make([]float64, 10))
+		in[0] = tensor.New(in[0].Name, []int64{2, 5}, make([]float64, 10))
 		_, err := m.Predict(context.Background(), in)
 		if inferr.TypeOf(err) != inferr.InputParsing {
 			t.Fatalf("got %v, want INPUT_PARSING", err)
@@ -242,8 +245,8 @@ func TestPredictErrors(t *testing.T) {
 }
 
 func TestKernelPanicBecomesError(t *testing.T) {
-	p := &program{types: []dtype{dtFloat}, consts: []*tensor{nil}}
-	p.steps = []step{{op: "Boom", node: "model/boom", run: func(v []*tensor) error {
+	p := &program{types: []dtype{dtFloat}, consts: []*dense{nil}}
+	p.steps = []step{{op: "Boom", node: "model/boom", run: func(v []*dense) error {
 		var s []float32
 		_ = s[3]
 		return nil
@@ -263,7 +266,7 @@ func TestDeepGraph(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 	// A chain well inside the bound loads.
-	rt := runtimes.NewRuntime(Name, runtimes.Config{}, New(runtimes.Config{}))
+	rt := runtimes.NewRuntime(Name, driver.Config{}, New(driver.Config{}))
 	m, err := rt.Load(context.Background(), "ok/", tfsaveBuilderChain(t, 1000))
 	if err != nil {
 		t.Fatal(err)

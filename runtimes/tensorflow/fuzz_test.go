@@ -7,8 +7,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/runtimes/driver"
 	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 const (
@@ -17,10 +18,10 @@ const (
 )
 
 // fuzzSeeds are small SavedModels in each layout tfsave writes.
-func fuzzSeeds(tb testing.TB) []runtimes.Files {
+func fuzzSeeds(tb testing.TB) []driver.Files {
 	tb.Helper()
-	var seeds []runtimes.Files
-	add := func(files runtimes.Files, err error) {
+	var seeds []driver.Files
+	add := func(files driver.Files, err error) {
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -42,26 +43,26 @@ func FuzzLoad(f *testing.F) {
 		f.Add(s["saved_model.pb"], s[indexFile], s[dataFile])
 	}
 	f.Fuzz(func(t *testing.T, pb, index, data []byte) {
-		files := runtimes.Files{"saved_model.pb": pb, dataFile: data}
+		files := driver.Files{"saved_model.pb": pb, dataFile: data}
 		if len(index) > 0 {
 			files[indexFile] = index
 		}
-		bm, err := New(runtimes.Config{}).Load(context.Background(), files)
+		bm, err := New(driver.Config{}).Load(context.Background(), files)
 		if err != nil {
 			return
 		}
 		defer bm.Close()
-		var in []runtimes.Tensor
+		var in []tensor.Tensor
 		for _, spec := range bm.Signature().Inputs {
 			shape := make([]int64, len(spec.Shape))
 			for i, d := range spec.Shape {
 				shape[i] = max(1, min(d, 4))
 			}
-			n, err := runtimes.NumElements(shape, 1<<12)
+			n, err := tensor.NumElements(shape, 1<<12)
 			if err != nil {
 				return
 			}
-			in = append(in, runtimes.Tensor{Name: spec.Name, Shape: shape, Data: runtimes.MakeData(spec.DType, int(n))})
+			in = append(in, tensor.Tensor{Name: spec.Name, Shape: shape, Data: tensor.MakeData(spec.DType, int(n))})
 		}
 		_, _ = bm.Predict(context.Background(), in)
 	})

@@ -11,7 +11,7 @@ import (
 )
 
 // kernel runs one step on the call's value slots.
-type kernel func(v []*tensor) error
+type kernel func(v []*dense) error
 
 // step is one kernel of a compiled program.
 type step struct {
@@ -37,7 +37,7 @@ type step struct {
 // by every call.
 type program struct {
 	steps    []step
-	consts   []*tensor
+	consts   []*dense
 	types    []dtype
 	feeds    []int // slot of each fed tensor
 	fetches  []int // slot of each fetched tensor
@@ -90,7 +90,7 @@ type graphDef struct {
 	ops  map[string]*opb.OpDef
 }
 
-func newSlot(p *program, dt dtype, c *tensor) int {
+func newSlot(p *program, dt dtype, c *dense) int {
 	p.types = append(p.types, dt)
 	p.consts = append(p.consts, c)
 	return len(p.types) - 1
@@ -119,7 +119,7 @@ func (c *compiler) feed(name string, dt dtype) int {
 }
 
 // feedConst binds a main-graph tensor to a constant.
-func (c *compiler) feedConst(name string, t *tensor) {
+func (c *compiler) feedConst(name string, t *dense) {
 	node, idx, _ := splitTensorName(name)
 	c.feeds[node+":"+strconv.Itoa(idx)] = newSlot(c.prog, t.dt, t)
 }
@@ -338,7 +338,7 @@ func (c *compiler) build(sc *scope, nd *ndpb.NodeDef, ins []int) ([]int, error) 
 			return nil, err
 		}
 		v := c.vars.get(variableKey(a, nd), dt)
-		return []int{newSlot(p, dtResource, &tensor{dt: dtResource, shape: []int64{}, res: v})}, nil
+		return []int{newSlot(p, dtResource, &dense{dt: dtResource, shape: []int64{}, res: v})}, nil
 	case "VariableV2", "Variable":
 		dt, err := a.typ("dtype")
 		if err != nil {
@@ -350,9 +350,9 @@ func (c *compiler) build(sc *scope, nd *ndpb.NodeDef, ins []int) ([]int, error) 
 		// A ref variable's output is both its value and the ref Assign
 		// takes: before the restore assigns it, it holds an empty tensor of
 		// no dtype (kernels reject it), which Assign ignores.
-		c.emit(nd, ins, []int{out}, func(vals []*tensor) error {
+		c.emit(nd, ins, []int{out}, func(vals []*dense) error {
 			if v.value == nil {
-				vals[out] = &tensor{}
+				vals[out] = &dense{}
 				return nil
 			}
 			vals[out] = v.value
@@ -369,7 +369,7 @@ func (c *compiler) build(sc *scope, nd *ndpb.NodeDef, ins []int) ([]int, error) 
 		}
 		val := ins[1]
 		out := newSlot(p, p.types[val], nil)
-		c.emit(nd, ins, []int{out}, func(vals []*tensor) error {
+		c.emit(nd, ins, []int{out}, func(vals []*dense) error {
 			if err := v.assign(vals[val]); err != nil {
 				return err
 			}
@@ -424,7 +424,7 @@ func (n *nodeCtx) out(dt dtype) int {
 }
 
 // constIn returns input i's constant value, or nil if it is computed.
-func (n *nodeCtx) constIn(i int) *tensor { return n.c.prog.consts[n.ins[i]] }
+func (n *nodeCtx) constIn(i int) *dense { return n.c.prog.consts[n.ins[i]] }
 
 func (n *nodeCtx) wantInputs(k int) error {
 	if len(n.ins) != k {

@@ -31,7 +31,7 @@ func pick(dt dtype, f32, f64, i32, i64, i16, i8, u8 kernel) (kernel, error) {
 }
 
 // intsOf reads an int32/int64 tensor into dst (reused).
-func intsOf(t *tensor, dst []int64) ([]int64, error) {
+func intsOf(t *dense, dst []int64) ([]int64, error) {
 	dst = dst[:0]
 	switch t.dt {
 	case dtInt32:
@@ -46,7 +46,7 @@ func intsOf(t *tensor, dst []int64) ([]int64, error) {
 	return dst, nil
 }
 
-func scalarInt(t *tensor) (int64, error) {
+func scalarInt(t *dense) (int64, error) {
 	var buf [1]int64
 	v, err := intsOf(t, buf[:0])
 	if err != nil {
@@ -106,21 +106,21 @@ func copyAs[S, D elem](dst []D, src []S) {
 func castFrom[S elem](to dtype, in, out int) kernel {
 	switch to {
 	case dtFloat:
-		return func(v []*tensor) error { copyAs(alloc[float32](v[out], to, v[in].shape), data[S](v[in])); return nil }
+		return func(v []*dense) error { copyAs(alloc[float32](v[out], to, v[in].shape), data[S](v[in])); return nil }
 	case dtDouble:
-		return func(v []*tensor) error { copyAs(alloc[float64](v[out], to, v[in].shape), data[S](v[in])); return nil }
+		return func(v []*dense) error { copyAs(alloc[float64](v[out], to, v[in].shape), data[S](v[in])); return nil }
 	case dtInt32:
-		return func(v []*tensor) error { copyAs(alloc[int32](v[out], to, v[in].shape), data[S](v[in])); return nil }
+		return func(v []*dense) error { copyAs(alloc[int32](v[out], to, v[in].shape), data[S](v[in])); return nil }
 	case dtInt64:
-		return func(v []*tensor) error { copyAs(alloc[int64](v[out], to, v[in].shape), data[S](v[in])); return nil }
+		return func(v []*dense) error { copyAs(alloc[int64](v[out], to, v[in].shape), data[S](v[in])); return nil }
 	case dtInt16:
-		return func(v []*tensor) error { copyAs(alloc[int16](v[out], to, v[in].shape), data[S](v[in])); return nil }
+		return func(v []*dense) error { copyAs(alloc[int16](v[out], to, v[in].shape), data[S](v[in])); return nil }
 	case dtInt8:
-		return func(v []*tensor) error { copyAs(alloc[int8](v[out], to, v[in].shape), data[S](v[in])); return nil }
+		return func(v []*dense) error { copyAs(alloc[int8](v[out], to, v[in].shape), data[S](v[in])); return nil }
 	case dtUint8:
-		return func(v []*tensor) error { copyAs(alloc[uint8](v[out], to, v[in].shape), data[S](v[in])); return nil }
+		return func(v []*dense) error { copyAs(alloc[uint8](v[out], to, v[in].shape), data[S](v[in])); return nil }
 	case dtBool:
-		return func(v []*tensor) error {
+		return func(v []*dense) error {
 			t := v[out]
 			t.dt = dtBool
 			t.setShape(v[in].shape)
@@ -143,7 +143,7 @@ func growBool(b []bool, n int) []bool {
 }
 
 func boolTo[D elem](to dtype, in, out int) kernel {
-	return func(v []*tensor) error {
+	return func(v []*dense) error {
 		o := alloc[D](v[out], to, v[in].shape)
 		for i, x := range v[in].b {
 			if x {
@@ -167,7 +167,7 @@ func buildCast(n *nodeCtx) (kernel, error) {
 	}
 	in, out := n.ins[0], n.out(to)
 	if from == to {
-		return func(v []*tensor) error { v[out].shareFrom(v[in], v[in].shape); return nil }, nil
+		return func(v []*dense) error { v[out].shareFrom(v[in], v[in].shape); return nil }, nil
 	}
 	var k kernel
 	switch from {
@@ -195,7 +195,7 @@ func buildCast(n *nodeCtx) (kernel, error) {
 }
 
 // reshapeTo computes the shape for Reshape with at most one -1.
-func reshapeTo(dst []int64, in *tensor, spec []int64) ([]int64, error) {
+func reshapeTo(dst []int64, in *dense, spec []int64) ([]int64, error) {
 	total := int64(in.elemCount())
 	known, unknown := int64(1), -1
 	dst = append(dst[:0], spec...)
@@ -228,7 +228,7 @@ func buildReshape(n *nodeCtx) (kernel, error) {
 		return nil, err
 	}
 	in, sh, out := n.ins[0], n.ins[1], n.out(n.inTypes[0])
-	return func(v []*tensor) error {
+	return func(v []*dense) error {
 		o := v[out]
 		spec, err := intsOf(v[sh], o.scratch)
 		if err != nil {
@@ -251,7 +251,7 @@ func buildSqueeze(n *nodeCtx) (kernel, error) {
 	}
 	dims := n.a.list("squeeze_dims").GetI()
 	in, out := n.ins[0], n.out(n.inTypes[0])
-	return func(v []*tensor) error {
+	return func(v []*dense) error {
 		t := v[in]
 		o := v[out]
 		shape := o.scratch[:0]
@@ -288,7 +288,7 @@ func buildExpandDims(n *nodeCtx) (kernel, error) {
 		return nil, err
 	}
 	in, ax, out := n.ins[0], n.ins[1], n.out(n.inTypes[0])
-	return func(v []*tensor) error {
+	return func(v []*dense) error {
 		t := v[in]
 		a, err := scalarInt(v[ax])
 		if err != nil {
@@ -308,7 +308,7 @@ func buildExpandDims(n *nodeCtx) (kernel, error) {
 	}, nil
 }
 
-func writeInts(o *tensor, dt dtype, vals []int64, shape []int64) {
+func writeInts(o *dense, dt dtype, vals []int64, shape []int64) {
 	if dt == dtInt64 {
 		copy(alloc[int64](o, dt, shape), vals)
 		return
@@ -322,7 +322,7 @@ func buildShape(n *nodeCtx) (kernel, error) {
 	}
 	dt := n.a.typOr("out_type", dtInt32)
 	in, out := n.ins[0], n.out(dt)
-	return func(v []*tensor) error {
+	return func(v []*dense) error {
 		o := v[out]
 		s := v[in].shape
 		o.scratch = append(o.scratch[:0], int64(len(s)))
@@ -334,7 +334,7 @@ func buildShape(n *nodeCtx) (kernel, error) {
 func buildSize(n *nodeCtx) (kernel, error) {
 	dt := n.a.typOr("out_type", dtInt32)
 	in, out := n.ins[0], n.out(dt)
-	return func(v []*tensor) error {
+	return func(v []*dense) error {
 		o := v[out]
 		o.scratch = append(o.scratch[:0], int64(v[in].elemCount()))
 		writeInts(o, dt, o.scratch, nil)
@@ -344,14 +344,14 @@ func buildSize(n *nodeCtx) (kernel, error) {
 
 func buildRank(n *nodeCtx) (kernel, error) {
 	in, out := n.ins[0], n.out(dtInt32)
-	return func(v []*tensor) error {
+	return func(v []*dense) error {
 		alloc[int32](v[out], dtInt32, nil)[0] = int32(len(v[in].shape))
 		return nil
 	}, nil
 }
 
 // concatInto concatenates parts along axis into o.
-func concatInto[T elem](o *tensor, dt dtype, parts []*tensor, axis int) error {
+func concatInto[T elem](o *dense, dt dtype, parts []*dense, axis int) error {
 	first := parts[0]
 	rank := len(first.shape)
 	shape := append(o.scratch[:0], first.shape...)
@@ -388,8 +388,8 @@ func concatInto[T elem](o *tensor, dt dtype, parts []*tensor, axis int) error {
 	return nil
 }
 
-func concatKernel[T elem](dt dtype, ins []int, out int, axisOf func(v []*tensor, rank int) (int, error), pack bool) kernel {
-	return func(v []*tensor) error {
+func concatKernel[T elem](dt dtype, ins []int, out int, axisOf func(v []*dense, rank int) (int, error), pack bool) kernel {
+	return func(v []*dense) error {
 		o := v[out]
 		parts := o.parts[:0]
 		for _, s := range ins {
@@ -411,7 +411,7 @@ func concatKernel[T elem](dt dtype, ins []int, out int, axisOf func(v []*tensor,
 				if len(p.shape) != len(parts[0].shape) {
 					return fmt.Errorf("input %d has shape %v, input 0 has %v", i, p.shape, parts[0].shape)
 				}
-				views = append(views, tensor{})
+				views = append(views, dense{})
 				sh := append([]int64{}, p.shape[:axis]...)
 				sh = append(sh, 1)
 				sh = append(sh, p.shape[axis:]...)
@@ -431,7 +431,7 @@ func concatKernel[T elem](dt dtype, ins []int, out int, axisOf func(v []*tensor,
 	}
 }
 
-func pickConcat(dt dtype, ins []int, out int, axisOf func(v []*tensor, rank int) (int, error), pack bool) (kernel, error) {
+func pickConcat(dt dtype, ins []int, out int, axisOf func(v []*dense, rank int) (int, error), pack bool) (kernel, error) {
 	return pick(dt, concatKernel[float32](dt, ins, out, axisOf, pack), concatKernel[float64](dt, ins, out, axisOf, pack),
 		concatKernel[int32](dt, ins, out, axisOf, pack), concatKernel[int64](dt, ins, out, axisOf, pack),
 		concatKernel[int16](dt, ins, out, axisOf, pack), concatKernel[int8](dt, ins, out, axisOf, pack), concatKernel[uint8](dt, ins, out, axisOf, pack))
@@ -445,7 +445,7 @@ func buildConcat(n *nodeCtx) (kernel, error) {
 	ax := n.ins[len(n.ins)-1]
 	dt := n.inTypes[0]
 	out := n.out(dt)
-	axisOf := func(v []*tensor, rank int) (int, error) {
+	axisOf := func(v []*dense, rank int) (int, error) {
 		a, err := scalarInt(v[ax])
 		if err != nil {
 			return 0, err
@@ -462,12 +462,12 @@ func buildPack(n *nodeCtx) (kernel, error) {
 	dt := n.inTypes[0]
 	axis := n.a.i("axis", 0)
 	out := n.out(dt)
-	axisOf := func(v []*tensor, rank int) (int, error) { return normAxis(axis, rank) }
+	axisOf := func(v []*dense, rank int) (int, error) { return normAxis(axis, rank) }
 	return pickConcat(dt, n.ins, out, axisOf, true)
 }
 
 func unpackKernel[T elem](dt dtype, in int, outs []int, axis int64) kernel {
-	return func(v []*tensor) error {
+	return func(v []*dense) error {
 		t := v[in]
 		ax, err := normAxis(axis, len(t.shape))
 		if err != nil {
@@ -512,7 +512,7 @@ func buildUnpack(n *nodeCtx) (kernel, error) {
 }
 
 // gather takes slices of params along axis at indices (batch_dims 0).
-func gather[T elem](o, params, indices *tensor, axis int) error {
+func gather[T elem](o, params, indices *dense, axis int) error {
 	if axis >= len(params.shape) {
 		return fmt.Errorf("axis %d is out of range for params of shape %v", axis, params.shape)
 	}
@@ -543,7 +543,7 @@ func gather[T elem](o, params, indices *tensor, axis int) error {
 	return nil
 }
 
-func gatherFunc(dt, idxType dtype) (func(o, params, indices *tensor, axis int) error, error) {
+func gatherFunc(dt, idxType dtype) (func(o, params, indices *dense, axis int) error, error) {
 	if idxType != dtInt32 && idxType != dtInt64 {
 		return nil, fmt.Errorf("indices of dtype %s are not supported", dtypeName(idxType))
 	}
@@ -578,7 +578,7 @@ func buildGather(n *nodeCtx) (kernel, error) {
 		return nil, err
 	}
 	p, ix, ax, out := n.ins[0], n.ins[1], n.ins[2], n.out(n.inTypes[0])
-	return func(v []*tensor) error {
+	return func(v []*dense) error {
 		a, err := scalarInt(v[ax])
 		if err != nil {
 			return err
@@ -592,7 +592,7 @@ func buildGather(n *nodeCtx) (kernel, error) {
 }
 
 // stridedCopy copies the box begin/stride/size of src into o.
-func stridedCopy[T elem](o, src *tensor, begin, stride, size, outShape []int64) {
+func stridedCopy[T elem](o, src *dense, begin, stride, size, outShape []int64) {
 	dst := alloc[T](o, src.dt, outShape)
 	s := data[T](src)
 	rank := len(src.shape)
@@ -626,7 +626,7 @@ func stridedCopy[T elem](o, src *tensor, begin, stride, size, outShape []int64) 
 	}
 }
 
-type boxCopy func(o, src *tensor, begin, stride, size, outShape []int64)
+type boxCopy func(o, src *dense, begin, stride, size, outShape []int64)
 
 func pickBox(dt dtype) (boxCopy, error) {
 	switch dt {
@@ -657,7 +657,7 @@ func buildSlice(n *nodeCtx) (kernel, error) {
 		return nil, err
 	}
 	in, b, sz, out := n.ins[0], n.ins[1], n.ins[2], n.out(n.inTypes[0])
-	return func(v []*tensor) error {
+	return func(v []*dense) error {
 		t := v[in]
 		begin, err := intsOf(v[b], nil)
 		if err != nil {
@@ -695,7 +695,7 @@ func buildStridedSlice(n *nodeCtx) (kernel, error) {
 	}
 	masks := [5]int64{n.a.i("begin_mask", 0), n.a.i("end_mask", 0), n.a.i("ellipsis_mask", 0), n.a.i("new_axis_mask", 0), n.a.i("shrink_axis_mask", 0)}
 	in, bi, ei, si, out := n.ins[0], n.ins[1], n.ins[2], n.ins[3], n.out(n.inTypes[0])
-	return func(v []*tensor) error {
+	return func(v []*dense) error {
 		t := v[in]
 		begin, err := intsOf(v[bi], nil)
 		if err != nil {
@@ -822,7 +822,7 @@ func stridedSpec(shape, begin, end, strides []int64, m [5]int64) (b, st, size, o
 }
 
 func oneHotKernel[T elem](dt dtype, in, dep, on, off, out int, axis int64) kernel {
-	return func(v []*tensor) error {
+	return func(v []*dense) error {
 		t := v[in]
 		depth, err := scalarInt(v[dep])
 		if err != nil {
@@ -887,7 +887,7 @@ func buildOneHot(n *nodeCtx) (kernel, error) {
 }
 
 func fillKernel[T elem](dt dtype, dims, val, out int) kernel {
-	return func(v []*tensor) error {
+	return func(v []*dense) error {
 		o := v[out]
 		shape, err := intsOf(v[dims], o.scratch)
 		if err != nil {
@@ -934,7 +934,7 @@ func buildFill(n *nodeCtx) (kernel, error) {
 }
 
 func likeKernel[T elem](dt dtype, in, out int, one bool) kernel {
-	return func(v []*tensor) error {
+	return func(v []*dense) error {
 		dst := alloc[T](v[out], dt, v[in].shape)
 		var x T
 		if one {

@@ -219,7 +219,7 @@ func arithRow[T elem](op int, o, a, b []T, sa, sb int) {
 
 // binaryKernel applies a row function with broadcasting.
 func binaryKernel[T, R elem](outDT dtype, a, b, out int, row func(o []R, x, y []T, sx, sy int)) kernel {
-	return func(v []*tensor) error {
+	return func(v []*dense) error {
 		ta, tb, o := v[a], v[b], v[out]
 		x, y := data[T](ta), data[T](tb)
 		if slices.Equal(ta.shape, tb.shape) {
@@ -300,7 +300,7 @@ func compareRow[T elem](op string) func(o []bool, x, y []T, sx, sy int) {
 
 // boolBinary is binaryKernel for bool outputs.
 func boolBinary[T elem](a, b, out int, row func(o []bool, x, y []T, sx, sy int)) kernel {
-	return func(v []*tensor) error {
+	return func(v []*dense) error {
 		ta, tb, o := v[a], v[b], v[out]
 		x, y := data[T](ta), data[T](tb)
 		shape, err := broadcast(o.scratch, ta.shape, tb.shape)
@@ -330,7 +330,7 @@ func buildCompare(n *nodeCtx) (kernel, error) {
 	a, b, out := n.ins[0], n.ins[1], n.out(dtBool)
 	op := n.nd.Op
 	if dt == dtBool && (op == "Equal" || op == "NotEqual") {
-		return func(v []*tensor) error {
+		return func(v []*dense) error {
 			return logicalOp(v[a], v[b], v[out], func(x, y bool) bool { return (x == y) == (op == "Equal") })
 		}, nil
 	}
@@ -339,7 +339,7 @@ func buildCompare(n *nodeCtx) (kernel, error) {
 		boolBinary(a, b, out, compareRow[int16](op)), boolBinary(a, b, out, compareRow[int8](op)), boolBinary(a, b, out, compareRow[uint8](op)))
 }
 
-func logicalOp(ta, tb, o *tensor, f func(x, y bool) bool) error {
+func logicalOp(ta, tb, o *dense, f func(x, y bool) bool) error {
 	shape, err := broadcast(o.scratch, ta.shape, tb.shape)
 	if err != nil {
 		return err
@@ -369,7 +369,7 @@ func buildLogical(n *nodeCtx) (kernel, error) {
 	}
 	and := n.nd.Op == "LogicalAnd"
 	a, b, out := n.ins[0], n.ins[1], n.out(dtBool)
-	return func(v []*tensor) error {
+	return func(v []*dense) error {
 		return logicalOp(v[a], v[b], v[out], func(x, y bool) bool {
 			if and {
 				return x && y
@@ -384,7 +384,7 @@ func buildLogicalNot(n *nodeCtx) (kernel, error) {
 		return nil, err
 	}
 	a, out := n.ins[0], n.out(dtBool)
-	return func(v []*tensor) error {
+	return func(v []*dense) error {
 		o := v[out]
 		o.dt = dtBool
 		o.setShape(v[a].shape)
@@ -397,7 +397,7 @@ func buildLogicalNot(n *nodeCtx) (kernel, error) {
 }
 
 func selectKernel[T elem](dt dtype, c, a, b, out int, v1 bool) kernel {
-	return func(v []*tensor) error {
+	return func(v []*dense) error {
 		tc, ta, tb, o := v[c], v[a], v[b], v[out]
 		if tc.dt != dtBool {
 			return fmt.Errorf("condition is %s, not bool", dtypeName(tc.dt))
@@ -616,7 +616,7 @@ func unaryK[T elem](dt dtype, f func(o, x []T), in, out int) kernel {
 	if f == nil {
 		return nil
 	}
-	return func(v []*tensor) error {
+	return func(v []*dense) error {
 		f(alloc[T](v[out], dt, v[in].shape), data[T](v[in]))
 		return nil
 	}
@@ -646,7 +646,7 @@ func buildUnary(n *nodeCtx) (kernel, error) {
 }
 
 func biasAddK[T elem](dt dtype, a, b, out int, nchw bool) kernel {
-	return func(v []*tensor) error {
+	return func(v []*dense) error {
 		x, bias := v[a], data[T](v[b])
 		if len(x.shape) < 1 {
 			return fmt.Errorf("input must have rank >= 1")
@@ -737,7 +737,7 @@ func highest[T elem]() T {
 }
 
 func reduceK[T elem](dt dtype, op string, in, ax, out int, keep bool) kernel {
-	return func(v []*tensor) error {
+	return func(v []*dense) error {
 		t, o := v[in], v[out]
 		axes, err := intsOf(v[ax], o.scratch2)
 		if err != nil {
@@ -844,7 +844,7 @@ func buildReduce(n *nodeCtx) (kernel, error) {
 // softmaxK follows TensorFlow's functor: shift by the row max, exp, divide
 // by the row sum (LogSoftmax: shifted - log(sum)).
 func softmaxK[T float32 | float64](dt dtype, in, out int, logSM bool) kernel {
-	return func(v []*tensor) error {
+	return func(v []*dense) error {
 		t := v[in]
 		if len(t.shape) < 1 {
 			return fmt.Errorf("logits must have rank >= 1")

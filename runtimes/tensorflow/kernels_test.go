@@ -7,23 +7,24 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/runtimes/driver"
 	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // graphCase builds a one-signature model with tfsave and checks its outputs.
 type graphCase struct {
 	name  string
 	build func(b *tfsave.Builder) (ins, outs map[string]string)
-	feed  []runtimes.Tensor // named by signature key
-	want  map[string]runtimes.Tensor
+	feed  []tensor.Tensor // named by signature key
+	want  map[string]tensor.Tensor
 }
 
-func f32(shape []int64, v ...float32) runtimes.Tensor { return runtimes.NewTensor("", shape, v) }
-func i32(shape []int64, v ...int32) runtimes.Tensor   { return runtimes.NewTensor("", shape, v) }
-func i64(shape []int64, v ...int64) runtimes.Tensor   { return runtimes.NewTensor("", shape, v) }
-func f64(shape []int64, v ...float64) runtimes.Tensor { return runtimes.NewTensor("", shape, v) }
-func named(name string, t runtimes.Tensor) runtimes.Tensor {
+func f32(shape []int64, v ...float32) tensor.Tensor { return tensor.New("", shape, v) }
+func i32(shape []int64, v ...int32) tensor.Tensor   { return tensor.New("", shape, v) }
+func i64(shape []int64, v ...int64) tensor.Tensor   { return tensor.New("", shape, v) }
+func f64(shape []int64, v ...float64) tensor.Tensor { return tensor.New("", shape, v) }
+func named(name string, t tensor.Tensor) tensor.Tensor {
 	t.Name = name
 	return t
 }
@@ -37,7 +38,7 @@ func runCase(t *testing.T, opts tfsave.Options, gc graphCase) {
 	if err != nil {
 		t.Fatalf("tfsave: %v", err)
 	}
-	m := loadFiles(t, files, runtimes.Config{})
+	m := loadFiles(t, files, driver.Config{})
 	got, err := m.Predict(context.Background(), gc.feed)
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +93,7 @@ func TestKernels(t *testing.T) {
 		{
 			name: "broadcast arithmetic",
 			build: func(b *tfsave.Builder) (map[string]string, map[string]string) {
-				x := b.Placeholder("x", runtimes.Float, []int64{-1, 3})
+				x := b.Placeholder("x", tensor.Float, []int64{-1, 3})
 				row := tfsave.ConstOf[float32](b, "row", []int64{3}, 10, 20, 30)
 				two := tfsave.ConstOf[float32](b, "two", []int64{}, 2)
 				col := tfsave.ConstOf[float32](b, "col", []int64{2, 1}, 100, 200)
@@ -105,8 +106,8 @@ func TestKernels(t *testing.T) {
 					"max": b.Op("Maximum", []string{x, two}, nil),
 				}
 			},
-			feed: []runtimes.Tensor{named("x", x23)},
-			want: map[string]runtimes.Tensor{
+			feed: []tensor.Tensor{named("x", x23)},
+			want: map[string]tensor.Tensor{
 				"add": f32([]int64{2, 3}, 11, 18, 33, 6, 25, 24),
 				"sub": f32([]int64{2, 3}, 1, 4, -1, 6, -3, 8),
 				"mul": f32([]int64{2, 3}, 100, -200, 300, -800, 1000, -1200),
@@ -118,7 +119,7 @@ func TestKernels(t *testing.T) {
 		{
 			name: "unary",
 			build: func(b *tfsave.Builder) (map[string]string, map[string]string) {
-				x := b.Placeholder("x", runtimes.Float, []int64{-1, 3})
+				x := b.Placeholder("x", tensor.Float, []int64{-1, 3})
 				ax := b.Op("Sqrt", []string{b.Op("Square", []string{x}, nil)}, nil)
 				return map[string]string{"x": x}, map[string]string{
 					"neg": b.Op("Neg", []string{x}, nil), "relu": b.Op("Relu", []string{x}, nil), "relu6": b.Op("Relu6", []string{x}, nil),
@@ -127,8 +128,8 @@ func TestKernels(t *testing.T) {
 					"sigmoid": b.Op("Sigmoid", []string{x}, nil),
 				}
 			},
-			feed: []runtimes.Tensor{named("x", f32([]int64{2, 3}, 0.5, -2, 7, -0.25, 20, -30))},
-			want: func() map[string]runtimes.Tensor {
+			feed: []tensor.Tensor{named("x", f32([]int64{2, 3}, 0.5, -2, 7, -0.25, 20, -30))},
+			want: func() map[string]tensor.Tensor {
 				xs := []float64{0.5, -2, 7, -0.25, 20, -30}
 				m := map[string]func(float64) float64{
 					"neg": func(v float64) float64 { return -v }, "relu": func(v float64) float64 { return math.Max(v, 0) },
@@ -137,7 +138,7 @@ func TestKernels(t *testing.T) {
 					"exp": math.Exp, "log": func(v float64) float64 { return math.Log(math.Abs(v)) }, "tanh": math.Tanh,
 					"sigmoid": func(v float64) float64 { return 1 / (1 + math.Exp(-v)) },
 				}
-				out := map[string]runtimes.Tensor{}
+				out := map[string]tensor.Tensor{}
 				for k, f := range m {
 					v := make([]float32, len(xs))
 					for i, x := range xs {
@@ -151,7 +152,7 @@ func TestKernels(t *testing.T) {
 		{
 			name: "compare and select",
 			build: func(b *tfsave.Builder) (map[string]string, map[string]string) {
-				x := b.Placeholder("x", runtimes.Float, []int64{-1, 3})
+				x := b.Placeholder("x", tensor.Float, []int64{-1, 3})
 				zero := tfsave.ConstOf[float32](b, "zero", []int64{}, 0)
 				gt := b.Op("Greater", []string{x, zero}, nil)
 				le := b.Op("LessEqual", []string{x, zero}, nil)
@@ -160,12 +161,12 @@ func TestKernels(t *testing.T) {
 					"abs":    b.Op("SelectV2", []string{gt, x, b.Op("Neg", []string{x}, nil)}, nil),
 					"clip":   b.Op("SelectV2", []string{le, zero, x}, nil),
 					"rows":   b.Op("Select", []string{b.Op("Cast", []string{tfsave.ConstOf[int32](b, "cond", []int64{2}, 1, 0)}, map[string]any{"DstT": dtBool}), x, b.Op("Sub", []string{x, x}, nil)}, nil),
-					"never":  b.Op("Cast", []string{eq}, map[string]any{"DstT": runtimes.Int32}),
-					"gtcast": b.Op("Cast", []string{gt}, map[string]any{"DstT": runtimes.Float}),
+					"never":  b.Op("Cast", []string{eq}, map[string]any{"DstT": tensor.Int32}),
+					"gtcast": b.Op("Cast", []string{gt}, map[string]any{"DstT": tensor.Float}),
 				}
 			},
-			feed: []runtimes.Tensor{named("x", x23)},
-			want: map[string]runtimes.Tensor{
+			feed: []tensor.Tensor{named("x", x23)},
+			want: map[string]tensor.Tensor{
 				"abs":    f32([]int64{2, 3}, 1, 2, 3, 4, 5, 6),
 				"clip":   f32([]int64{2, 3}, 1, 0, 3, 0, 5, 0),
 				"rows":   f32([]int64{2, 3}, 1, -2, 3, 0, 0, 0),
@@ -176,19 +177,19 @@ func TestKernels(t *testing.T) {
 		{
 			name: "shapes",
 			build: func(b *tfsave.Builder) (map[string]string, map[string]string) {
-				x := b.Placeholder("x", runtimes.Float, []int64{-1, 3})
+				x := b.Placeholder("x", tensor.Float, []int64{-1, 3})
 				r := b.Op("Reshape", []string{x, tfsave.ConstOf[int32](b, "s", nil, 3, -1)}, nil)
 				e := b.Op("ExpandDims", []string{x, tfsave.ConstOf[int32](b, "ax", []int64{}, 1)}, nil)
 				return map[string]string{"x": x}, map[string]string{
 					"reshape": r,
 					"shape":   b.Op("Shape", []string{e}, nil),
-					"shape64": b.Op("Shape", []string{r}, map[string]any{"out_type": runtimes.Int64}),
+					"shape64": b.Op("Shape", []string{r}, map[string]any{"out_type": tensor.Int64}),
 					"squeeze": b.Op("Squeeze", []string{e}, map[string]any{"squeeze_dims": []int{1}}),
-					"cast":    b.Op("Cast", []string{x}, map[string]any{"DstT": runtimes.Int64}),
+					"cast":    b.Op("Cast", []string{x}, map[string]any{"DstT": tensor.Int64}),
 				}
 			},
-			feed: []runtimes.Tensor{named("x", f32([]int64{2, 3}, 1.5, -2.5, 3, -4, 5.9, -6.9))},
-			want: map[string]runtimes.Tensor{
+			feed: []tensor.Tensor{named("x", f32([]int64{2, 3}, 1.5, -2.5, 3, -4, 5.9, -6.9))},
+			want: map[string]tensor.Tensor{
 				"reshape": f32([]int64{3, 2}, 1.5, -2.5, 3, -4, 5.9, -6.9),
 				"shape":   i32([]int64{3}, 2, 1, 3),
 				"shape64": i64([]int64{2}, 3, 2),
@@ -199,8 +200,8 @@ func TestKernels(t *testing.T) {
 		{
 			name: "concat pack unpack",
 			build: func(b *tfsave.Builder) (map[string]string, map[string]string) {
-				x := b.Placeholder("x", runtimes.Float, []int64{-1, 3})
-				y := b.Placeholder("y", runtimes.Float, []int64{-1, 1})
+				x := b.Placeholder("x", tensor.Float, []int64{-1, 3})
+				y := b.Placeholder("y", tensor.Float, []int64{-1, 1})
 				u := b.Op("Unpack", []string{x}, map[string]any{"num": 3, "axis": 1})
 				return map[string]string{"x": x, "y": y}, map[string]string{
 					"concat":  b.Op("ConcatV2", []string{x, y, x, tfsave.ConstOf[int32](b, "axis", []int64{}, -1)}, nil),
@@ -209,8 +210,8 @@ func TestKernels(t *testing.T) {
 					"unpack2": tfsave.Output(tfNode(u), 2),
 				}
 			},
-			feed: []runtimes.Tensor{named("x", x23), named("y", f32([]int64{2, 1}, 7, 8))},
-			want: map[string]runtimes.Tensor{
+			feed: []tensor.Tensor{named("x", x23), named("y", f32([]int64{2, 1}, 7, 8))},
+			want: map[string]tensor.Tensor{
 				"concat":  f32([]int64{2, 7}, 1, -2, 3, 7, 1, -2, 3, -4, 5, -6, 8, -4, 5, -6),
 				"concat0": f32([]int64{4, 3}, 1, -2, 3, -4, 5, -6, 1, -2, 3, -4, 5, -6),
 				"pack":    f32([]int64{2, 2, 3}, 1, -2, 3, 1, -2, 3, -4, 5, -6, -4, 5, -6),
@@ -220,7 +221,7 @@ func TestKernels(t *testing.T) {
 		{
 			name: "gather slice onehot",
 			build: func(b *tfsave.Builder) (map[string]string, map[string]string) {
-				ids := b.Placeholder("ids", runtimes.Int64, []int64{-1, 1})
+				ids := b.Placeholder("ids", tensor.Int64, []int64{-1, 1})
 				table := tfsave.ConstOf[float32](b, "table", []int64{4, 2}, 0, 1, 10, 11, 20, 21, 30, 31)
 				g := b.Op("GatherV2", []string{table, ids, tfsave.ConstOf[int32](b, "ax", []int64{}, 0)}, nil)
 				m := tfsave.ConstOf[float32](b, "m", []int64{3, 4}, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)
@@ -236,8 +237,8 @@ func TestKernels(t *testing.T) {
 						tfsave.ConstOf[float32](b, "on", []int64{}, 5), tfsave.ConstOf[float32](b, "off", []int64{}, -1)}, nil),
 				}
 			},
-			feed: []runtimes.Tensor{named("ids", i64([]int64{3, 1}, 3, 0, 2))},
-			want: map[string]runtimes.Tensor{
+			feed: []tensor.Tensor{named("ids", i64([]int64{3, 1}, 3, 0, 2))},
+			want: map[string]tensor.Tensor{
 				"gather": f32([]int64{3, 1, 2}, 30, 31, 0, 1, 20, 21),
 				"slice":  f32([]int64{2, 2}, 5, 6, 9, 10),
 				"ss1":    f32([]int64{2, 2}, 4, 6, 8, 10),
@@ -249,7 +250,7 @@ func TestKernels(t *testing.T) {
 		{
 			name: "reductions and softmax",
 			build: func(b *tfsave.Builder) (map[string]string, map[string]string) {
-				x := b.Placeholder("x", runtimes.Float, []int64{-1, 3})
+				x := b.Placeholder("x", tensor.Float, []int64{-1, 3})
 				ax := func(name string, v ...int32) string { return tfsave.ConstOf[int32](b, name, nil, v...) }
 				return map[string]string{"x": x}, map[string]string{
 					"sum1":    b.Op("Sum", []string{x, ax("a1", 1)}, nil),
@@ -260,14 +261,14 @@ func TestKernels(t *testing.T) {
 					"softmax": b.Op("Softmax", []string{x}, nil),
 				}
 			},
-			feed: []runtimes.Tensor{named("x", x23)},
-			want: map[string]runtimes.Tensor{
+			feed: []tensor.Tensor{named("x", x23)},
+			want: map[string]tensor.Tensor{
 				"sum1":  f32([]int64{2}, 2, -5),
 				"sum0k": f32([]int64{1, 3}, -3, 3, -3),
 				"mean":  f32([]int64{}, -0.5),
 				"max":   f32([]int64{2}, 3, 5),
 				"min":   f32([]int64{3}, -4, -2, -6),
-				"softmax": func() runtimes.Tensor {
+				"softmax": func() tensor.Tensor {
 					v := []float64{1, -2, 3, -4, 5, -6}
 					out := make([]float32, 6)
 					for r := range 2 {
@@ -286,10 +287,10 @@ func TestKernels(t *testing.T) {
 		{
 			name: "matmul",
 			build: func(b *tfsave.Builder) (map[string]string, map[string]string) {
-				x := b.Placeholder("x", runtimes.Float, []int64{-1, 3})
+				x := b.Placeholder("x", tensor.Float, []int64{-1, 3})
 				w := tfsave.ConstOf[float32](b, "w", []int64{3, 5}, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
 				wt := tfsave.ConstOf[float32](b, "wt", []int64{5, 3}, 1, 6, 11, 2, 7, 12, 3, 8, 13, 4, 9, 14, 5, 10, 15)
-				xd := b.Placeholder("xd", runtimes.Double, []int64{-1, 2})
+				xd := b.Placeholder("xd", tensor.Double, []int64{-1, 2})
 				return map[string]string{"x": x, "xd": xd}, map[string]string{
 					"mm":    b.Op("MatMul", []string{x, w}, nil),
 					"mmtb":  b.Op("MatMul", []string{x, wt}, map[string]any{"transpose_b": true}),
@@ -299,8 +300,8 @@ func TestKernels(t *testing.T) {
 					"batch": b.Op("BatchMatMulV2", []string{b.Op("Reshape", []string{x, tfsave.ConstOf[int32](b, "s", nil, 2, 1, 3)}, nil), w}, nil),
 				}
 			},
-			feed: []runtimes.Tensor{named("x", x23), named("xd", f64([]int64{3, 2}, 1, 2, 3, 4, 5, 6))},
-			want: map[string]runtimes.Tensor{
+			feed: []tensor.Tensor{named("x", x23), named("xd", f64([]int64{3, 2}, 1, 2, 3, 4, 5, 6))},
+			want: map[string]tensor.Tensor{
 				"mm":    f32([]int64{2, 5}, 22, 24, 26, 28, 30, -40, -45, -50, -55, -60),
 				"mmtb":  f32([]int64{2, 5}, 22, 24, 26, 28, 30, -40, -45, -50, -55, -60),
 				"mmxx":  f32([]int64{2, 2}, 14, -32, -32, 77),
@@ -317,8 +318,8 @@ func TestKernels(t *testing.T) {
 	}
 }
 
-func tfNode(tensor string) string {
-	n, _, _ := splitTensorName(tensor)
+func tfNode(name string) string {
+	n, _, _ := splitTensorName(name)
 	return n
 }
 
@@ -379,7 +380,7 @@ func TestSigmoidEigen(t *testing.T) {
 
 func TestOptionalInput(t *testing.T) {
 	b := tfsave.NewBuilder()
-	x := b.Placeholder("serving_default_x", runtimes.Float, []int64{-1, 1})
+	x := b.Placeholder("serving_default_x", tensor.Float, []int64{-1, 1})
 	scale := b.PlaceholderWithDefault("serving_default_scale", f32([]int64{}, 3), []int64{})
 	y := b.Op("Mul", []string{x, scale}, nil)
 	b.Signature(tfsave.ServingSignature, map[string]string{"x": x, "scale": scale}, map[string]string{"y": y})
@@ -387,31 +388,31 @@ func TestOptionalInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := loadFiles(t, files, runtimes.Config{})
+	m := loadFiles(t, files, driver.Config{})
 	if !m.Signature().Inputs[0].Optional || m.Signature().Inputs[1].Optional {
 		t.Fatalf("inputs %+v: scale should be optional, x not", m.Signature().Inputs)
 	}
-	out, err := m.Predict(context.Background(), []runtimes.Tensor{named("x", f32([]int64{2, 1}, 1, 2))})
+	out, err := m.Predict(context.Background(), []tensor.Tensor{named("x", f32([]int64{2, 1}, 1, 2))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := runtimes.Data[float32](out[0]); !reflect.DeepEqual(got, []float32{3, 6}) {
+	if got, _ := tensor.Data[float32](out[0]); !reflect.DeepEqual(got, []float32{3, 6}) {
 		t.Fatalf("default scale: %v, want [3 6]", got)
 	}
-	out, err = m.Predict(context.Background(), []runtimes.Tensor{named("x", f32([]int64{2, 1}, 1, 2)), named("scale", f32([]int64{}, -1))})
+	out, err = m.Predict(context.Background(), []tensor.Tensor{named("x", f32([]int64{2, 1}, 1, 2)), named("scale", f32([]int64{}, -1))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := runtimes.Data[float32](out[0]); !reflect.DeepEqual(got, []float32{-1, -2}) {
+	if got, _ := tensor.Data[float32](out[0]); !reflect.DeepEqual(got, []float32{-1, -2}) {
 		t.Fatalf("fed scale: %v, want [-1 -2]", got)
 	}
 }
 
 // tfsaveBuilderChain is a model y = x + n·1 as a chain of n AddV2 nodes.
-func tfsaveBuilderChain(t *testing.T, n int) runtimes.Files {
+func tfsaveBuilderChain(t *testing.T, n int) driver.Files {
 	t.Helper()
 	b := tfsave.NewBuilder()
-	x := b.Placeholder("serving_default_x", runtimes.Float, []int64{-1, 1})
+	x := b.Placeholder("serving_default_x", tensor.Float, []int64{-1, 1})
 	one := tfsave.ConstOf[float32](b, "one", []int64{}, 1)
 	y := x
 	for i := range n {

@@ -250,7 +250,7 @@ func transpose2[T elem](dst, src []T, rows, cols int) []T {
 }
 
 func matmulK[T elem](dt dtype, a, b, out int, ta, tb bool) kernel {
-	return func(v []*tensor) error {
+	return func(v []*dense) error {
 		x, y, o := v[a], v[b], v[out]
 		if len(x.shape) != 2 || len(y.shape) != 2 {
 			return fmt.Errorf("inputs must be matrices, got %v and %v", x.shape, y.shape)
@@ -303,7 +303,7 @@ func buildMatMul(n *nodeCtx) (kernel, error) {
 }
 
 func batchMatmulK[T elem](dt dtype, a, b, out int, ta, tb bool) kernel {
-	return func(v []*tensor) error {
+	return func(v []*dense) error {
 		x, y, o := v[a], v[b], v[out]
 		rx, ry := len(x.shape), len(y.shape)
 		if rx < 2 || ry < 2 {
@@ -386,7 +386,7 @@ type fusable struct {
 // same float32 operations in the same order, without writing and reading
 // the intermediate tensors.
 func fusedMatMul(f *fusable, e *epilogue, out int) kernel {
-	return func(v []*tensor) error {
+	return func(v []*dense) error {
 		x, o := v[f.a], v[out]
 		if x.dt != dtFloat || len(x.shape) != 2 || int(x.shape[1]) != f.k {
 			return fmt.Errorf("matrix size-incompatible: %v and [%d,%d]", x.shape, f.k, f.n)

@@ -7,10 +7,12 @@ import (
 	"testing"
 
 	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/runtimes/driver"
 	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
+	"github.com/inferbid/inferbid/tensor"
 )
 
-func loadFiles(t testing.TB, files runtimes.Files, cfg runtimes.Config) *runtimes.Model {
+func loadFiles(t testing.TB, files driver.Files, cfg driver.Config) *runtimes.Model {
 	t.Helper()
 	rt := runtimes.NewRuntime(Name, cfg, New(cfg))
 	m, err := rt.Load(context.Background(), "test_model/", files)
@@ -43,9 +45,9 @@ func mlpReference(x []float32, batch int) []float64 {
 	return out
 }
 
-func mlpModels(t testing.TB) map[string]runtimes.Files {
+func mlpModels(t testing.TB) map[string]driver.Files {
 	t.Helper()
-	models := map[string]runtimes.Files{}
+	models := map[string]driver.Files{}
 	for name, opts := range map[string]tfsave.Options{
 		"tf2-main":     {},
 		"tf2-function": {FunctionCall: true},
@@ -63,16 +65,16 @@ func mlpModels(t testing.TB) map[string]runtimes.Files {
 func TestMLP(t *testing.T) {
 	for name, files := range mlpModels(t) {
 		t.Run(name, func(t *testing.T) {
-			m := loadFiles(t, files, runtimes.Config{})
+			m := loadFiles(t, files, driver.Config{})
 			for _, batch := range []int{1, 3, 64, 1025} {
 				x := tfsave.MLPInput(batch)
-				out, err := m.Predict(context.Background(), []runtimes.Tensor{runtimes.NewTensor("x", []int64{int64(batch), 8}, x)})
+				out, err := m.Predict(context.Background(), []tensor.Tensor{tensor.New("x", []int64{int64(batch), 8}, x)})
 				if err != nil {
 					t.Fatal(err)
 				}
-				got, _ := runtimes.Data[float32](out[0])
+				got, _ := tensor.Data[float32](out[0])
 				want := mlpReference(x, batch)
-				if len(got) != batch || runtimes.FormatShape(out[0].Shape) != fmt.Sprintf("[%d,1]", batch) {
+				if len(got) != batch || tensor.FormatShape(out[0].Shape) != fmt.Sprintf("[%d,1]", batch) {
 					t.Fatalf("batch %d: output shape %v", batch, out[0].Shape)
 				}
 				for i := range want {
@@ -94,13 +96,13 @@ func BenchmarkMLP(b *testing.B) {
 	if err != nil {
 		b.Skip(err)
 	}
-	bm, err := New(runtimes.Config{}).Load(context.Background(), files)
+	bm, err := New(driver.Config{}).Load(context.Background(), files)
 	if err != nil {
 		b.Fatal(err)
 	}
-	m := loadFiles(b, files, runtimes.Config{})
+	m := loadFiles(b, files, driver.Config{})
 	for _, batch := range []int{1, 64, 1024} {
-		in := []runtimes.Tensor{runtimes.NewTensor("x", []int64{int64(batch), 8}, tfsave.MLPInput(batch))}
+		in := []tensor.Tensor{tensor.New("x", []int64{int64(batch), 8}, tfsave.MLPInput(batch))}
 		b.Run(fmt.Sprintf("backend/batch%d", batch), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
@@ -123,18 +125,18 @@ func BenchmarkMLP(b *testing.B) {
 // BenchmarkReferencePCVR runs the reference pcvr model (TF2 Keras export
 // with variables) at batch 1 and 64.
 func BenchmarkReferencePCVR(b *testing.B) {
-	m := loadRef(b, pcvrDir, runtimes.Config{})
+	m := loadRef(b, pcvrDir, driver.Config{})
 	for _, batch := range []int{1, 64} {
-		var in []runtimes.Tensor
+		var in []tensor.Tensor
 		for _, spec := range m.Signature().Inputs {
-			if spec.DType == runtimes.Double {
+			if spec.DType == tensor.Double {
 				x := make([]float64, 0, batch*10)
 				for range batch {
 					x = append(x, pcvrRow...)
 				}
-				in = append(in, runtimes.NewTensor(spec.Name, []int64{int64(batch), 10}, x))
+				in = append(in, tensor.New(spec.Name, []int64{int64(batch), 10}, x))
 			} else {
-				in = append(in, runtimes.NewTensor(spec.Name, []int64{int64(batch), 1}, make([]int64, batch)))
+				in = append(in, tensor.New(spec.Name, []int64{int64(batch), 1}, make([]int64, batch)))
 			}
 		}
 		b.Run(fmt.Sprintf("batch%d", batch), func(b *testing.B) {
@@ -183,7 +185,7 @@ func TestFusionExact(t *testing.T) {
 		for i := range x {
 			x[i] = x[i]*3 - 1.2 // negative pre-activations too
 		}
-		in := []runtimes.Tensor{runtimes.NewTensor("x", []int64{int64(batch), 8}, x)}
+		in := []tensor.Tensor{tensor.New("x", []int64{int64(batch), 8}, x)}
 		a, err := fused.Predict(context.Background(), in)
 		if err != nil {
 			t.Fatal(err)

@@ -8,12 +8,12 @@ import (
 // state is one call's values: vals[i] is slot i's tensor, either a shared
 // constant or owned[i], a buffer reused from call to call.
 type state struct {
-	vals  []*tensor
-	owned []tensor
+	vals  []*dense
+	owned []dense
 }
 
 func (p *program) newState() *state {
-	s := &state{vals: make([]*tensor, len(p.types)), owned: make([]tensor, len(p.types))}
+	s := &state{vals: make([]*dense, len(p.types)), owned: make([]dense, len(p.types))}
 	for i := range s.vals {
 		if c := p.consts[i]; c != nil {
 			s.vals[i] = c
@@ -55,7 +55,7 @@ func (p *program) finish() error {
 		}
 	}
 	kept := p.steps[:0]
-	scratch := make([]*tensor, len(p.types))
+	scratch := make([]*dense, len(p.types))
 	for _, st := range p.steps {
 		foldable := st.pure
 		if st.readVar != nil && !written[st.readVar] && st.readVar.value != nil && (st.op == "ReadVariableOp" || st.op == "VariableV2" || st.op == "Variable") {
@@ -74,7 +74,7 @@ func (p *program) finish() error {
 			scratch[i] = p.consts[i]
 		}
 		for _, o := range st.outs {
-			scratch[o] = &tensor{}
+			scratch[o] = &dense{}
 		}
 		if err := runFold(st, scratch); err != nil {
 			return err
@@ -93,7 +93,7 @@ func (p *program) finish() error {
 // noFusion turns the fusion pass off (tests compare both).
 var noFusion = false
 
-func runFold(st step, vals []*tensor) (err error) {
+func runFold(st step, vals []*dense) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = &OpError{Op: st.op, Node: st.node, Err: fmt.Errorf("kernel panicked on constants: %v", r)}

@@ -58,13 +58,13 @@ func specShape(p *shpb.TensorShapeProto) []int64 {
 }
 
 // decodeTensorProto decodes a constant.
-func decodeTensorProto(p *tenpb.TensorProto) (*tensor, error) {
+func decodeTensorProto(p *tenpb.TensorProto) (*dense, error) {
 	shape, err := shapeOf(p.TensorShape)
 	if err != nil {
 		return nil, err
 	}
 	n := numElems(shape)
-	t := &tensor{dt: p.Dtype, shape: shape}
+	t := &dense{dt: p.Dtype, shape: shape}
 	if p.Dtype == dtString {
 		if len(p.StringVal) != n && !(len(p.StringVal) == 1) {
 			return nil, fmt.Errorf("string constant has %d values for %d elements", len(p.StringVal), n)

@@ -10,19 +10,21 @@ import (
 
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/runtimes/driver"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // referenceDir holds models made by real TensorFlow (see its README); the
 // tests skip when it is absent.
 const referenceDir = "../../../shared/reference-models"
 
-func readModelDir(t testing.TB, dir string) runtimes.Files {
+func readModelDir(t testing.TB, dir string) driver.Files {
 	t.Helper()
 	root := filepath.Join(referenceDir, dir)
 	if _, err := os.Stat(root); err != nil {
 		t.Skipf("reference models not available: %v", err)
 	}
-	files := runtimes.Files{}
+	files := driver.Files{}
 	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
@@ -41,7 +43,7 @@ func readModelDir(t testing.TB, dir string) runtimes.Files {
 	return files
 }
 
-func loadRef(t testing.TB, dir string, cfg runtimes.Config) *runtimes.Model {
+func loadRef(t testing.TB, dir string, cfg driver.Config) *runtimes.Model {
 	t.Helper()
 	files := readModelDir(t, dir)
 	rt := runtimes.NewRuntime(Name, cfg, New(cfg))
@@ -57,9 +59,9 @@ func closeRel(got, want float64) bool {
 	return math.Abs(got-want) <= 1e-6*math.Abs(want)
 }
 
-func checkFloats(t *testing.T, out runtimes.Tensor, want []float64) {
+func checkFloats(t *testing.T, out tensor.Tensor, want []float64) {
 	t.Helper()
-	got, ok := runtimes.Data[float32](out)
+	got, ok := tensor.Data[float32](out)
 	if !ok {
 		t.Fatalf("output %q is %s, want FLOAT", out.Name, out.DType())
 	}
@@ -79,18 +81,18 @@ var pcvrRow = []float64{0.32, 0.12, 0.98, 0.32, 0.12, 0.98, 0.32, 0.12, 0.98, 0.
 func TestReferencePCVR(t *testing.T) {
 	for _, dir := range []string{"bidding-auction-servers/tensorflow/pcvr", "bidding-auction-servers/tensorflow/frozen_pcvr"} {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
-			m := loadRef(t, dir, runtimes.Config{})
+			m := loadRef(t, dir, driver.Config{})
 			sig := m.Signature()
 			if len(sig.Inputs) != 7 || len(sig.Outputs) != 1 {
 				t.Fatalf("signature has %d inputs and %d outputs, want 7 and 1", len(sig.Inputs), len(sig.Outputs))
 			}
-			var in []runtimes.Tensor
+			var in []tensor.Tensor
 			for _, spec := range sig.Inputs {
 				switch spec.DType {
-				case runtimes.Double:
-					in = append(in, runtimes.NewTensor(spec.Name, []int64{1, 10}, append([]float64(nil), pcvrRow...)))
-				case runtimes.Int64:
-					in = append(in, runtimes.NewTensor(spec.Aliases[0], []int64{1, 1}, []int64{7}))
+				case tensor.Double:
+					in = append(in, tensor.New(spec.Name, []int64{1, 10}, append([]float64(nil), pcvrRow...)))
+				case tensor.Int64:
+					in = append(in, tensor.New(spec.Aliases[0], []int64{1, 1}, []int64{7}))
 				default:
 					t.Fatalf("unexpected input %+v", spec)
 				}
@@ -108,67 +110,67 @@ func TestReferencePCVR(t *testing.T) {
 }
 
 func TestReferenceFrozenPCVRTwoRows(t *testing.T) {
-	m := loadRef(t, "bidding-auction-servers/tensorflow/frozen_pcvr", runtimes.Config{})
-	var in []runtimes.Tensor
+	m := loadRef(t, "bidding-auction-servers/tensorflow/frozen_pcvr", driver.Config{})
+	var in []tensor.Tensor
 	for _, spec := range m.Signature().Inputs {
-		if spec.DType == runtimes.Double {
-			in = append(in, runtimes.NewTensor(spec.Name, []int64{2, 10}, append(append([]float64(nil), pcvrRow...), pcvrRow...)))
+		if spec.DType == tensor.Double {
+			in = append(in, tensor.New(spec.Name, []int64{2, 10}, append(append([]float64(nil), pcvrRow...), pcvrRow...)))
 		} else {
-			in = append(in, runtimes.NewTensor(spec.Name, []int64{2, 1}, []int64{7, 3}))
+			in = append(in, tensor.New(spec.Name, []int64{2, 1}, []int64{7, 3}))
 		}
 	}
 	out, err := m.Predict(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := runtimes.FormatShape(out[0].Shape); got != "[2,1]" {
+	if got := tensor.FormatShape(out[0].Shape); got != "[2,1]" {
 		t.Errorf("output shape %s, want [2,1]", got)
 	}
 	checkFloats(t, out[0], []float64{0.011748060584068299, 0.10649197548627854})
 }
 
 func TestReferenceSimple(t *testing.T) {
-	m := loadRef(t, "bidding-auction-servers/tensorflow/simple", runtimes.Config{})
+	m := loadRef(t, "bidding-auction-servers/tensorflow/simple", driver.Config{})
 	sig := m.Signature()
-	if len(sig.Inputs) != 1 || sig.Inputs[0].Name != "serving_default_double1:0" || sig.Inputs[0].DType != runtimes.Double {
+	if len(sig.Inputs) != 1 || sig.Inputs[0].Name != "serving_default_double1:0" || sig.Inputs[0].DType != tensor.Double {
 		t.Fatalf("inputs %+v", sig.Inputs)
 	}
 	if len(sig.Outputs) != 1 || sig.Outputs[0].Name != "PartitionedCall:0" {
 		t.Fatalf("outputs %+v", sig.Outputs)
 	}
-	out, err := m.Predict(context.Background(), []runtimes.Tensor{runtimes.NewTensor("double1", []int64{2, 1}, []float64{0.5, -3})})
+	out, err := m.Predict(context.Background(), []tensor.Tensor{tensor.New("double1", []int64{2, 1}, []float64{0.5, -3})})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, _ := runtimes.Data[float32](out[0])
+	got, _ := tensor.Data[float32](out[0])
 	if len(got) != 2 || got[0] <= 0 || got[0] >= 1 || got[1] <= 0 || got[1] >= 1 {
 		t.Fatalf("simple model output %v, want two sigmoid values in (0,1)", got)
 	}
 }
 
 func TestReferenceStateful(t *testing.T) {
-	in := []runtimes.Tensor{runtimes.NewTensor("input_1", []int64{1}, []float32{1})}
+	in := []tensor.Tensor{tensor.New("input_1", []int64{1}, []float32{1})}
 	t.Run("counts", func(t *testing.T) {
-		m := loadRef(t, "bidding-auction-servers/tensorflow/stateful", runtimes.Config{})
+		m := loadRef(t, "bidding-auction-servers/tensorflow/stateful", driver.Config{})
 		for want := int32(2); want <= 6; want++ {
 			out, err := m.Predict(context.Background(), in)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, ok := runtimes.Data[int32](out[0])
+			got, ok := tensor.Data[int32](out[0])
 			if !ok || len(got) != 1 || got[0] != want || len(out[0].Shape) != 0 {
 				t.Fatalf("call returned %v shape %v, want scalar %d", out[0].Data, out[0].Shape, want)
 			}
 		}
 	})
 	t.Run("reset every call", func(t *testing.T) {
-		m := loadRef(t, "bidding-auction-servers/tensorflow/stateful", runtimes.Config{ModelResetProbability: 1})
+		m := loadRef(t, "bidding-auction-servers/tensorflow/stateful", driver.Config{ModelResetProbability: 1})
 		for range 4 {
 			out, err := m.Predict(context.Background(), in)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got, _ := runtimes.Data[int32](out[0]); got[0] != 2 {
+			if got, _ := tensor.Data[int32](out[0]); got[0] != 2 {
 				t.Fatalf("with reset probability 1 a call returned %d, want 2", got[0])
 			}
 		}
@@ -176,13 +178,13 @@ func TestReferenceStateful(t *testing.T) {
 }
 
 func TestReferenceHalfPlusTwo(t *testing.T) {
-	m := loadRef(t, "tensorflow-serving/half_plus_two", runtimes.Config{})
+	m := loadRef(t, "tensorflow-serving/half_plus_two", driver.Config{})
 	sig := m.Signature()
 	if len(sig.Inputs) != 1 || sig.Inputs[0].Name != "x:0" || len(sig.Outputs) != 1 || sig.Outputs[0].Name != "y:0" {
 		t.Fatalf("signature %+v", sig)
 	}
 	xs := []float32{0, 1, 2, 5, -3.5}
-	out, err := m.Predict(context.Background(), []runtimes.Tensor{runtimes.NewTensor("x", []int64{5, 1}, xs)})
+	out, err := m.Predict(context.Background(), []tensor.Tensor{tensor.New("x", []int64{5, 1}, xs)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,13 +201,13 @@ func TestReferenceFrozenWithoutVariables(t *testing.T) {
 	files := readModelDir(t, "bidding-auction-servers/tensorflow/frozen_pcvr")
 	delete(files, "variables/variables.index")
 	delete(files, "variables/variables.data-00000-of-00001")
-	m := loadFiles(t, files, runtimes.Config{})
-	var in []runtimes.Tensor
+	m := loadFiles(t, files, driver.Config{})
+	var in []tensor.Tensor
 	for _, spec := range m.Signature().Inputs {
-		if spec.DType == runtimes.Double {
-			in = append(in, runtimes.NewTensor(spec.Name, []int64{1, 10}, append([]float64(nil), pcvrRow...)))
+		if spec.DType == tensor.Double {
+			in = append(in, tensor.New(spec.Name, []int64{1, 10}, append([]float64(nil), pcvrRow...)))
 		} else {
-			in = append(in, runtimes.NewTensor(spec.Name, []int64{1, 1}, []int64{7}))
+			in = append(in, tensor.New(spec.Name, []int64{1, 1}, []int64{7}))
 		}
 	}
 	out, err := m.Predict(context.Background(), in)
@@ -223,7 +225,7 @@ func TestReferenceMissingAssetFailsLoad(t *testing.T) {
 		t.Fatal("reference half_plus_two has no assets/foo.txt")
 	}
 	delete(files, "assets/foo.txt")
-	rt := runtimes.NewRuntime(Name, runtimes.Config{}, New(runtimes.Config{}))
+	rt := runtimes.NewRuntime(Name, driver.Config{}, New(driver.Config{}))
 	_, err := rt.Load(context.Background(), "half_plus_two/", files)
 	if inferr.TypeOf(err) != inferr.ModelExecution || !strings.Contains(err.Error(), `asset "foo.txt"`) {
 		t.Fatalf("load without assets/foo.txt: %v (%v), want MODEL_EXECUTION naming the asset", err, inferr.TypeOf(err))

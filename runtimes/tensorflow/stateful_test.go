@@ -7,10 +7,12 @@ import (
 	"testing"
 
 	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/runtimes/driver"
 	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
+	"github.com/inferbid/inferbid/tensor"
 )
 
-func counterModel(t *testing.T, opts tfsave.Options, cfg runtimes.Config) *runtimes.Model {
+func counterModel(t *testing.T, opts tfsave.Options, cfg driver.Config) *runtimes.Model {
 	t.Helper()
 	files, err := tfsave.CounterModel(opts, 1)
 	if err != nil {
@@ -23,7 +25,7 @@ func counterModel(t *testing.T, opts tfsave.Options, cfg runtimes.Config) *runti
 // returns every value it returned.
 func concurrentCounts(t *testing.T, m *runtimes.Model, goroutines, perG int) []int32 {
 	t.Helper()
-	in := []runtimes.Tensor{runtimes.NewTensor("input_1", []int64{1}, []float32{0})}
+	in := []tensor.Tensor{tensor.New("input_1", []int64{1}, []float32{0})}
 	var mu sync.Mutex
 	var got []int32
 	var wg sync.WaitGroup
@@ -35,7 +37,7 @@ func concurrentCounts(t *testing.T, m *runtimes.Model, goroutines, perG int) []i
 					t.Error(err)
 					return
 				}
-				v, _ := runtimes.Data[int32](out[0])
+				v, _ := tensor.Data[int32](out[0])
 				mu.Lock()
 				got = append(got, v[0])
 				mu.Unlock()
@@ -49,7 +51,7 @@ func concurrentCounts(t *testing.T, m *runtimes.Model, goroutines, perG int) []i
 func TestStatefulConcurrent(t *testing.T) {
 	for name, opts := range map[string]tfsave.Options{"main": {}, "function": {FunctionCall: true}} {
 		t.Run(name, func(t *testing.T) {
-			m := counterModel(t, opts, runtimes.Config{})
+			m := counterModel(t, opts, driver.Config{})
 			got := concurrentCounts(t, m, 8, 50)
 			slices.Sort(got)
 			for i, v := range got {
@@ -62,7 +64,7 @@ func TestStatefulConcurrent(t *testing.T) {
 }
 
 func TestStatefulReset(t *testing.T) {
-	m := counterModel(t, tfsave.Options{FunctionCall: true}, runtimes.Config{ModelResetProbability: 0.5})
+	m := counterModel(t, tfsave.Options{FunctionCall: true}, driver.Config{ModelResetProbability: 0.5})
 	got := concurrentCounts(t, m, 4, 100)
 	if len(got) != 400 {
 		t.Fatalf("%d results, want 400 (lost requests)", len(got))
@@ -84,25 +86,25 @@ func TestStatefulReset(t *testing.T) {
 
 func TestTfsaveModelsLoad(t *testing.T) {
 	for name, opts := range map[string]tfsave.Options{"tf2": {}, "tf2-function": {FunctionCall: true}, "tf1": {Variables: tfsave.RefVariables}} {
-		for model, mk := range map[string]func(tfsave.Options) (runtimes.Files, error){"pctr": tfsave.PCTRModel, "pcvr": tfsave.PCVRModel} {
+		for model, mk := range map[string]func(tfsave.Options) (driver.Files, error){"pctr": tfsave.PCTRModel, "pcvr": tfsave.PCVRModel} {
 			t.Run(name+"/"+model, func(t *testing.T) {
 				files, err := mk(opts)
 				if err != nil {
 					t.Fatal(err)
 				}
-				m := loadFiles(t, files, runtimes.Config{})
-				var in []runtimes.Tensor
+				m := loadFiles(t, files, driver.Config{})
+				var in []tensor.Tensor
 				for _, spec := range m.Signature().Inputs {
 					shape := append([]int64{}, spec.Shape...)
 					shape[0] = 3
-					n, _ := runtimes.NumElements(shape, 0)
-					in = append(in, runtimes.Tensor{Name: spec.Name, Shape: shape, Data: runtimes.MakeData(spec.DType, int(n))})
+					n, _ := tensor.NumElements(shape, 0)
+					in = append(in, tensor.Tensor{Name: spec.Name, Shape: shape, Data: tensor.MakeData(spec.DType, int(n))})
 				}
 				out, err := m.Predict(context.Background(), in)
 				if err != nil {
 					t.Fatal(err)
 				}
-				p, _ := runtimes.Data[float32](out[0])
+				p, _ := tensor.Data[float32](out[0])
 				if len(p) != 3 || p[0] <= 0 || p[0] >= 1 || p[0] != p[1] {
 					t.Fatalf("prediction %v, want three equal probabilities", p)
 				}

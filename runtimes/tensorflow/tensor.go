@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/inferbid/inferbid/runtimes"
 	tpb "github.com/wamuir/graft/tensorflow/core/framework/types_go_proto"
+
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // dtype is TensorFlow's DataType enum.
@@ -39,7 +40,7 @@ func dtypeName(d dtype) string {
 // tensor is the executor's tensor. Exactly one data field is used, chosen
 // by dt; keeping typed fields (rather than an interface) lets kernels reuse
 // buffers across calls without allocating.
-type tensor struct {
+type dense struct {
 	dt    dtype
 	shape []int64
 	f32   []float32
@@ -56,8 +57,8 @@ type tensor struct {
 	// Per-slot scratch that kernels reuse across calls (the state owns the
 	// tensor, so this is race-free).
 	scratch, scratch2 []int64
-	parts             []*tensor
-	views             []tensor
+	parts             []*dense
+	views             []dense
 	tmp32             []float32
 }
 
@@ -67,7 +68,7 @@ type elem interface {
 }
 
 // slot returns a pointer to t's data field for T.
-func slot[T elem](t *tensor) *[]T {
+func slot[T elem](t *dense) *[]T {
 	var z T
 	switch any(z).(type) {
 	case float32:
@@ -87,11 +88,11 @@ func slot[T elem](t *tensor) *[]T {
 	}
 }
 
-func data[T elem](t *tensor) []T { return *slot[T](t) }
+func data[T elem](t *dense) []T { return *slot[T](t) }
 
 // alloc makes t a tensor of dtype dt and shape (copied), reusing its
 // buffers, and returns its element slice. Contents are not cleared.
-func alloc[T elem](t *tensor, dt dtype, shape []int64) []T {
+func alloc[T elem](t *dense, dt dtype, shape []int64) []T {
 	t.dt = dt
 	t.setShape(shape)
 	n := numElems(shape)
@@ -104,7 +105,7 @@ func alloc[T elem](t *tensor, dt dtype, shape []int64) []T {
 	return *p
 }
 
-func (t *tensor) setShape(shape []int64) {
+func (t *dense) setShape(shape []int64) {
 	if cap(t.shape) < len(shape) {
 		t.shape = make([]int64, len(shape), len(shape)+2)
 	}
@@ -121,7 +122,7 @@ func numElems(shape []int64) int {
 }
 
 // elemCount is the number of elements t holds.
-func (t *tensor) elemCount() int {
+func (t *dense) elemCount() int {
 	switch t.dt {
 	case dtFloat:
 		return len(t.f32)
@@ -148,15 +149,15 @@ func (t *tensor) elemCount() int {
 }
 
 // shareFrom makes t a view of src's data with a new shape (no copy).
-func (t *tensor) shareFrom(src *tensor, shape []int64) {
+func (t *dense) shareFrom(src *dense, shape []int64) {
 	t.dt = src.dt
 	t.setShape(shape)
 	t.f32, t.f64, t.i32, t.i64, t.i16, t.i8, t.u8, t.b, t.s, t.res = src.f32, src.f64, src.i32, src.i64, src.i16, src.i8, src.u8, src.b, src.s, src.res
 }
 
 // clone returns a deep copy of t.
-func (t *tensor) clone() *tensor {
-	c := &tensor{dt: t.dt, shape: append([]int64(nil), t.shape...), res: t.res}
+func (t *dense) clone() *dense {
+	c := &dense{dt: t.dt, shape: append([]int64(nil), t.shape...), res: t.res}
 	c.f32 = append([]float32(nil), t.f32...)
 	c.f64 = append([]float64(nil), t.f64...)
 	c.i32 = append([]int32(nil), t.i32...)
@@ -169,51 +170,51 @@ func (t *tensor) clone() *tensor {
 	return c
 }
 
-func (t *tensor) String() string {
-	return fmt.Sprintf("%s%s", dtypeName(t.dt), runtimes.FormatShape(t.shape))
+func (t *dense) String() string {
+	return fmt.Sprintf("%s%s", dtypeName(t.dt), tensor.FormatShape(t.shape))
 }
 
 // toDType maps a boundary dtype to TensorFlow's.
-func toDType(d runtimes.DType) dtype {
+func toDType(d tensor.DType) dtype {
 	switch d {
-	case runtimes.Float:
+	case tensor.Float:
 		return dtFloat
-	case runtimes.Double:
+	case tensor.Double:
 		return dtDouble
-	case runtimes.Int8:
+	case tensor.Int8:
 		return dtInt8
-	case runtimes.Int16:
+	case tensor.Int16:
 		return dtInt16
-	case runtimes.Int32:
+	case tensor.Int32:
 		return dtInt32
-	case runtimes.Int64:
+	case tensor.Int64:
 		return dtInt64
 	}
 	return tpb.DataType_DT_INVALID
 }
 
 // fromDType maps TensorFlow's dtype to the boundary's (Invalid for others).
-func fromDType(d dtype) runtimes.DType {
+func fromDType(d dtype) tensor.DType {
 	switch baseType(d) {
 	case dtFloat:
-		return runtimes.Float
+		return tensor.Float
 	case dtDouble:
-		return runtimes.Double
+		return tensor.Double
 	case dtInt8:
-		return runtimes.Int8
+		return tensor.Int8
 	case dtInt16:
-		return runtimes.Int16
+		return tensor.Int16
 	case dtInt32:
-		return runtimes.Int32
+		return tensor.Int32
 	case dtInt64:
-		return runtimes.Int64
+		return tensor.Int64
 	}
-	return runtimes.Invalid
+	return tensor.Invalid
 }
 
 // viewInput wraps a boundary tensor without copying its data.
-func viewInput(dst *tensor, in runtimes.Tensor) {
-	*dst = tensor{shape: in.Shape}
+func viewInput(dst *dense, in tensor.Tensor) {
+	*dst = dense{shape: in.Shape}
 	switch d := in.Data.(type) {
 	case []float32:
 		dst.dt, dst.f32 = dtFloat, d
@@ -231,8 +232,8 @@ func viewInput(dst *tensor, in runtimes.Tensor) {
 }
 
 // exportTensor copies t into a fresh boundary tensor.
-func exportTensor(name string, t *tensor) (runtimes.Tensor, error) {
-	out := runtimes.Tensor{Name: name, Shape: append([]int64{}, t.shape...)}
+func exportTensor(name string, t *dense) (tensor.Tensor, error) {
+	out := tensor.Tensor{Name: name, Shape: append([]int64{}, t.shape...)}
 	switch t.dt {
 	case dtFloat:
 		out.Data = append([]float32{}, t.f32...)

@@ -12,11 +12,11 @@ import (
 type variable struct {
 	name  string
 	dt    dtype
-	value *tensor
+	value *dense
 }
 
 // assign replaces the variable's value with a copy of t.
-func (v *variable) assign(t *tensor) error {
+func (v *variable) assign(t *dense) error {
 	if t.dt != v.dt {
 		return fmt.Errorf("variable %s is %s, assigned a %s", v.name, dtypeName(v.dt), dtypeName(t.dt))
 	}
@@ -62,7 +62,7 @@ func (c *compiler) resourceOp(nd *ndpb.NodeDef, a attrs, ins []int) ([]int, erro
 	switch nd.Op {
 	case "ReadVariableOp":
 		out := n.out(v.dt)
-		c.emit(nd, ins, n.outs, func(vals []*tensor) error {
+		c.emit(nd, ins, n.outs, func(vals []*dense) error {
 			if v.value == nil {
 				return fmt.Errorf("variable %s is read before it is initialized", v.name)
 			}
@@ -71,7 +71,7 @@ func (c *compiler) resourceOp(nd *ndpb.NodeDef, a attrs, ins []int) ([]int, erro
 		}, false).readVar = v
 	case "VarIsInitializedOp":
 		out := n.out(dtBool)
-		c.emit(nd, ins, n.outs, func(vals []*tensor) error {
+		c.emit(nd, ins, n.outs, func(vals []*dense) error {
 			o := vals[out]
 			o.dt = dtBool
 			o.setShape(nil)
@@ -79,20 +79,20 @@ func (c *compiler) resourceOp(nd *ndpb.NodeDef, a attrs, ins []int) ([]int, erro
 			return nil
 		}, false).readVar = v
 	case "DestroyResourceOp":
-		c.emit(nd, ins, nil, func([]*tensor) error { return nil }, false)
+		c.emit(nd, ins, nil, func([]*dense) error { return nil }, false)
 	case "AssignVariableOp":
 		if err := n.wantInputs(2); err != nil {
 			return nil, err
 		}
 		val := ins[1]
-		c.emit(nd, ins, nil, func(vals []*tensor) error { return v.assign(vals[val]) }, false).writes = v
+		c.emit(nd, ins, nil, func(vals []*dense) error { return v.assign(vals[val]) }, false).writes = v
 	case "AssignAddVariableOp", "AssignSubVariableOp":
 		if err := n.wantInputs(2); err != nil {
 			return nil, err
 		}
 		val := ins[1]
 		sub := nd.Op == "AssignSubVariableOp"
-		var upd func(dst, old, d *tensor) error
+		var upd func(dst, old, d *dense) error
 		switch v.dt {
 		case dtFloat:
 			upd = accumulate[float32]
@@ -105,7 +105,7 @@ func (c *compiler) resourceOp(nd *ndpb.NodeDef, a attrs, ins []int) ([]int, erro
 		default:
 			return nil, fmt.Errorf("variables of dtype %s are not supported", dtypeName(v.dt))
 		}
-		c.emit(nd, ins, nil, func(vals []*tensor) error {
+		c.emit(nd, ins, nil, func(vals []*dense) error {
 			if v.value == nil {
 				return fmt.Errorf("variable %s is updated before it is initialized", v.name)
 			}
@@ -117,7 +117,7 @@ func (c *compiler) resourceOp(nd *ndpb.NodeDef, a attrs, ins []int) ([]int, erro
 				d = d.clone()
 				negateInPlace(d)
 			}
-			nv := &tensor{}
+			nv := &dense{}
 			if err := upd(nv, v.value, d); err != nil {
 				return fmt.Errorf("variable %s: %w", v.name, err)
 			}
@@ -137,7 +137,7 @@ func (c *compiler) resourceOp(nd *ndpb.NodeDef, a attrs, ins []int) ([]int, erro
 		}
 		idx := ins[1]
 		out := n.out(v.dt)
-		c.emit(nd, ins, n.outs, func(vals []*tensor) error {
+		c.emit(nd, ins, n.outs, func(vals []*dense) error {
 			if v.value == nil {
 				return fmt.Errorf("variable %s is read before it is initialized", v.name)
 			}
@@ -155,7 +155,7 @@ func (n *nodeCtx) inTypes2(c *compiler) []dtype {
 	return ts
 }
 
-func accumulate[T elem](dst, old, d *tensor) error {
+func accumulate[T elem](dst, old, d *dense) error {
 	a, b := data[T](old), data[T](d)
 	if len(b) != len(a) && len(b) != 1 {
 		return fmt.Errorf("update has shape %v, variable %v", d.shape, old.shape)
@@ -171,7 +171,7 @@ func accumulate[T elem](dst, old, d *tensor) error {
 	return nil
 }
 
-func negateInPlace(t *tensor) {
+func negateInPlace(t *dense) {
 	for i := range t.f32 {
 		t.f32[i] = -t.f32[i]
 	}
@@ -215,8 +215,8 @@ func (c *compiler) restoreV2(nd *ndpb.NodeDef, a attrs, ins []int) ([]int, error
 	}
 	ck := c.ck
 	keys := append([]string(nil), names.s...)
-	cache := make([]*tensor, len(keys))
-	c.emit(nd, ins, outs, func(vals []*tensor) error {
+	cache := make([]*dense, len(keys))
+	c.emit(nd, ins, outs, func(vals []*dense) error {
 		for i, k := range keys {
 			if cache[i] == nil {
 				t, err := ck.read(k, dts[i])
@@ -232,7 +232,7 @@ func (c *compiler) restoreV2(nd *ndpb.NodeDef, a attrs, ins []int) ([]int, error
 	return outs, nil
 }
 
-func decodeConst(a attrs) (*tensor, error) {
+func decodeConst(a attrs) (*dense, error) {
 	v, ok := a["value"].GetValue().(*apb.AttrValue_Tensor)
 	if !ok {
 		return nil, fmt.Errorf("%w: Const has no tensor value", ErrBadGraph)

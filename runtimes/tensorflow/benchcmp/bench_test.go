@@ -10,15 +10,16 @@ import (
 
 	"github.com/inferbid/inferbid/internal/benchlat"
 	"github.com/inferbid/inferbid/internal/testhelp"
-	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/runtimes/driver"
 	"github.com/inferbid/inferbid/runtimes/onnx"
 	"github.com/inferbid/inferbid/runtimes/tensorflow"
 	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 type backend struct {
 	name  string
-	model runtimes.BackendModel
+	model driver.Model
 }
 
 func backends(tb testing.TB) []backend {
@@ -27,7 +28,7 @@ func backends(tb testing.TB) []backend {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tf, err := tensorflow.New(runtimes.Config{}).Load(context.Background(), files)
+	tf, err := tensorflow.New(driver.Config{}).Load(context.Background(), files)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -43,12 +44,12 @@ func backends(tb testing.TB) []backend {
 		tb.Logf("no ONNX MLP: %v", err)
 		return out
 	}
-	ob, err := onnx.Open(runtimes.Config{NumIntraopThreads: 1})
+	ob, err := onnx.Open(driver.Config{NumIntraopThreads: 1})
 	if err != nil {
 		tb.Logf("ONNX Runtime: %v", err)
 		return out
 	}
-	om, err := ob.Load(context.Background(), runtimes.Files{"mlp.onnx": onnxModel})
+	om, err := ob.Load(context.Background(), driver.Files{"mlp.onnx": onnxModel})
 	if err != nil {
 		// E.g. a CGO_ENABLED=0 build, where ONNX Runtime cannot run.
 		tb.Logf("ONNX Runtime cannot load the MLP: %v", err)
@@ -58,8 +59,8 @@ func backends(tb testing.TB) []backend {
 	return append(out, backend{"onnxruntime", om})
 }
 
-func input(batch int) []runtimes.Tensor {
-	return []runtimes.Tensor{runtimes.NewTensor("x", []int64{int64(batch), 8}, tfsave.MLPInput(batch))}
+func input(batch int) []tensor.Tensor {
+	return []tensor.Tensor{tensor.New("x", []int64{int64(batch), 8}, tfsave.MLPInput(batch))}
 }
 
 // TestSameAnswers checks both runtimes compute the same MLP.
@@ -77,8 +78,8 @@ func TestSameAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x, _ := runtimes.Data[float32](a[0])
-	y, _ := runtimes.Data[float32](b[0])
+	x, _ := tensor.Data[float32](a[0])
+	y, _ := tensor.Data[float32](b[0])
 	if len(x) != 64 || len(y) != 64 {
 		t.Fatalf("outputs of %d and %d values", len(x), len(y))
 	}

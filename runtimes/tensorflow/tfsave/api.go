@@ -1,8 +1,6 @@
 package tfsave
 
-import (
-	"github.com/inferbid/inferbid/runtimes"
-)
+import "github.com/inferbid/inferbid/tensor"
 
 // VariableStyle selects how Builder.Variable represents a variable.
 type VariableStyle int
@@ -49,6 +47,6 @@ type Var struct {
 	// "<name>/read:0".
 	Value string
 	// DType and Shape describe the variable.
-	DType runtimes.DType
+	DType tensor.DType
 	Shape []int64
 }

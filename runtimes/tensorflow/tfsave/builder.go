@@ -14,7 +14,8 @@ import (
 	shapepb "github.com/wamuir/graft/tensorflow/core/framework/tensor_shape_go_proto"
 	typespb "github.com/wamuir/graft/tensorflow/core/framework/types_go_proto"
 
-	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/runtimes/driver"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // Shape is a shape attribute value for Op's attrs: -1 marks an unknown
@@ -52,7 +53,7 @@ type node struct {
 type variable struct {
 	Var
 	key         string // checkpoint key
-	value       runtimes.Tensor
+	value       tensor.Tensor
 	initializer string // node that assigns the initial value
 }
 
@@ -74,7 +75,7 @@ type Builder struct {
 	byName map[string]*node
 	vars   []*variable
 	sigs   map[string]*signature
-	files  runtimes.Files // set once Files has run
+	files  driver.Files // set once Files has run
 }
 
 // NewBuilder returns a builder with default options (TF2 resource
@@ -102,7 +103,7 @@ func (b *Builder) Err() error { return b.err }
 // Placeholder adds a graph input of dtype and shape (-1 marks an unknown
 // dimension; nil is an unknown rank) and returns "name:0". TF2 exports name
 // serving inputs "serving_default_<key>".
-func (b *Builder) Placeholder(name string, dtype runtimes.DType, shape []int64) string {
+func (b *Builder) Placeholder(name string, dtype tensor.DType, shape []int64) string {
 	if name == "" {
 		b.failf("Placeholder needs a name")
 		return ""
@@ -122,7 +123,7 @@ func (b *Builder) Placeholder(name string, dtype runtimes.DType, shape []int64) 
 // PlaceholderWithDefault adds an optional graph input of shape (-1 marks
 // an unknown dimension) that takes the value def when not fed, and returns
 // "name:0". The default is a Const named "name/input".
-func (b *Builder) PlaceholderWithDefault(name string, def runtimes.Tensor, shape []int64) string {
+func (b *Builder) PlaceholderWithDefault(name string, def tensor.Tensor, shape []int64) string {
 	if b.err != nil {
 		return ""
 	}
@@ -138,7 +139,7 @@ func (b *Builder) PlaceholderWithDefault(name string, def runtimes.Tensor, shape
 
 // Const adds a constant holding t's data and shape (t.Name is ignored) and
 // returns "name:0". An empty name picks "Const", "Const_1", ...
-func (b *Builder) Const(name string, t runtimes.Tensor) string {
+func (b *Builder) Const(name string, t tensor.Tensor) string {
 	if b.err != nil {
 		return ""
 	}
@@ -152,18 +153,18 @@ func (b *Builder) Const(name string, t runtimes.Tensor) string {
 
 // ConstOf adds a constant from a Go slice and shape (nil shape: a vector of
 // len(data)).
-func ConstOf[T runtimes.Element](b *Builder, name string, shape []int64, data ...T) string {
+func ConstOf[T tensor.Element](b *Builder, name string, shape []int64, data ...T) string {
 	if shape == nil {
 		shape = []int64{int64(len(data))}
 	}
-	return b.Const(name, runtimes.NewTensor("", shape, data))
+	return b.Const(name, tensor.New("", shape, data))
 }
 
 // Variable adds a variable whose checkpointed value is t (t.Name is
 // ignored). Its initializer assigns zeros, as an untrained model would, so a
 // model computes the intended values only once its variables are restored
 // from the checkpoint.
-func (b *Builder) Variable(name string, t runtimes.Tensor) Var {
+func (b *Builder) Variable(name string, t tensor.Tensor) Var {
 	if b.err != nil {
 		return Var{}
 	}
@@ -177,7 +178,7 @@ func (b *Builder) Variable(name string, t runtimes.Tensor) Var {
 		return Var{}
 	}
 	shape := append([]int64{}, t.Shape...)
-	zeros := runtimes.Tensor{Shape: shape, Data: runtimes.MakeData(t.DType(), t.Len())}
+	zeros := tensor.Tensor{Shape: shape, Data: tensor.MakeData(t.DType(), t.Len())}
 	v := &variable{Var: Var{Name: name, DType: t.DType(), Shape: shape}, value: t, key: name}
 	if b.opts.FunctionCall {
 		v.key = name + "/.ATTRIBUTES/VARIABLE_VALUE"
@@ -217,9 +218,9 @@ func (b *Builder) markOuter(names ...string) {
 // them ("MatMul", "MatMul_1", ...) and returns its first output "node:0"
 // (the bare node name when the op has no outputs, ready for "^"+name).
 // inputs are tensor names ("node:i"; "node" means "node:0") or control
-// inputs "^node". attrs values may be runtimes.DType, a TensorFlow DataType,
-// []runtimes.DType, Shape, []Shape, int, int64, []int, []int64, float32,
-// float64, bool, string, []string, runtimes.Tensor, *TensorProto, Func or a
+// inputs "^node". attrs values may be tensor.DType, a TensorFlow DataType,
+// []tensor.DType, Shape, []Shape, int, int64, []int, []int64, float32,
+// float64, bool, string, []string, tensor.Tensor, *TensorProto, Func or a
 // ready *AttrValue. Attributes the op's definition derives from its inputs
 // (T, N, Tidx, dtypes, ...) are filled in when left out, and defaults are
 // written out as TF1 graphs do.
@@ -583,7 +584,7 @@ func attrValue(v any) (*attrpb.AttrValue, error) {
 	switch x := v.(type) {
 	case *attrpb.AttrValue:
 		return x, nil
-	case runtimes.DType:
+	case tensor.DType:
 		t, err := DataType(x)
 		if err != nil {
 			return nil, err
@@ -591,7 +592,7 @@ func attrValue(v any) (*attrpb.AttrValue, error) {
 		return &attrpb.AttrValue{Value: &attrpb.AttrValue_Type{Type: t}}, nil
 	case typespb.DataType:
 		return &attrpb.AttrValue{Value: &attrpb.AttrValue_Type{Type: x}}, nil
-	case []runtimes.DType:
+	case []tensor.DType:
 		list := make([]typespb.DataType, len(x))
 		for i, d := range x {
 			t, err := DataType(d)
@@ -637,7 +638,7 @@ func attrValue(v any) (*attrpb.AttrValue, error) {
 			list[i] = []byte(s)
 		}
 		return &attrpb.AttrValue{Value: &attrpb.AttrValue_List{List: &attrpb.AttrValue_ListValue{S: list}}}, nil
-	case runtimes.Tensor:
+	case tensor.Tensor:
 		p, err := tensorProto(x)
 		if err != nil {
 			return nil, err

@@ -11,7 +11,7 @@ import (
 	protopb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // BundleTensor is one tensor of a tensor-bundle checkpoint.
@@ -20,7 +20,7 @@ type BundleTensor struct {
 	// "<path>/.ATTRIBUTES/VARIABLE_VALUE" in TF2 object-based ones).
 	Key string
 	// Tensor is a numeric tensor; ignored when Strings is set.
-	Tensor runtimes.Tensor
+	Tensor tensor.Tensor
 	// Strings, when non-nil, make this a DT_STRING tensor of StringShape
 	// (a scalar when StringShape is empty).
 	Strings     []string
@@ -68,7 +68,7 @@ func WriteBundle(tensors []BundleTensor, opts BundleOptions) (index, data []byte
 				n *= d
 			}
 			if n != int64(len(t.Strings)) {
-				return nil, nil, fmt.Errorf("tfsave: bundle key %q: shape %s needs %d strings, has %d", t.Key, runtimes.FormatShape(t.StringShape), n, len(t.Strings))
+				return nil, nil, fmt.Errorf("tfsave: bundle key %q: shape %s needs %d strings, has %d", t.Key, tensor.FormatShape(t.StringShape), n, len(t.Strings))
 			}
 			payload, crc = encodeStrings(t.Strings)
 		} else {

@@ -19,7 +19,7 @@ import (
 	protopb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // bundleEntry is one index entry read back with goleveldb's table reader.
@@ -125,7 +125,7 @@ func unmask(c uint32) uint32 {
 }
 
 // decodeNumeric turns checkpoint bytes back into a tensor.
-func decodeNumeric(t *testing.T, e *protopb.BundleEntryProto, chunk []byte) runtimes.Tensor {
+func decodeNumeric(t *testing.T, e *protopb.BundleEntryProto, chunk []byte) tensor.Tensor {
 	t.Helper()
 	shape := []int64{}
 	for _, d := range e.Shape.GetDim() {
@@ -172,18 +172,18 @@ func decodeNumeric(t *testing.T, e *protopb.BundleEntryProto, chunk []byte) runt
 	default:
 		t.Fatalf("unexpected dtype %s", e.Dtype)
 	}
-	return runtimes.Tensor{Shape: shape, Data: data}
+	return tensor.Tensor{Shape: shape, Data: data}
 }
 
 func TestBundleRoundTrip(t *testing.T) {
 	in := []BundleTensor{
-		{Key: "z/last", Tensor: runtimes.NewTensor("", []int64{2, 3}, []float32{1, -2, 3.5, 0, 1e-30, -7})},
-		{Key: "a/double", Tensor: runtimes.NewTensor("", []int64{2}, []float64{math.Pi, -1})},
-		{Key: "b/int8", Tensor: runtimes.NewTensor("", []int64{3}, []int8{-128, 0, 127})},
-		{Key: "b/int16", Tensor: runtimes.NewTensor("", []int64{2}, []int16{-32768, 32767})},
-		{Key: "c/int32", Tensor: runtimes.NewTensor("", []int64{}, []int32{-5})},
-		{Key: "c/int64", Tensor: runtimes.NewTensor("", []int64{1, 1}, []int64{math.MinInt64})},
-		{Key: "empty", Tensor: runtimes.NewTensor("", []int64{0, 4}, []float32{})},
+		{Key: "z/last", Tensor: tensor.New("", []int64{2, 3}, []float32{1, -2, 3.5, 0, 1e-30, -7})},
+		{Key: "a/double", Tensor: tensor.New("", []int64{2}, []float64{math.Pi, -1})},
+		{Key: "b/int8", Tensor: tensor.New("", []int64{3}, []int8{-128, 0, 127})},
+		{Key: "b/int16", Tensor: tensor.New("", []int64{2}, []int16{-32768, 32767})},
+		{Key: "c/int32", Tensor: tensor.New("", []int64{}, []int32{-5})},
+		{Key: "c/int64", Tensor: tensor.New("", []int64{1, 1}, []int64{math.MinInt64})},
+		{Key: "empty", Tensor: tensor.New("", []int64{0, 4}, []float32{})},
 		{Key: "strings", Strings: []string{"", "hello", string(make([]byte, 300))}, StringShape: []int64{3}},
 	}
 	index, data, err := WriteBundle(in, BundleOptions{})
@@ -231,8 +231,8 @@ func TestBundleRoundTrip(t *testing.T) {
 			continue
 		}
 		got := decodeNumeric(t, e, data[e.Offset:e.Offset+e.Size])
-		if got.DType() != want.Tensor.DType() || runtimes.FormatShape(got.Shape) != runtimes.FormatShape(want.Tensor.Shape) {
-			t.Errorf("%q: %s %s, want %s %s", want.Key, got.DType(), runtimes.FormatShape(got.Shape), want.Tensor.DType(), runtimes.FormatShape(want.Tensor.Shape))
+		if got.DType() != want.Tensor.DType() || tensor.FormatShape(got.Shape) != tensor.FormatShape(want.Tensor.Shape) {
+			t.Errorf("%q: %s %s, want %s %s", want.Key, got.DType(), tensor.FormatShape(got.Shape), want.Tensor.DType(), tensor.FormatShape(want.Tensor.Shape))
 		}
 		if a, b := renderData(got.Data), renderData(want.Tensor.Data); a != b {
 			t.Errorf("%q: data %s, want %s", want.Key, a, b)
@@ -245,10 +245,10 @@ func TestBundleRoundTrip(t *testing.T) {
 
 func TestBundleErrors(t *testing.T) {
 	for name, in := range map[string][]BundleTensor{
-		"empty key":    {{Key: "", Tensor: runtimes.NewTensor("", []int64{1}, []float32{1})}},
-		"duplicate":    {{Key: "a", Tensor: runtimes.NewTensor("", []int64{1}, []float32{1})}, {Key: "a", Tensor: runtimes.NewTensor("", []int64{1}, []float32{2})}},
-		"bad shape":    {{Key: "a", Tensor: runtimes.NewTensor("", []int64{2}, []float32{1})}},
-		"bad type":     {{Key: "a", Tensor: runtimes.Tensor{Shape: []int64{1}, Data: []uint8{1}}}},
+		"empty key":    {{Key: "", Tensor: tensor.New("", []int64{1}, []float32{1})}},
+		"duplicate":    {{Key: "a", Tensor: tensor.New("", []int64{1}, []float32{1})}, {Key: "a", Tensor: tensor.New("", []int64{1}, []float32{2})}},
+		"bad shape":    {{Key: "a", Tensor: tensor.New("", []int64{2}, []float32{1})}},
+		"bad type":     {{Key: "a", Tensor: tensor.Tensor{Shape: []int64{1}, Data: []uint8{1}}}},
 		"string count": {{Key: "s", Strings: []string{"a"}, StringShape: []int64{2}}},
 	} {
 		if _, _, err := WriteBundle(in, BundleOptions{}); err == nil {
@@ -336,7 +336,7 @@ func FuzzWriteBundle(f *testing.F) {
 			vals[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
 		}
 		in := []BundleTensor{
-			{Key: k1, Tensor: runtimes.NewTensor("", []int64{int64(len(vals))}, vals)},
+			{Key: k1, Tensor: tensor.New("", []int64{int64(len(vals))}, vals)},
 			{Key: k2, Strings: []string{s, k1}, StringShape: []int64{2}},
 		}
 		index, data, err := WriteBundle(in, BundleOptions{})
@@ -366,7 +366,7 @@ func TestBundleManyBlocks(t *testing.T) {
 	const n = 12000
 	in := make([]BundleTensor, n)
 	for i := range in {
-		in[i] = BundleTensor{Key: fmt.Sprintf("model/layer_%05d/kernel/.ATTRIBUTES/VARIABLE_VALUE", (i*7919)%n), Tensor: runtimes.NewTensor("", []int64{1}, []float32{float32(i)})}
+		in[i] = BundleTensor{Key: fmt.Sprintf("model/layer_%05d/kernel/.ATTRIBUTES/VARIABLE_VALUE", (i*7919)%n), Tensor: tensor.New("", []int64{1}, []float32{float32(i)})}
 	}
 	for _, snappy := range []bool{false, true} {
 		index, data, err := WriteBundle(in, BundleOptions{Snappy: snappy})

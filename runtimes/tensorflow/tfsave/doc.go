@@ -11,8 +11,8 @@
 // installation. Build a graph with a Builder:
 //
 //	b := tfsave.NewBuilderWith(tfsave.Options{FunctionCall: true})
-//	x := b.Placeholder("serving_default_x", runtimes.Float, []int64{-1, 3})
-//	w := b.Variable("w", runtimes.NewTensor("", []int64{3, 1}, []float32{1, 2, 3}))
+//	x := b.Placeholder("serving_default_x", tensor.Float, []int64{-1, 3})
+//	w := b.Variable("w", tensor.New("", []int64{3, 1}, []float32{1, 2, 3}))
 //	y := b.Op("MatMul", []string{x, w.Value}, nil) // T is inferred
 //	b.Signature("serving_default", map[string]string{"x": x}, map[string]string{"y": y})
 //	files, err := b.Files() // saved_model.pb, variables/variables.{index,data-00000-of-00001}

@@ -14,7 +14,8 @@ import (
 	typespb "github.com/wamuir/graft/tensorflow/core/framework/types_go_proto"
 	protopb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
 
-	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/runtimes/driver"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // This file is a deliberately small, independent graph interpreter used to
@@ -52,7 +53,7 @@ func (v *tval) n() int64 {
 
 type evalModel struct {
 	t      *testing.T
-	files  runtimes.Files
+	files  driver.Files
 	meta   *protopb.MetaGraphDef
 	nodes  map[string]*nodepb.NodeDef
 	funcs  map[string]*functionpb.FunctionDef
@@ -61,7 +62,7 @@ type evalModel struct {
 	ranOps map[string]int // op type -> times executed (what the model really used)
 }
 
-func loadEval(t *testing.T, files runtimes.Files) *evalModel {
+func loadEval(t *testing.T, files driver.Files) *evalModel {
 	t.Helper()
 	sm := savedModelOf(t, files)
 	m := &evalModel{t: t, files: files, meta: sm.MetaGraphs[0], nodes: map[string]*nodepb.NodeDef{},
@@ -485,7 +486,7 @@ func (m *evalModel) restore(prefix string, names []string, dtypes []typespb.Data
 	return out
 }
 
-func fromTensor(x runtimes.Tensor) *tval {
+func fromTensor(x tensor.Tensor) *tval {
 	dt, _ := DataType(x.DType())
 	v := &tval{dtype: dt, shape: append([]int64{}, x.Shape...)}
 	switch d := x.Data.(type) {

@@ -10,7 +10,7 @@ import (
 	protopb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/runtimes/driver"
 )
 
 var versionDef1 = versionspb.VersionDef{Producer: 1}
@@ -58,7 +58,7 @@ func readSavedModel(t *testing.T, dir string) *protopb.SavedModel {
 }
 
 // savedModelOf parses the saved_model.pb of files.
-func savedModelOf(t *testing.T, files runtimes.Files) *protopb.SavedModel {
+func savedModelOf(t *testing.T, files driver.Files) *protopb.SavedModel {
 	t.Helper()
 	return parseSavedModel(t, SavedModelFile, files[SavedModelFile])
 }

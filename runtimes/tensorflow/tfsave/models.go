@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/runtimes/driver"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // MLPWeights returns the benchmark MLP's weights as the team contract
@@ -41,10 +42,10 @@ func MLPInput(batch int) []float32 {
 // "serving_default_x") FLOAT [-1,8], output "y" FLOAT [-1,1];
 // y = sigmoid(relu(x·W1 + b1)·W2 + b2) with MLPWeights held in the
 // variables dense/kernel, dense/bias, dense_1/kernel, dense_1/bias.
-func MLP(opts Options) (runtimes.Files, error) {
+func MLP(opts Options) (driver.Files, error) {
 	w1, b1, w2, b2 := MLPWeights()
 	b := NewBuilderWith(opts)
-	x := b.Placeholder("serving_default_x", runtimes.Float, []int64{-1, 8})
+	x := b.Placeholder("serving_default_x", tensor.Float, []int64{-1, 8})
 	h := b.dense("dense", x, w1, b1, 8, 16, "Relu")
 	y := b.dense("dense_1", h, w2, b2, 16, 1, "Sigmoid")
 	y = b.OpNamed("y", "Identity", []string{y}, nil)
@@ -55,8 +56,8 @@ func MLP(opts Options) (runtimes.Files, error) {
 // dense adds a Keras-style Dense layer: activation(x·kernel + bias) with the
 // kernel [in,out] and bias [out] as variables under scope.
 func (b *Builder) dense(scope, x string, kernel, bias []float32, in, out int64, activation string) string {
-	k := b.Variable(scope+"/kernel", runtimes.NewTensor("", []int64{in, out}, kernel))
-	bv := b.Variable(scope+"/bias", runtimes.NewTensor("", []int64{out}, bias))
+	k := b.Variable(scope+"/kernel", tensor.New("", []int64{in, out}, kernel))
+	bv := b.Variable(scope+"/bias", tensor.New("", []int64{out}, bias))
 	mm := b.OpNamed(scope+"/MatMul", "MatMul", []string{x, k.Value}, nil)
 	y := b.OpNamed(scope+"/BiasAdd", "BiasAdd", []string{mm, bv.Value}, nil)
 	if activation == "" {
@@ -68,13 +69,13 @@ func (b *Builder) dense(scope, x string, kernel, bias []float32, in, out int64, 
 // AllDTypesSpec lists the AllDTypes model's signature keys: input
 // "<dtype>_in" and output "<dtype>_out" per dtype (lower-case contract
 // name, e.g. "int16_in"), each shape [-1,2].
-var AllDTypesSpec = []runtimes.DType{runtimes.Double, runtimes.Float, runtimes.Int8, runtimes.Int16, runtimes.Int32, runtimes.Int64}
+var AllDTypesSpec = []tensor.DType{tensor.Double, tensor.Float, tensor.Int8, tensor.Int16, tensor.Int32, tensor.Int64}
 
 // AllDTypesModel returns the conformance AllDTypes fixture: six inputs
 // "double_in", "float_in", "int8_in", "int16_in", "int32_in", "int64_in"
 // (placeholders "serving_default_<key>") of shape [-1,2]; six outputs
 // "<dtype>_out", each the unchanged input (Identity).
-func AllDTypesModel(opts Options) (runtimes.Files, error) {
+func AllDTypesModel(opts Options) (driver.Files, error) {
 	b := NewBuilderWith(opts)
 	ins, outs := map[string]string{}, map[string]string{}
 	for _, d := range AllDTypesSpec {
@@ -100,11 +101,11 @@ func lower(s string) string {
 // AffineModel returns a model with input "x" (placeholder
 // "serving_default_x") FLOAT [-1,3] and output "y" = a*x + c, where a and c
 // are scalar variables "a" and "c" restored from the checkpoint.
-func AffineModel(opts Options, a, c float32) (runtimes.Files, error) {
+func AffineModel(opts Options, a, c float32) (driver.Files, error) {
 	b := NewBuilderWith(opts)
-	x := b.Placeholder("serving_default_x", runtimes.Float, []int64{-1, 3})
-	av := b.Variable("a", runtimes.NewTensor("", []int64{}, []float32{a}))
-	cv := b.Variable("c", runtimes.NewTensor("", []int64{}, []float32{c}))
+	x := b.Placeholder("serving_default_x", tensor.Float, []int64{-1, 3})
+	av := b.Variable("a", tensor.New("", []int64{}, []float32{a}))
+	cv := b.Variable("c", tensor.New("", []int64{}, []float32{c}))
 	ax := b.OpNamed("mul", "Mul", []string{x, av.Value}, nil)
 	y := b.OpNamed("y", "AddV2", []string{ax, cv.Value}, nil)
 	b.Signature(ServingSignature, map[string]string{"x": x}, map[string]string{"y": y})
@@ -150,20 +151,20 @@ const (
 // its read value, W1 [14,16], b1 [16], W2 [16,1], b2 [1]; the weights are
 // Weight(seed, scale, n) with (seed, scale) = (1, 0.5), (2, 0.5), (3, 0.4),
 // (4, 0.1), (5, 0.5), (6, 0.1) in that order.
-func PCTRModel(opts Options) (runtimes.Files, error) {
+func PCTRModel(opts Options) (driver.Files, error) {
 	b := NewBuilderWith(opts)
-	ad := b.Placeholder("serving_default_ad_id", runtimes.Int64, []int64{-1, 1})
-	pub := b.Placeholder("serving_default_publisher_id", runtimes.Int64, []int64{-1, 1})
-	dense := b.Placeholder("serving_default_dense", runtimes.Float, []int64{-1, PCTRDense})
-	adE := b.Variable("ad_embedding/embeddings", runtimes.NewTensor("", []int64{PCTRAdVocab, PCTREmbedDim}, Weight(1, 0.5, PCTRAdVocab*PCTREmbedDim)))
-	pubE := b.Variable("publisher_embedding/embeddings", runtimes.NewTensor("", []int64{PCTRPublisherVocab, PCTREmbedDim}, Weight(2, 0.5, PCTRPublisherVocab*PCTREmbedDim)))
+	ad := b.Placeholder("serving_default_ad_id", tensor.Int64, []int64{-1, 1})
+	pub := b.Placeholder("serving_default_publisher_id", tensor.Int64, []int64{-1, 1})
+	dense := b.Placeholder("serving_default_dense", tensor.Float, []int64{-1, PCTRDense})
+	adE := b.Variable("ad_embedding/embeddings", tensor.New("", []int64{PCTRAdVocab, PCTREmbedDim}, Weight(1, 0.5, PCTRAdVocab*PCTREmbedDim)))
+	pubE := b.Variable("publisher_embedding/embeddings", tensor.New("", []int64{PCTRPublisherVocab, PCTREmbedDim}, Weight(2, 0.5, PCTRPublisherVocab*PCTREmbedDim)))
 	flat := ConstOf[int32](b, "flatten/Const", []int64{2}, -1, PCTREmbedDim)
 	var adLookup string
 	if opts.Variables == RefVariables {
 		// TF1 variables have no resource to gather from.
 		adLookup = b.OpNamed("ad_embedding/embedding_lookup", "GatherV2", []string{adE.Value, ad, ConstOf[int32](b, "ad_embedding/axis", []int64{}, 0)}, nil)
 	} else {
-		adLookup = b.OpNamed("ad_embedding/embedding_lookup", "ResourceGather", []string{adE.Handle, ad}, map[string]any{"dtype": runtimes.Float})
+		adLookup = b.OpNamed("ad_embedding/embedding_lookup", "ResourceGather", []string{adE.Handle, ad}, map[string]any{"dtype": tensor.Float})
 	}
 	adVec := b.OpNamed("flatten/Reshape", "Reshape", []string{adLookup, flat}, nil)
 	axis0 := ConstOf[int32](b, "publisher_embedding/axis", []int64{}, 0)
@@ -191,13 +192,13 @@ func PCTRModel(opts Options) (runtimes.Files, error) {
 // (axis 0) and squeezed to rank 2, W1 [12,8], b1 [8], W2 [8,1], b2 [1];
 // the weights are Weight(seed, scale, n) with (seed, scale) = (11, 0.5),
 // (12, 0.5), (13, 0.4), (14, 0.1), (15, 0.6), (16, 0.1) in that order.
-func PCVRModel(opts Options) (runtimes.Files, error) {
+func PCVRModel(opts Options) (driver.Files, error) {
 	b := NewBuilderWith(opts)
-	camp := b.Placeholder("serving_default_campaign_id", runtimes.Int64, []int64{-1, 1})
-	country := b.Placeholder("serving_default_country_id", runtimes.Int64, []int64{-1, 1})
-	feats := b.Placeholder("serving_default_features", runtimes.Double, []int64{-1, PCVRFeatures})
-	campE := b.Variable("campaign_embedding/embeddings", runtimes.NewTensor("", []int64{PCVRCampaignVocab, PCVRCampaignDim}, Weight(11, 0.5, PCVRCampaignVocab*PCVRCampaignDim)))
-	countryE := b.Variable("country_embedding/embeddings", runtimes.NewTensor("", []int64{PCVRCountryVocab, PCVRCountryDim}, Weight(12, 0.5, PCVRCountryVocab*PCVRCountryDim)))
+	camp := b.Placeholder("serving_default_campaign_id", tensor.Int64, []int64{-1, 1})
+	country := b.Placeholder("serving_default_country_id", tensor.Int64, []int64{-1, 1})
+	feats := b.Placeholder("serving_default_features", tensor.Double, []int64{-1, PCVRFeatures})
+	campE := b.Variable("campaign_embedding/embeddings", tensor.New("", []int64{PCVRCampaignVocab, PCVRCampaignDim}, Weight(11, 0.5, PCVRCampaignVocab*PCVRCampaignDim)))
+	countryE := b.Variable("country_embedding/embeddings", tensor.New("", []int64{PCVRCountryVocab, PCVRCountryDim}, Weight(12, 0.5, PCVRCountryVocab*PCVRCountryDim)))
 	axis0 := ConstOf[int32](b, "axis", []int64{}, 0)
 	lookup := func(scope, table, ids string) string {
 		g := b.OpNamed(scope+"/embedding_lookup", "GatherV2", []string{table, ids, axis0}, nil)
@@ -205,7 +206,7 @@ func PCVRModel(opts Options) (runtimes.Files, error) {
 	}
 	c := lookup("campaign_embedding", campE.Value, camp)
 	k := lookup("country_embedding", countryE.Value, country)
-	f := b.OpNamed("features/Cast", "Cast", []string{feats}, map[string]any{"DstT": runtimes.Float})
+	f := b.OpNamed("features/Cast", "Cast", []string{feats}, map[string]any{"DstT": tensor.Float})
 	axis1 := ConstOf[int32](b, "concatenate/axis", []int64{}, 1)
 	cat := b.OpNamed("concatenate/concat", "ConcatV2", []string{c, k, f, axis1}, nil)
 	in := int64(PCVRCampaignDim + PCVRCountryDim + PCVRFeatures)
@@ -221,16 +222,16 @@ func PCVRModel(opts Options) (runtimes.Files, error) {
 // output "output_1" INT32 scalar. Each call adds 1 to the resource variable
 // "counter" (AssignAddVariableOp) and returns its new value. The checkpoint
 // holds start, so successive calls return start+1, start+2, ...
-func CounterModel(opts Options, start int32) (runtimes.Files, error) {
+func CounterModel(opts Options, start int32) (driver.Files, error) {
 	if opts.Variables == RefVariables {
 		return nil, fmt.Errorf("tfsave: CounterModel needs resource variables (AssignAddVariableOp)")
 	}
 	b := NewBuilderWith(opts)
-	v := b.Variable("counter", runtimes.NewTensor("", []int64{}, []int32{start}))
-	x := b.Placeholder("serving_default_input_1", runtimes.Float, []int64{-1})
+	v := b.Variable("counter", tensor.New("", []int64{}, []int32{start}))
+	x := b.Placeholder("serving_default_input_1", tensor.Float, []int64{-1})
 	one := ConstOf[int32](b, "add/y", []int64{}, 1)
 	inc := b.OpNamed("AssignAddVariableOp", "AssignAddVariableOp", []string{v.Handle, one}, nil)
-	read := b.OpNamed("ReadVariableOp", "ReadVariableOp", []string{v.Handle, "^" + inc}, map[string]any{"dtype": runtimes.Int32})
+	read := b.OpNamed("ReadVariableOp", "ReadVariableOp", []string{v.Handle, "^" + inc}, map[string]any{"dtype": tensor.Int32})
 	y := b.OpNamed("output_1", "Identity", []string{read}, nil)
 	b.Signature(ServingSignature, map[string]string{"input_1": x}, map[string]string{"output_1": y})
 	return b.Files()

@@ -13,7 +13,8 @@ import (
 	protopb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/runtimes/driver"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 var allOptions = []Options{
@@ -148,7 +149,7 @@ func TestAffineAndFixtures(t *testing.T) {
 		}
 		for _, c := range []struct {
 			name  string
-			files runtimes.Files
+			files driver.Files
 			a, b  float64
 		}{{"v1", fx.AffineV1, 2, 1}, {"v2", fx.AffineV2, 3, -1}} {
 			t.Run(optName(o)+"/affine_"+c.name, func(t *testing.T) {
@@ -171,7 +172,7 @@ func TestAffineAndFixtures(t *testing.T) {
 				t.Fatalf("%d inputs, %d outputs", len(sig.Inputs), len(sig.Outputs))
 			}
 			in := map[string]*tval{}
-			for _, d := range runtimes.DTypes {
+			for _, d := range tensor.DTypes {
 				key := strings.ToLower(d.String())
 				dt, _ := DataType(d)
 				if ti := sig.Inputs[key+"_in"]; ti == nil || ti.Dtype != dt {
@@ -179,14 +180,14 @@ func TestAffineAndFixtures(t *testing.T) {
 				}
 				checkShapeProto(t, key+"_in", sig.Inputs[key+"_in"], []int64{-1, 2})
 				checkShapeProto(t, key+"_out", sig.Outputs[key+"_out"], []int64{-1, 2})
-				if d == runtimes.Float || d == runtimes.Double {
+				if d == tensor.Float || d == tensor.Double {
 					in[key+"_in"] = floats(dt, []int64{2, 2}, 1.5, -2, 0, 1e-3)
 				} else {
 					in[key+"_in"] = ints(dt, []int64{2, 2}, -7, 0, 5, 100)
 				}
 			}
 			out := m.predict(ServingSignature, in)
-			for _, d := range runtimes.DTypes {
+			for _, d := range tensor.DTypes {
 				key := strings.ToLower(d.String())
 				got, want := out[key+"_out"], in[key+"_in"]
 				if fmt.Sprint(got.f, got.i, got.shape) != fmt.Sprint(want.f, want.i, want.shape) {
@@ -335,9 +336,9 @@ func TestCounter(t *testing.T) {
 // TestStructure checks what every model writes against TensorFlow's
 // conventions, for every option.
 func TestStructure(t *testing.T) {
-	models := map[string]func(Options) (runtimes.Files, error){
+	models := map[string]func(Options) (driver.Files, error){
 		"mlp": MLP, "pctr": PCTRModel, "pcvr": PCVRModel, "all_dtypes": AllDTypesModel,
-		"affine": func(o Options) (runtimes.Files, error) { return AffineModel(o, 2, 1) },
+		"affine": func(o Options) (driver.Files, error) { return AffineModel(o, 2, 1) },
 	}
 	for name, gen := range models {
 		for _, o := range allOptions {
@@ -361,7 +362,7 @@ func TestStructure(t *testing.T) {
 	}
 }
 
-func checkStructure(t *testing.T, files runtimes.Files, o Options) {
+func checkStructure(t *testing.T, files driver.Files, o Options) {
 	t.Helper()
 	sm := savedModelOf(t, files)
 	if sm.SavedModelSchemaVersion != 1 {
@@ -541,7 +542,7 @@ func checkStructure(t *testing.T, files runtimes.Files, o Options) {
 }
 
 func TestBuilderErrors(t *testing.T) {
-	f32 := runtimes.NewTensor("", []int64{2}, []float32{1, 2})
+	f32 := tensor.New("", []int64{2}, []float32{1, 2})
 	cases := map[string]func(b *Builder){
 		"unknown op":    func(b *Builder) { b.Op("NoSuchOp", nil, nil) },
 		"no node":       func(b *Builder) { b.Op("Relu", []string{"missing:0"}, nil) },
@@ -556,12 +557,12 @@ func TestBuilderErrors(t *testing.T) {
 		"bad name":      func(b *Builder) { b.Const("a:b", f32) },
 		"control":       func(b *Builder) { b.Op("NoOp", []string{"^missing"}, nil) },
 		"ref needed":    func(b *Builder) { b.Op("Assign", []string{b.Const("c", f32), b.Const("d", f32)}, nil) },
-		"bad tensor":    func(b *Builder) { b.Const("c", runtimes.NewTensor("", []int64{3}, []float32{1})) },
-		"bad variable":  func(b *Builder) { b.Variable("v", runtimes.Tensor{Shape: []int64{1}, Data: []string{"x"}}) },
+		"bad tensor":    func(b *Builder) { b.Const("c", tensor.New("", []int64{3}, []float32{1})) },
+		"bad variable":  func(b *Builder) { b.Variable("v", tensor.Tensor{Shape: []int64{1}, Data: []string{"x"}}) },
 		"saver scope":   func(b *Builder) { b.Variable("save/v", f32) },
 		"signature":     func(b *Builder) { b.Signature("s", map[string]string{"x": "nope:0"}, nil) },
 		"signature dup": func(b *Builder) { b.Signature("s", nil, nil); b.Signature("s", nil, nil) },
-		"placeholder":   func(b *Builder) { b.Placeholder("p", runtimes.Invalid, nil) },
+		"placeholder":   func(b *Builder) { b.Placeholder("p", tensor.Invalid, nil) },
 	}
 	for name, build := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -576,7 +577,7 @@ func TestBuilderErrors(t *testing.T) {
 		})
 	}
 	b := NewBuilder()
-	x := b.Placeholder("x", runtimes.Float, []int64{-1})
+	x := b.Placeholder("x", tensor.Float, []int64{-1})
 	b.Signature(ServingSignature, map[string]string{"x": x}, map[string]string{"y": x})
 	if _, err := b.Files(); err != nil {
 		t.Fatal(err)
@@ -591,8 +592,8 @@ func TestBuilderErrors(t *testing.T) {
 // in, and that the returned names follow TensorFlow's.
 func TestOpInference(t *testing.T) {
 	b := NewBuilder()
-	x := b.Placeholder("x", runtimes.Double, []int64{-1, 2})
-	y := b.Placeholder("y", runtimes.Double, []int64{-1, 3})
+	x := b.Placeholder("x", tensor.Double, []int64{-1, 2})
+	y := b.Placeholder("y", tensor.Double, []int64{-1, 3})
 	axis := ConstOf[int64](b, "", []int64{}, 1)
 	c := b.Op("ConcatV2", []string{x, y, axis}, nil)
 	c2 := b.Op("ConcatV2", []string{x, x, x, axis}, nil)
@@ -641,8 +642,8 @@ func TestPlaceholderWithDefault(t *testing.T) {
 	for _, o := range allOptions {
 		t.Run(optName(o), func(t *testing.T) {
 			b := NewBuilderWith(o)
-			x := b.Placeholder("serving_default_x", runtimes.Float, []int64{-1, 2})
-			s := b.PlaceholderWithDefault("serving_default_scale", runtimes.NewTensor("", []int64{}, []float32{3}), []int64{})
+			x := b.Placeholder("serving_default_x", tensor.Float, []int64{-1, 2})
+			s := b.PlaceholderWithDefault("serving_default_scale", tensor.New("", []int64{}, []float32{3}), []int64{})
 			y := b.OpNamed("y", "Mul", []string{x, s}, nil)
 			b.Signature(ServingSignature, map[string]string{"x": x, "scale": s}, map[string]string{"y": y})
 			files, err := b.Files()
@@ -666,8 +667,8 @@ func TestSeveralSignatures(t *testing.T) {
 	for _, o := range allOptions {
 		t.Run(optName(o), func(t *testing.T) {
 			b := NewBuilderWith(o)
-			x := b.Placeholder("serving_default_x", runtimes.Float, []int64{-1})
-			w := b.Variable("w", runtimes.NewTensor("", []int64{}, []float32{4}))
+			x := b.Placeholder("serving_default_x", tensor.Float, []int64{-1})
+			w := b.Variable("w", tensor.New("", []int64{}, []float32{4}))
 			wx := b.Op("Mul", []string{x, w.Value}, nil)
 			b.Signature(ServingSignature, map[string]string{"x": x}, map[string]string{"wx": wx, "same": x})
 			b.SignatureWithMethod("plus_one", "tensorflow/serving/regress", map[string]string{"x": x},

@@ -15,7 +15,8 @@ import (
 	protopb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/runtimes/driver"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // These tests compare the structure of what tfsave writes with SavedModels
@@ -30,9 +31,9 @@ func refDir(t *testing.T, rel string) string {
 	return d
 }
 
-func readDirFiles(t *testing.T, dir string) runtimes.Files {
+func readDirFiles(t *testing.T, dir string) driver.Files {
 	t.Helper()
-	files := runtimes.Files{}
+	files := driver.Files{}
 	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
@@ -143,7 +144,7 @@ func TestTF1SaverMatchesHalfPlusTwo(t *testing.T) {
 	ref := readSavedModel(t, dir).MetaGraphs[0]
 	b := NewBuilderWith(Options{Variables: RefVariables})
 	for _, name := range []string{"a", "a2", "b", "c", "c2"} {
-		b.Variable(name, runtimes.NewTensor("", []int64{}, []float32{1}))
+		b.Variable(name, tensor.New("", []int64{}, []float32{1}))
 	}
 	files, err := b.Files()
 	if err != nil {
@@ -338,7 +339,7 @@ func TestTF2LayoutMatchesStateful(t *testing.T) {
 		}
 	}
 	// The object graph names the variable's checkpoint key in both.
-	for name, f := range map[string]runtimes.Files{"tfsave": files, "TF": refFiles} {
+	for name, f := range map[string]driver.Files{"tfsave": files, "TF": refFiles} {
 		og := objectGraphOf(t, f)
 		found := false
 		for _, n := range og.Nodes {
@@ -392,7 +393,7 @@ func uvarint(b []byte) (uint64, int) {
 	return 0, len(b)
 }
 
-func objectGraphOf(t *testing.T, files runtimes.Files) *protopb.TrackableObjectGraph {
+func objectGraphOf(t *testing.T, files driver.Files) *protopb.TrackableObjectGraph {
 	t.Helper()
 	_, _, entries := readBundle(t, files[VariablesIndex])
 	for _, e := range entries {

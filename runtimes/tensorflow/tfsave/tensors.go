@@ -5,26 +5,27 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/inferbid/inferbid/runtimes"
 	tensorpb "github.com/wamuir/graft/tensorflow/core/framework/tensor_go_proto"
 	shapepb "github.com/wamuir/graft/tensorflow/core/framework/tensor_shape_go_proto"
 	typespb "github.com/wamuir/graft/tensorflow/core/framework/types_go_proto"
+
+	"github.com/inferbid/inferbid/tensor"
 )
 
-// DataType converts a runtimes.DType to TensorFlow's DataType enum.
-func DataType(d runtimes.DType) (typespb.DataType, error) {
+// DataType converts a tensor.DType to TensorFlow's DataType enum.
+func DataType(d tensor.DType) (typespb.DataType, error) {
 	switch d {
-	case runtimes.Double:
+	case tensor.Double:
 		return typespb.DataType_DT_DOUBLE, nil
-	case runtimes.Float:
+	case tensor.Float:
 		return typespb.DataType_DT_FLOAT, nil
-	case runtimes.Int8:
+	case tensor.Int8:
 		return typespb.DataType_DT_INT8, nil
-	case runtimes.Int16:
+	case tensor.Int16:
 		return typespb.DataType_DT_INT16, nil
-	case runtimes.Int32:
+	case tensor.Int32:
 		return typespb.DataType_DT_INT32, nil
-	case runtimes.Int64:
+	case tensor.Int64:
 		return typespb.DataType_DT_INT64, nil
 	}
 	return 0, fmt.Errorf("tfsave: dtype %s has no TensorFlow DataType", d)
@@ -45,7 +46,7 @@ func shapeProto(shape []int64) *shapepb.TensorShapeProto {
 
 // rawBytes is the little-endian, row-major encoding TensorFlow uses for
 // TensorProto.tensor_content and for checkpoint data.
-func rawBytes(t runtimes.Tensor) ([]byte, error) {
+func rawBytes(t tensor.Tensor) ([]byte, error) {
 	switch d := t.Data.(type) {
 	case []float64:
 		b := make([]byte, 8*len(d))
@@ -89,7 +90,7 @@ func rawBytes(t runtimes.Tensor) ([]byte, error) {
 
 // checkTensor validates t with dimensions >= 0 allowed (an empty tensor is
 // a valid constant) and returns its DataType.
-func checkTensor(t runtimes.Tensor) (typespb.DataType, error) {
+func checkTensor(t tensor.Tensor) (typespb.DataType, error) {
 	dt, err := DataType(t.DType())
 	if err != nil {
 		return 0, fmt.Errorf("tfsave: tensor %q holds %T: %w", t.Name, t.Data, err)
@@ -100,12 +101,12 @@ func checkTensor(t runtimes.Tensor) (typespb.DataType, error) {
 			return 0, fmt.Errorf("tfsave: tensor %q: shape[%d] is %d", t.Name, i, d)
 		}
 		if d > 0 && n > math.MaxInt32/d {
-			return 0, fmt.Errorf("tfsave: tensor %q: shape %s too large", t.Name, runtimes.FormatShape(t.Shape))
+			return 0, fmt.Errorf("tfsave: tensor %q: shape %s too large", t.Name, tensor.FormatShape(t.Shape))
 		}
 		n *= d
 	}
 	if int64(t.Len()) != n {
-		return 0, fmt.Errorf("tfsave: tensor %q: shape %s needs %d values, has %d", t.Name, runtimes.FormatShape(t.Shape), n, t.Len())
+		return 0, fmt.Errorf("tfsave: tensor %q: shape %s needs %d values, has %d", t.Name, tensor.FormatShape(t.Shape), n, t.Len())
 	}
 	return dt, nil
 }
@@ -113,7 +114,7 @@ func checkTensor(t runtimes.Tensor) (typespb.DataType, error) {
 // tensorProto encodes t as TensorFlow does for constants: one-element
 // tensors in the typed repeated field (float_val, int_val, ...), larger
 // ones as tensor_content bytes. Readers must handle both.
-func tensorProto(t runtimes.Tensor) (*tensorpb.TensorProto, error) {
+func tensorProto(t tensor.Tensor) (*tensorpb.TensorProto, error) {
 	dt, err := checkTensor(t)
 	if err != nil {
 		return nil, err

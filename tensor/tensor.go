@@ -1,4 +1,4 @@
-package runtimes
+package tensor
 
 import (
 	"fmt"
@@ -72,8 +72,8 @@ type Tensor struct {
 	Data  any
 }
 
-// NewTensor returns a tensor of the given name, shape and data.
-func NewTensor[T Element](name string, shape []int64, data []T) Tensor {
+// New returns a tensor of the given name, shape and data.
+func New[T Element](name string, shape []int64, data []T) Tensor {
 	return Tensor{Name: name, Shape: shape, Data: data}
 }
 

@@ -1,0 +1,118 @@
+package driver
+
+import (
+	"context"
+	"errors"
+
+	"github.com/inferbid/inferbid/tensor"
+)
+
+// Sentinel errors a backend wraps (with %w) so that the portable layer can
+// give the right error type. Any other error from Load or Predict is the
+// runtime's own failure (MODEL_EXECUTION); a context error stays a context
+// error (the call's deadline or cancellation).
+var (
+	// ErrInvalidInput: the inputs passed the signature checks but the model
+	// cannot take them (for example dimensions that disagree between two
+	// inputs, which no signature can express). INPUT_PARSING.
+	ErrInvalidInput = errors.New("invalid input")
+	// ErrInvalidOutput: the model ran but produced something that cannot be
+	// returned (an unsupported element type, a non-tensor value, too many
+	// elements). OUTPUT_PARSING.
+	ErrInvalidOutput = errors.New("invalid output")
+)
+
+// Config is the sidecar's runtime config, the JSON of
+// INFERENCE_SIDECAR_RUNTIME_CONFIG. The zero value means defaults everywhere.
+type Config struct {
+	// NumInteropThreads and NumIntraopThreads size the runtime's thread
+	// pools; 0 lets the runtime choose.
+	NumInteropThreads int `json:"num_interop_threads,omitempty"`
+	NumIntraopThreads int `json:"num_intraop_threads,omitempty"`
+	// ModuleName names the runtime the config is meant for ("tensorflow",
+	// "pytorch", "onnx"); when set it must match the sidecar's runtime.
+	ModuleName string `json:"module_name,omitempty"`
+	// Cpuset pins the sidecar to these CPUs.
+	Cpuset []int `json:"cpuset,omitempty"`
+	// ModelResetProbability is the chance per inference that a stateful
+	// model's state is restored from its checkpoint (a privacy feature).
+	ModelResetProbability float64 `json:"model_reset_probability,omitempty"`
+	// LibraryPath points a runtime at its native library (ONNX Runtime);
+	// empty means the runtime's default location.
+	LibraryPath string `json:"library_path,omitempty"`
+	// MaxTensorElements bounds the element count of any one input tensor;
+	// 0 means tensor.DefaultMaxElements.
+	MaxTensorElements int64 `json:"max_tensor_elements,omitempty"`
+}
+
+// Files are the files of one model: slash-separated paths relative to the
+// model's root (e.g. "saved_model.pb", "variables/variables.index") mapped to
+// their contents. A single-file model has one entry.
+type Files map[string][]byte
+
+// Size is the total size of the files in bytes.
+func (f Files) Size() int64 {
+	var n int64
+	for _, b := range f {
+		n += int64(len(b))
+	}
+	return n
+}
+
+// Signature describes what a model takes and returns.
+type Signature struct {
+	Inputs  []TensorSpec
+	Outputs []TensorSpec
+	// Positional models take their inputs by position and ignore names
+	// (PyTorch's forward()). Inputs may then be empty (unknown).
+	Positional bool
+}
+
+// TensorSpec describes one input or output of a model.
+type TensorSpec struct {
+	// Name is the canonical name: the graph tensor name for TensorFlow
+	// ("serving_default_x:0"), the graph input name for ONNX.
+	Name string
+	// Aliases are other names accepted for an input (TensorFlow's
+	// signature key, "x").
+	Aliases []string
+	// DType is the element type; Invalid means any.
+	DType tensor.DType
+	// Shape is nil when even the rank is unknown; -1 marks an unknown
+	// dimension.
+	Shape []int64
+	// Optional inputs may be left out (TensorFlow PlaceholderWithDefault).
+	Optional bool
+}
+
+// Backend is what a runtime implements: it loads models from bytes.
+type Backend interface {
+	// Load parses, validates and prepares a model. files is never empty.
+	// It must not keep a reference to files beyond what the model needs.
+	Load(ctx context.Context, files Files) (Model, error)
+	Close() error
+}
+
+// Model is one loaded model of a backend. Predict is called concurrently
+// from many goroutines; Close is called once, after every Predict has
+// returned.
+type Model interface {
+	// Signature is called once, right after Load.
+	Signature() Signature
+	// Predict runs one request. The portable layer has already checked
+	// inputs against Signature(): each is a valid tensor (data of a known
+	// dtype, as many elements as its shape, within the element cap) of the
+	// declared dtype and shape, aligned with Signature().Inputs (for
+	// positional models: as the caller gave them); an absent optional input
+	// has nil Data. inputs may be the caller's own slice: Predict must not
+	// modify it. Every output must be a valid tensor with a name; the
+	// portable layer checks that too.
+	Predict(ctx context.Context, inputs []tensor.Tensor) ([]tensor.Tensor, error)
+	Close() error
+}
+
+// WarmUpRunner is implemented by models that need the warm-up request run
+// more than once before they are fast (TorchScript's profiling executor).
+type WarmUpRunner interface {
+	WarmUpRuns() int
+}

@@ -1,0 +1,54 @@
+package tensor
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestNumElements(t *testing.T) {
+	for _, c := range []struct {
+		shape []int64
+		max   int64
+		want  int64
+		err   string
+	}{
+		{nil, 0, 1, ""},
+		{[]int64{2, 3}, 0, 6, ""},
+		{[]int64{0}, 0, 0, ">= 1"},
+		{[]int64{-1, 2}, 0, 0, ">= 1"},
+		{[]int64{1 << 40, 1 << 40}, 0, 0, "more than"},
+		{[]int64{1 << 62, 4}, 1 << 62, 0, "more than"},
+		{[]int64{10, 10}, 99, 0, "more than 99"},
+	} {
+		n, err := NumElements(c.shape, c.max)
+		if c.err == "" && (err != nil || n != c.want) {
+			t.Errorf("NumElements(%v) = %d, %v; want %d", c.shape, n, err, c.want)
+		}
+		if c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("NumElements(%v) error %v, want containing %q", c.shape, err, c.err)
+		}
+	}
+}
+
+func TestTensorHelpers(t *testing.T) {
+	for _, d := range DTypes {
+		p, ok := ParseDType(d.String())
+		tt := Tensor{Shape: []int64{3}, Data: MakeData(d, 3)}
+		if !ok || p != d || tt.DType() != d || tt.Len() != 3 || d.Size() == 0 {
+			t.Errorf("dtype %v helpers disagree", d)
+		}
+	}
+	if _, ok := ParseDType("BOOL"); ok {
+		t.Error("BOOL is not a contract dtype")
+	}
+	f, ok := Data[float32](New("a", nil, []float32{1}))
+	if !ok || f[0] != 1 {
+		t.Error("Data[float32]")
+	}
+	nan := New("a", []int64{2}, []float32{1, float32(inf())})
+	if !nan.HasNaNOrInf() {
+		t.Error("HasNaNOrInf missed +Inf")
+	}
+}
+
+func inf() float64 { var z float64; return 1 / z }

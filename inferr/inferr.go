@@ -4,10 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // Type is one of the six error types of the batch JSON contract.
@@ -109,59 +105,4 @@ func TypeOf(err error) Type {
 		return GRPC
 	}
 	return Unknown
-}
-
-// errorInfoDomain marks the ErrorInfo detail that carries an exact Type in a
-// gRPC status.
-const errorInfoDomain = "inferbid.dev"
-
-var typeCodes = [...]codes.Code{
-	Unknown:        codes.Unknown,
-	InputParsing:   codes.InvalidArgument,
-	ModelNotFound:  codes.NotFound,
-	ModelExecution: codes.Internal,
-	OutputParsing:  codes.DataLoss,
-	GRPC:           codes.Unavailable,
-}
-
-// ToStatus translates err to a gRPC status error whose code matches its type
-// and whose ErrorInfo detail names the type exactly.
-func ToStatus(err error) error {
-	if err == nil {
-		return nil
-	}
-	if _, ok := status.FromError(err); ok && !isTyped(err) {
-		return err
-	}
-	t := TypeOf(err)
-	st := status.New(typeCodes[t], err.Error())
-	if withInfo, e := st.WithDetails(&errdetails.ErrorInfo{Reason: t.String(), Domain: errorInfoDomain}); e == nil {
-		st = withInfo
-	}
-	return st.Err()
-}
-
-func isTyped(err error) bool {
-	_, ok := errors.AsType[*Error](err)
-	return ok
-}
-
-// FromStatus translates an error returned by a gRPC call back to a typed
-// error. A status that carries inferbid's ErrorInfo keeps its type and
-// message; transport failures (Unavailable, DeadlineExceeded, Canceled, ...)
-// become GRPC errors.
-func FromStatus(err error) error {
-	if err == nil {
-		return nil
-	}
-	st, ok := status.FromError(err)
-	if !ok {
-		return Wrap(GRPC, err, "sidecar call failed")
-	}
-	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok && info.Domain == errorInfoDomain {
-			return &Error{Type: ParseType(info.Reason), Msg: st.Message()}
-		}
-	}
-	return &Error{Type: GRPC, Msg: fmt.Sprintf("sidecar call failed: %s: %s", st.Code(), st.Message())}
 }

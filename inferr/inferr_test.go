@@ -7,9 +7,6 @@ import (
 	"io"
 	"strings"
 	"testing"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 func TestTypeNamesRoundTrip(t *testing.T) {
@@ -41,32 +38,5 @@ func TestWrapKeepsInnermostTypeAndMessage(t *testing.T) {
 	}
 	if TypeOf(context.DeadlineExceeded) != GRPC || TypeOf(io.EOF) != Unknown {
 		t.Fatal("untyped errors: deadline is GRPC, others UNKNOWN")
-	}
-}
-
-func TestStatusRoundTripKeepsTypeAndMessage(t *testing.T) {
-	for typ := Unknown; typ <= GRPC; typ++ {
-		err := Errorf(typ, "model %q: something about %s", "p/", typ)
-		st := ToStatus(err)
-		if s, _ := status.FromError(st); s.Code() != typeCodes[typ] {
-			t.Errorf("%v: code %v, want %v", typ, s.Code(), typeCodes[typ])
-		}
-		back := FromStatus(st)
-		if TypeOf(back) != typ || back.Error() != err.Error() {
-			t.Errorf("%v: round trip gave %v %q", typ, TypeOf(back), back)
-		}
-	}
-}
-
-func TestFromStatusTransportErrorsAreGRPC(t *testing.T) {
-	err := FromStatus(status.Error(codes.Unavailable, "connection refused"))
-	if TypeOf(err) != GRPC || !strings.Contains(err.Error(), "connection refused") {
-		t.Fatalf("got %v %q", TypeOf(err), err)
-	}
-	if TypeOf(FromStatus(io.EOF)) != GRPC {
-		t.Fatal("a non-status error from a call is a GRPC error")
-	}
-	if FromStatus(nil) != nil || ToStatus(nil) != nil {
-		t.Fatal("nil must stay nil")
 	}
 }

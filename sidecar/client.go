@@ -96,7 +96,7 @@ func (c *Client) Predict(ctx context.Context, entries []batch.Entry) ([]batch.Re
 	}
 	resp, err := c.api.Predict(ctx, &inferencepb.PredictRequest{Input: &inferencepb.PredictRequest_Batch{Batch: pb}})
 	if err != nil {
-		return nil, inferr.FromStatus(err)
+		return nil, fromStatus(err)
 	}
 	got := resp.GetResult().GetResponses()
 	if resp.GetResult() == nil || len(got) != len(idx) {
@@ -112,7 +112,7 @@ func (c *Client) Predict(ctx context.Context, entries []batch.Entry) ([]batch.Re
 func (c *Client) PredictJSON(ctx context.Context, batchJSON []byte) ([]byte, error) {
 	resp, err := c.api.Predict(ctx, &inferencepb.PredictRequest{Input: &inferencepb.PredictRequest_BatchJson{BatchJson: batchJSON}})
 	if err != nil {
-		return nil, inferr.FromStatus(err)
+		return nil, fromStatus(err)
 	}
 	out, ok := resp.GetOutput().(*inferencepb.PredictResponse_OutputJson)
 	if !ok {
@@ -140,7 +140,7 @@ func (c *Client) RegisterModel(ctx context.Context, modelPath string, files runt
 	defer cancel()
 	stream, err := c.api.RegisterModelStream(ctx)
 	if err != nil {
-		return inferr.FromStatus(err)
+		return fromStatus(err)
 	}
 	send := func(m *inferencepb.RegisterModelChunk) bool {
 		// io.EOF means the server ended the stream early: its status
@@ -156,7 +156,7 @@ func (c *Client) RegisterModel(ctx context.Context, modelPath string, files runt
 		}
 	}
 	if _, err := stream.CloseAndRecv(); err != nil {
-		return inferr.FromStatus(err)
+		return fromStatus(err)
 	}
 	return nil
 }
@@ -165,14 +165,14 @@ func (c *Client) RegisterModel(ctx context.Context, modelPath string, files runt
 // at modelPath.
 func (c *Client) DeleteModel(ctx context.Context, modelPath string) error {
 	_, err := c.api.DeleteModel(ctx, &inferencepb.DeleteModelRequest{ModelPath: modelPath})
-	return inferr.FromStatus(err)
+	return fromStatus(err)
 }
 
 // ModelPaths lists the registered model paths, sorted.
 func (c *Client) ModelPaths(ctx context.Context) ([]string, error) {
 	resp, err := c.api.GetModelPaths(ctx, &inferencepb.GetModelPathsRequest{})
 	if err != nil {
-		return nil, inferr.FromStatus(err)
+		return nil, fromStatus(err)
 	}
 	paths := resp.GetModelPaths()
 	if paths == nil {

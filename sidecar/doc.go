@@ -25,7 +25,7 @@
 // themselves before opening the runtime, and through prlimit(2) on the
 // child's pid right after it starts.
 //
-// Every error leaves the server through inferr.ToStatus and enters the
-// client through inferr.FromStatus, so both sides see the same six error
+// Every error leaves the server through toStatus (status.go) and enters the
+// client through fromStatus, so both sides see the same six error
 // types.
 package sidecar

@@ -196,7 +196,7 @@ func (s *Server) Predict(ctx context.Context, req *inferencepb.PredictRequest) (
 	case *inferencepb.PredictRequest_Batch:
 		reqs := in.Batch.GetRequests()
 		if max := maxEntries(s.opts.Limits); len(reqs) > max {
-			return nil, inferr.ToStatus(inferr.Errorf(inferr.InputParsing, "batch has %d entries, more than the limit of %d", len(reqs), max))
+			return nil, toStatus(inferr.Errorf(inferr.InputParsing, "batch has %d entries, more than the limit of %d", len(reqs), max))
 		}
 		entries := make([]batch.Entry, len(reqs))
 		for i, r := range reqs {
@@ -212,7 +212,7 @@ func (s *Server) Predict(ctx context.Context, req *inferencepb.PredictRequest) (
 		}
 		resp.Output = &inferencepb.PredictResponse_Result{Result: out}
 	default:
-		return nil, inferr.ToStatus(inferr.Errorf(inferr.InputParsing, "predict request has neither batch_json nor batch"))
+		return nil, toStatus(inferr.Errorf(inferr.InputParsing, "predict request has neither batch_json nor batch"))
 	}
 	resp.Metrics["predict_duration_ms"] = ms(time.Since(start))
 	if logs != nil {
@@ -333,7 +333,7 @@ func (s *Server) RegisterModel(ctx context.Context, req *inferencepb.RegisterMod
 	files := make(runtimes.Files, len(req.GetFiles()))
 	for i, f := range req.GetFiles() {
 		if _, dup := files[f.GetPath()]; dup {
-			return nil, inferr.ToStatus(inferr.Errorf(inferr.InputParsing, "register model %q: files[%d]: path %q given twice", req.GetModelPath(), i, f.GetPath()))
+			return nil, toStatus(inferr.Errorf(inferr.InputParsing, "register model %q: files[%d]: path %q given twice", req.GetModelPath(), i, f.GetPath()))
 		}
 		files[f.GetPath()] = f.GetContent()
 	}
@@ -344,7 +344,7 @@ func (s *Server) register(ctx context.Context, path string, files runtimes.Files
 	res, err := s.reg.register(ctx, path, files, warmUp)
 	if err != nil {
 		s.log.Warn("model registration failed", "model_path", path, "err", formatErrType(err))
-		return nil, inferr.ToStatus(err)
+		return nil, toStatus(err)
 	}
 	s.log.Info("model registered", "model_path", path, "files", len(files), "bytes", files.Size(),
 		"replaced", res.replaced, "load", res.load, "warm_up", res.warmUp)
@@ -359,7 +359,7 @@ func (s *Server) RegisterModelStream(stream inferencepb.InferenceService_Registe
 	path, files, warmUp, err := receiveModel(stream, s.opts.MaxModelBytes)
 	if err != nil {
 		s.log.Warn("streamed model registration failed", "model_path", path, "err", formatErrType(err))
-		return inferr.ToStatus(err)
+		return toStatus(err)
 	}
 	resp, err := s.register(stream.Context(), path, files, warmUp)
 	if err != nil {
@@ -451,7 +451,7 @@ func receiveModel(stream inferencepb.InferenceService_RegisterModelStreamServer,
 // DeleteModel unpublishes a model; calls in flight finish on it.
 func (s *Server) DeleteModel(ctx context.Context, req *inferencepb.DeleteModelRequest) (*inferencepb.DeleteModelResponse, error) {
 	if err := s.reg.delete(req.GetModelPath()); err != nil {
-		return nil, inferr.ToStatus(err)
+		return nil, toStatus(err)
 	}
 	s.log.Info("model deleted", "model_path", req.GetModelPath())
 	return &inferencepb.DeleteModelResponse{}, nil

@@ -283,7 +283,7 @@ func TestPredictTypedPath(t *testing.T) {
 	errType(t, "no dtype", errorFromProto(rs[1].GetError()), inferr.InputParsing, "data_type")
 	errType(t, "no model path", errorFromProto(rs[2].GetError()), inferr.InputParsing, "model_path")
 	_, err = raw.Predict(ctx, &inferencepb.PredictRequest{})
-	errType(t, "empty request", inferr.FromStatus(err), inferr.InputParsing)
+	errType(t, "empty request", fromStatus(err), inferr.InputParsing)
 }
 
 func TestPredictMetricsAndConsentedDebugLogs(t *testing.T) {
@@ -327,7 +327,7 @@ func streamRaw(t *testing.T, ts *testServer, msgs ...*inferencepb.RegisterModelC
 		}
 	}
 	_, err = st.CloseAndRecv()
-	return inferr.FromStatus(err)
+	return fromStatus(err)
 }
 
 func header(path string, files ...*inferencepb.FileHeader) *inferencepb.RegisterModelChunk {
@@ -396,7 +396,7 @@ func TestRegisterUnaryAndDelete(t *testing.T) {
 		t.Fatalf("unary re-register = %v, %v; want replaced", resp, err)
 	}
 	_, err = raw.RegisterModel(ctx, &inferencepb.RegisterModelRequest{ModelPath: "u/", Files: []*inferencepb.ModelFile{{Path: "affine"}, {Path: "affine"}}})
-	errType(t, "duplicate file", inferr.FromStatus(err), inferr.InputParsing, "twice")
+	errType(t, "duplicate file", fromStatus(err), inferr.InputParsing, "twice")
 	paths, err := ts.client.ModelPaths(ctx)
 	if err != nil || len(paths) != 1 || paths[0] != "u/" {
 		t.Errorf("ModelPaths = %q, %v", paths, err)

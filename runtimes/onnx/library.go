@@ -7,8 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/inferbid/inferbid/inferr"
 )
 
 // LibraryEnv names the environment variable that points at the ONNX Runtime
@@ -46,7 +44,7 @@ func FindLibrary(configured string) (string, error) {
 		if p, ok := check(p); ok {
 			return p, nil
 		}
-		return "", inferr.Errorf(inferr.ModelExecution, "onnx: ONNX Runtime library %s from %s not found; %s", p, from, installHint)
+		return "", fmt.Errorf("onnx: ONNX Runtime library %s from %s not found; %s", p, from, installHint)
 	}
 	if configured != "" {
 		return explicit(configured, "runtime config library_path")
@@ -60,9 +58,9 @@ func FindLibrary(configured string) (string, error) {
 		}
 	}
 	if len(tried) == 0 {
-		return "", inferr.Errorf(inferr.ModelExecution, "onnx: ONNX Runtime library %s not found (no executable directory or go.mod to look in); %s", LibraryName, installHint)
+		return "", fmt.Errorf("onnx: ONNX Runtime library %s not found (no executable directory or go.mod to look in); %s", LibraryName, installHint)
 	}
-	return "", inferr.Errorf(inferr.ModelExecution, "onnx: ONNX Runtime library not found (tried %s); %s", strings.Join(tried, ", "), installHint)
+	return "", fmt.Errorf("onnx: ONNX Runtime library not found (tried %s); %s", strings.Join(tried, ", "), installHint)
 }
 
 // defaultLibraryPaths lists the default locations, most specific first.

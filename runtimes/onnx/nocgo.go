@@ -4,8 +4,8 @@ package onnx
 
 import (
 	"context"
+	"fmt"
 
-	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/runtimes/driver"
 )
@@ -19,7 +19,7 @@ func Open(cfg driver.Config) (driver.Backend, error) { return noCgoBackend{}, ni
 type noCgoBackend struct{}
 
 func (noCgoBackend) Load(context.Context, driver.Files) (driver.Model, error) {
-	return nil, inferr.Errorf(inferr.ModelExecution, "onnx: this binary was built with CGO_ENABLED=0, and ONNX Runtime needs cgo: rebuild with CGO_ENABLED=1 (and gcc installed)")
+	return nil, fmt.Errorf("onnx: this binary was built with CGO_ENABLED=0, and ONNX Runtime needs cgo: rebuild with CGO_ENABLED=1 (and gcc installed)")
 }
 
 func (noCgoBackend) Close() error { return nil }

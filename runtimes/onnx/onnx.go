@@ -16,7 +16,6 @@ import (
 
 	ort "github.com/yalue/onnxruntime_go"
 
-	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/runtimes/driver"
 	"github.com/inferbid/inferbid/tensor"
@@ -49,7 +48,7 @@ func ensureEnvironment(path string) error {
 		if environment.library == path || sameFile(environment.library, path) {
 			return nil
 		}
-		return inferr.Errorf(inferr.ModelExecution, "onnx: this process already runs ONNX Runtime from %s and cannot switch to %s", environment.library, path)
+		return fmt.Errorf("onnx: this process already runs ONNX Runtime from %s and cannot switch to %s", environment.library, path)
 	}
 	if ort.IsInitialized() { // initialized outside this package: use it as it is
 		environment.ready, environment.library = true, path
@@ -59,7 +58,7 @@ func ensureEnvironment(path string) error {
 	// Errors come back as statuses and reach the caller typed; ORT's own
 	// stderr logging would only duplicate them, unstructured.
 	if err := ort.InitializeEnvironment(ort.WithLogLevelFatal()); err != nil {
-		return inferr.Errorf(inferr.ModelExecution, "onnx: cannot load ONNX Runtime from %s: %w; %s", path, err, installHint)
+		return fmt.Errorf("onnx: cannot load ONNX Runtime from %s: %w; %s", path, err, installHint)
 	}
 	environment.ready, environment.library = true, path
 	return nil
@@ -96,11 +95,11 @@ func (b *backend) Load(ctx context.Context, files driver.Files) (driver.Model, e
 	}
 	info, err := parseModelInfo(data)
 	if err != nil {
-		return nil, inferr.Errorf(inferr.ModelExecution, "onnx: %s: %w", name, err)
+		return nil, fmt.Errorf("onnx: %s: %w", name, err)
 	}
 	sig, err := signature(info)
 	if err != nil {
-		return nil, inferr.Errorf(inferr.ModelExecution, "onnx: %s: %w", name, err)
+		return nil, fmt.Errorf("onnx: %s: %w", name, err)
 	}
 	lib, err := FindLibrary(b.cfg.LibraryPath)
 	if err != nil {
@@ -114,7 +113,7 @@ func (b *backend) Load(ctx context.Context, files driver.Files) (driver.Model, e
 	}
 	opts, err := b.sessionOptions()
 	if err != nil {
-		return nil, inferr.Errorf(inferr.ModelExecution, "onnx: session options: %w", err)
+		return nil, fmt.Errorf("onnx: session options: %w", err)
 	}
 	defer opts.Destroy()
 	m := &model{
@@ -136,7 +135,7 @@ func (b *backend) Load(ctx context.Context, files driver.Files) (driver.Model, e
 	m.preallocate.Store(anyPlanned)
 	m.session, err = ort.NewDynamicAdvancedSessionWithONNXData(data, m.inputNames, m.outputNames, opts)
 	if err != nil {
-		return nil, inferr.Errorf(inferr.ModelExecution, "onnx: %s: ONNX Runtime rejected the model: %w", name, err)
+		return nil, fmt.Errorf("onnx: %s: ONNX Runtime rejected the model: %w", name, err)
 	}
 	return m, nil
 }
@@ -162,7 +161,7 @@ func modelFile(files driver.Files) (string, []byte, error) {
 		names = append(names, name)
 	}
 	sort.Strings(names)
-	return "", nil, inferr.Errorf(inferr.ModelExecution, "onnx: a model is one .onnx file, got %d files with %d ending in .onnx (%s)", len(files), len(onnxFiles), strings.Join(names, ", "))
+	return "", nil, fmt.Errorf("onnx: a model is one .onnx file, got %d files with %d ending in .onnx (%s)", len(files), len(onnxFiles), strings.Join(names, ", "))
 }
 
 func (b *backend) sessionOptions() (*ort.SessionOptions, error) {
@@ -228,16 +227,13 @@ func (m *model) Signature() driver.Signature { return m.sig }
 // memory, and ONNX Runtime writes into them directly; the others ONNX
 // Runtime allocates, and onnxruntime_go copies them once into Go memory.
 func (m *model) Predict(ctx context.Context, inputs []tensor.Tensor) ([]tensor.Tensor, error) {
-	if len(inputs) != len(m.inputNames) {
-		return nil, inferr.Errorf(inferr.InputParsing, "onnx: model takes %d inputs, got %d", len(m.inputNames), len(inputs))
-	}
 	values := make([]ort.Value, len(inputs)+len(m.outputNames))
 	ins, outs := values[:len(inputs)], values[len(inputs):]
 	defer destroyValues(values)
 	for i, t := range inputs {
 		v, err := newValue(t)
 		if err != nil {
-			return nil, inferr.Errorf(inferr.InputParsing, "onnx: input %q: %w", m.inputNames[i], err)
+			return nil, fmt.Errorf("%w: onnx: input %q: %w", driver.ErrInvalidInput, m.inputNames[i], err)
 		}
 		ins[i] = v
 	}
@@ -311,13 +307,13 @@ func (m *model) run(ctx context.Context, ins, outs []ort.Value) error {
 func (m *model) runOnce(ctx context.Context, ins, outs []ort.Value) error {
 	if ctx.Done() == nil || m.fastestRun.Load() < m.cancelableRun {
 		if err := m.session.Run(ins, outs); err != nil {
-			return inferr.Errorf(inferr.ModelExecution, "onnx: %w", err)
+			return fmt.Errorf("onnx: %w", err)
 		}
 		return nil
 	}
 	ro, err := m.getRunOptions()
 	if err != nil {
-		return inferr.Errorf(inferr.ModelExecution, "onnx: run options: %w", err)
+		return fmt.Errorf("onnx: run options: %w", err)
 	}
 	ro.pending.Add(1)
 	stop := context.AfterFunc(ctx, ro.terminate)
@@ -337,9 +333,9 @@ func (m *model) runOnce(ctx context.Context, ins, outs []ort.Value) error {
 	}
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
-			return inferr.Errorf(inferr.GRPC, "onnx: run stopped: %w", ctxErr)
+			return fmt.Errorf("onnx: run stopped: %w", ctxErr)
 		}
-		return inferr.Errorf(inferr.ModelExecution, "onnx: %w", err)
+		return fmt.Errorf("onnx: %w", err)
 	}
 	return nil
 }
@@ -434,9 +430,9 @@ func goTensor(name string, v ort.Value) (tensor.Tensor, error) {
 	case *ort.Tensor[int64]:
 		t.Shape, t.Data = tv.GetShape(), tv.GetData()
 	case nil:
-		return t, inferr.Errorf(inferr.OutputParsing, "onnx: output %q: ONNX Runtime returned no value", name)
+		return t, fmt.Errorf("%w: onnx: output %q: ONNX Runtime returned no value", driver.ErrInvalidOutput, name)
 	default:
-		return t, inferr.Errorf(inferr.OutputParsing, "onnx: output %q is a %s; only DOUBLE, FLOAT, INT8, INT16, INT32 and INT64 tensors can be returned", name, describeValue(v))
+		return t, fmt.Errorf("%w: onnx: output %q is a %s; only DOUBLE, FLOAT, INT8, INT16, INT32 and INT64 tensors can be returned", driver.ErrInvalidOutput, name, describeValue(v))
 	}
 	return t, nil
 }

@@ -20,7 +20,6 @@ import (
 	"strings"
 	"unsafe"
 
-	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/runtimes/driver"
 	"github.com/inferbid/inferbid/tensor"
@@ -141,7 +140,8 @@ func (m *model) Predict(_ context.Context, inputs []tensor.Tensor) ([]tensor.Ten
 	for i, t := range inputs {
 		p := firstElement(t.Data)
 		if p == nil {
-			return nil, inferr.Errorf(inferr.InputParsing, "input %d (%q): no data", i, t.Name)
+			// runtimes never passes an empty tensor; C must not get nil.
+			return nil, fmt.Errorf("%w: input %d (%q): no data", driver.ErrInvalidInput, i, t.Name)
 		}
 		pinner.Pin(p)
 		in := C.pt_input{dtype: C.int32_t(t.DType()), ndim: C.int32_t(len(t.Shape)), data: p}
@@ -160,11 +160,11 @@ func (m *model) Predict(_ context.Context, inputs []tensor.Tensor) ([]tensor.Ten
 	if err := takeError(C.pt_forward(m.c, insPtr, C.int32_t(len(ins)), &out, &kind)); err != nil {
 		switch kind {
 		case C.PT_ERR_INPUT:
-			return nil, inferr.Wrap(inferr.InputParsing, err, "pytorch: converting inputs")
+			return nil, fmt.Errorf("%w: pytorch: converting inputs: %w", driver.ErrInvalidInput, err)
 		case C.PT_ERR_OUTPUT:
-			return nil, inferr.Wrap(inferr.OutputParsing, err, "pytorch: unsupported output")
+			return nil, fmt.Errorf("%w: pytorch: unsupported output: %w", driver.ErrInvalidOutput, err)
 		default:
-			return nil, inferr.Wrap(inferr.ModelExecution, shimError(summarize(err.Error())), "pytorch: forward() failed")
+			return nil, fmt.Errorf("pytorch: forward() failed: %w", shimError(summarize(err.Error())))
 		}
 	}
 	defer C.pt_free_outputs(&out)
@@ -182,7 +182,7 @@ func copyOutputs(out *C.pt_outputs) ([]tensor.Tensor, error) {
 	for i, v := range views {
 		numel := int64(v.numel)
 		if numel < 0 || numel > maxOutputElements {
-			return nil, inferr.Errorf(inferr.OutputParsing, "pytorch: output %d has %d elements (limit %d)", i, numel, maxOutputElements)
+			return nil, fmt.Errorf("%w: pytorch: output %d has %d elements (limit %d)", driver.ErrInvalidOutput, i, numel, maxOutputElements)
 		}
 		shape := make([]int64, int(v.ndim))
 		if v.ndim > 0 {
@@ -191,7 +191,7 @@ func copyOutputs(out *C.pt_outputs) ([]tensor.Tensor, error) {
 		dt := tensor.DType(v.dtype)
 		data := tensor.MakeData(dt, int(numel))
 		if data == nil {
-			return nil, inferr.Errorf(inferr.OutputParsing, "pytorch: output %d has dtype code %d", i, int(v.dtype))
+			return nil, fmt.Errorf("%w: pytorch: output %d has dtype code %d", driver.ErrInvalidOutput, i, int(v.dtype))
 		}
 		if numel > 0 {
 			dst := unsafe.Slice((*byte)(firstElement(data)), int(numel)*dt.Size())

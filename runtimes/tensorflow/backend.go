@@ -16,7 +16,6 @@ import (
 	opb "github.com/wamuir/graft/tensorflow/core/framework/op_def_go_proto"
 	cpb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
 
-	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/runtimes/driver"
 	"github.com/inferbid/inferbid/tensor"
@@ -52,7 +51,7 @@ const (
 func (b *Backend) Load(ctx context.Context, files driver.Files) (driver.Model, error) {
 	m, err := load(files, b.cfg.ModelResetProbability)
 	if err != nil {
-		return nil, inferr.Wrap(inferr.ModelExecution, err, "")
+		return nil, err
 	}
 	return m, nil
 }
@@ -381,10 +380,10 @@ func (m *model) Signature() driver.Signature { return m.sig }
 // serialised and ModelResetProbability applies).
 func (m *model) Stateful() bool { return m.stateful }
 
+// Predict runs serving_default. runtimes has checked inputs against the
+// signature, which declares every feed's exact dtype and marks optional
+// only the inputs with a usable default: nothing is checked again here.
 func (m *model) Predict(ctx context.Context, inputs []tensor.Tensor) ([]tensor.Tensor, error) {
-	if len(inputs) != len(m.feeds) {
-		return nil, inferr.Errorf(inferr.InputParsing, "model takes %d inputs, got %d", len(m.feeds), len(inputs))
-	}
 	if m.stateful {
 		m.mu.Lock()
 		defer m.mu.Unlock()
@@ -398,15 +397,9 @@ func (m *model) Predict(ctx context.Context, inputs []tensor.Tensor) ([]tensor.T
 	defer m.states.put(s)
 	for i, in := range inputs {
 		slot := m.feeds[i]
-		if in.Data == nil {
-			if m.defaults[i] < 0 {
-				return nil, inferr.Errorf(inferr.InputParsing, "missing input tensor %q", m.sig.Inputs[i].Name)
-			}
+		if in.Data == nil { // an absent optional input
 			s.vals[slot] = s.vals[m.defaults[i]]
 			continue
-		}
-		if want := toDType(in.DType()); want != m.serve.types[slot] {
-			return nil, inferr.Errorf(inferr.InputParsing, "input tensor %q: data_type %s, model expects %s", m.sig.Inputs[i].Name, in.DType(), dtypeName(m.serve.types[slot]))
 		}
 		viewInput(&s.owned[slot], in)
 		s.vals[slot] = &s.owned[slot]
@@ -426,7 +419,7 @@ func (m *model) Predict(ctx context.Context, inputs []tensor.Tensor) ([]tensor.T
 		s.owned[slot] = dense{}
 	}
 	if err != nil {
-		return nil, inferr.Wrap(inferr.ModelExecution, err, "")
+		return nil, err
 	}
 	return out, nil
 }
@@ -434,7 +427,7 @@ func (m *model) Predict(ctx context.Context, inputs []tensor.Tensor) ([]tensor.T
 // reset restores every variable from the checkpoint (the caller holds mu).
 func (m *model) reset() error {
 	if err := m.restore.run(m.restore.newState()); err != nil {
-		return inferr.Wrap(inferr.ModelExecution, err, "resetting model state from its checkpoint")
+		return fmt.Errorf("resetting model state from its checkpoint: %w", err)
 	}
 	return nil
 }

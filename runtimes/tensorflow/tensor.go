@@ -6,6 +6,7 @@ import (
 
 	tpb "github.com/wamuir/graft/tensorflow/core/framework/types_go_proto"
 
+	"github.com/inferbid/inferbid/runtimes/driver"
 	"github.com/inferbid/inferbid/tensor"
 )
 
@@ -248,7 +249,7 @@ func exportTensor(name string, t *dense) (tensor.Tensor, error) {
 	case dtInt64:
 		out.Data = append([]int64{}, t.i64...)
 	default:
-		return out, fmt.Errorf("output %q has dtype %s, which cannot be returned", name, dtypeName(t.dt))
+		return out, fmt.Errorf("%w: output %q has dtype %s, which cannot be returned", driver.ErrInvalidOutput, name, dtypeName(t.dt))
 	}
 	return out, nil
 }

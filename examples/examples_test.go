@@ -15,13 +15,13 @@ import (
 
 	"github.com/inferbid/inferbid/examples"
 	"github.com/inferbid/inferbid/examples/internal/bucketgen"
-	"github.com/inferbid/inferbid/internal/sidecartest"
 	"github.com/inferbid/inferbid/jsbridge"
 	"github.com/inferbid/inferbid/modelstore"
 	"github.com/inferbid/inferbid/modelstore/modelfiles"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/runtimes/tensorflow"
 	"github.com/inferbid/inferbid/sidecar"
+	"github.com/inferbid/inferbid/sidecar/sidecartest"
 	"github.com/inferbid/inferbid/tensor"
 )
 

@@ -14,12 +14,12 @@ import (
 	"time"
 
 	"github.com/inferbid/inferbid/inferr"
-	"github.com/inferbid/inferbid/internal/sidecartest"
 	"github.com/inferbid/inferbid/internal/testhelp"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/runtimes/driver"
 	"github.com/inferbid/inferbid/runtimes/tensorflow"
 	"github.com/inferbid/inferbid/sidecar"
+	"github.com/inferbid/inferbid/sidecar/sidecartest"
 	"github.com/inferbid/inferbid/tensor"
 )
 

@@ -13,11 +13,11 @@ import (
 
 	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/inferr"
-	"github.com/inferbid/inferbid/internal/sidecartest"
 	"github.com/inferbid/inferbid/modelstore/modelfiles"
 	"github.com/inferbid/inferbid/runtimes"
 	_ "github.com/inferbid/inferbid/runtimes/tensorflow"
 	"github.com/inferbid/inferbid/sidecar"
+	"github.com/inferbid/inferbid/sidecar/sidecartest"
 )
 
 // exampleModel reads a SavedModel of the examples bucket and its warm-up

@@ -40,23 +40,38 @@ const (
 // fails the test instead of stalling it. It is not a performance assertion.
 const waitLimit = 2 * time.Minute
 
-// Run runs the conformance suite against rt as subtests of t. See the
-// package documentation for what each subtest checks.
-func Run(t *testing.T, rt *runtimes.Runtime, fx Fixtures) {
+// Run runs the conformance suite as subtests of t. Each subtest opens a
+// fresh runtime with open, so that no subtest sees state another left
+// behind; open registers the runtime's Close with t.Cleanup (it then runs
+// after the suite has closed the subtest's models). See the package
+// documentation for what each subtest checks.
+func Run(t *testing.T, open func(t *testing.T) *runtimes.Runtime, fx Fixtures) {
 	t.Helper()
 	if len(fx.AllDTypes) == 0 || len(fx.AffineV1) == 0 || len(fx.AffineV2) == 0 {
 		t.Fatal("conformance: Fixtures must give AllDTypes, AffineV1 and AffineV2")
 	}
-	s := &suite{rt: rt, fx: fx}
-	t.Run("LoadFromBytes", s.testLoad)
-	t.Run("Signature", s.testSignature)
-	t.Run("AllDTypes", s.testAllDTypes)
-	t.Run("Affine", s.testAffine)
-	t.Run("BadInput", s.testBadInput)
-	t.Run("CorruptModel", s.testCorruptModel)
-	t.Run("Concurrent", s.testConcurrent)
-	t.Run("SwapWhileServing", s.testSwap)
-	t.Run("Close", s.testClose)
+	for _, c := range []struct {
+		name string
+		test func(*suite, *testing.T)
+	}{
+		{"LoadFromBytes", (*suite).testLoad},
+		{"Signature", (*suite).testSignature},
+		{"AllDTypes", (*suite).testAllDTypes},
+		{"Affine", (*suite).testAffine},
+		{"BadInput", (*suite).testBadInput},
+		{"CorruptModel", (*suite).testCorruptModel},
+		{"Concurrent", (*suite).testConcurrent},
+		{"SwapWhileServing", (*suite).testSwap},
+		{"Close", (*suite).testClose},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rt := open(t)
+			if rt == nil {
+				t.Fatal("conformance: open returned no runtime")
+			}
+			c.test(&suite{rt: rt, fx: fx}, t)
+		})
+	}
 }
 
 type suite struct {

@@ -4,9 +4,10 @@
 //
 // A runtime's test calls
 //
-//	conformance.Run(t, rt, conformance.Fixtures{AllDTypes: ..., AffineV1: ..., AffineV2: ...})
+//	conformance.Run(t, open, conformance.Fixtures{AllDTypes: ..., AffineV1: ..., AffineV2: ...})
 //
-// with an opened *runtimes.Runtime and three small models in its own format
+// with open returning a freshly opened *runtimes.Runtime (each subtest gets
+// its own, closed when the subtest ends) and three small models in its own format
 // (see Fixtures): a six-dtype identity model and two versions of an affine
 // model. Input names come from the loaded model's Signature; positional
 // runtimes (Signature.Positional) get inputs by position, and when they do
@@ -47,32 +48,14 @@
 //   - Close: Close is idempotent, and Predict after Close is MODEL_NOT_FOUND
 //     (runtimes.ErrClosed) naming the model path.
 //
-// RunSidecar (sidecar.go) is the suite's second part, the same runtime
-// behind a real sidecar: a runtime's test calls
-//
-//	conformance.RunSidecar(t, runtimeName, conformance.Fixtures{AffineV1: ..., AffineV2: ...})
-//
-// and it opens the named (registered) runtime, serves it with an
-// in-process sidecar.Server on a Unix socket in a temporary directory and
-// checks over that socket, through sidecar.Client:
-//
-//   - UnknownModel: a path never registered is MODEL_NOT_FOUND.
-//   - RegisterAndPredict: AffineV1 registers with a warm-up batch and
-//     answers right on the JSON and the typed path.
-//   - SwapWhilePredicting: re-registering AffineV2 while 32 goroutines
-//     predict gives every caller a correct v1 or v2 answer, never
-//     MODEL_NOT_FOUND.
-//   - WarmUpFailureKeepsOldModel: a registration whose warm-up fails is
-//     rejected and the old model keeps serving.
-//   - Delete: a deleted model is MODEL_NOT_FOUND.
-//
-// As in Run, a positional runtime may report a wrong dtype or shape as
-// MODEL_EXECUTION, and a warm-up naming an unknown input is not a fault
-// for it (names are ignored). ONNX, TensorFlow and PyTorch run RunSidecar
-// in their own tests.
+// The same runtime behind a real sidecar over a Unix socket is the second
+// part of the suite, sidecartest.RunConformance in package
+// sidecar/sidecartest: this package imports only the portable layer
+// (runtimes, runtimes/driver) and the leaf packages tensor and inferr, never
+// a server, as go-cloud's drivertest imports only blob and its driver.
 //
 // In Run, MODEL_NOT_FOUND is what a closed model answers; unknown paths are
-// the sidecar's business (RunSidecar and the sidecar's own tests). Waits are
+// the sidecar's business (sidecartest.RunConformance and the sidecar's own tests). Waits are
 // bounded (a hung runtime fails, not stalls, the test) but nothing is
 // timed: speed is measured by benchmarks.
 package conformance

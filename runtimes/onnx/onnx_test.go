@@ -69,13 +69,15 @@ func TestConformance(t *testing.T) {
 		AffineV1:  readModel(t, "affine_v1.onnx"),
 		AffineV2:  readModel(t, "affine_v2.onnx"),
 	}
-	t.Run("threads=default", func(t *testing.T) { conformance.Run(t, openRuntime(t, driver.Config{}), fx) })
-	t.Run("threads=1", func(t *testing.T) {
-		conformance.Run(t, openRuntime(t, driver.Config{NumIntraopThreads: 1, NumInteropThreads: 1}), fx)
-	})
-	t.Run("threads=2x2", func(t *testing.T) {
-		conformance.Run(t, openRuntime(t, driver.Config{NumIntraopThreads: 2, NumInteropThreads: 2}), fx)
-	})
+	for name, cfg := range map[string]driver.Config{
+		"threads=default": {},
+		"threads=1":       {NumIntraopThreads: 1, NumInteropThreads: 1},
+		"threads=2x2":     {NumIntraopThreads: 2, NumInteropThreads: 2},
+	} {
+		t.Run(name, func(t *testing.T) {
+			conformance.Run(t, func(t *testing.T) *runtimes.Runtime { return openRuntime(t, cfg) }, fx)
+		})
+	}
 }
 
 // mlpWant computes the benchmark MLP of the team contract in Go, from the

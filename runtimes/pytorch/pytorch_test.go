@@ -19,6 +19,7 @@ import (
 	"github.com/inferbid/inferbid/runtimes/conformance"
 	"github.com/inferbid/inferbid/runtimes/driver"
 	_ "github.com/inferbid/inferbid/runtimes/pytorch"
+	"github.com/inferbid/inferbid/sidecar/sidecartest"
 	"github.com/inferbid/inferbid/tensor"
 )
 
@@ -66,8 +67,7 @@ func load(t testing.TB, rt *runtimes.Runtime, name string) *runtimes.Model {
 }
 
 func TestConformance(t *testing.T) {
-	rt := openRuntime(t)
-	conformance.Run(t, rt, conformance.Fixtures{
+	conformance.Run(t, func(t *testing.T) *runtimes.Runtime { return openRuntime(t) }, conformance.Fixtures{
 		AllDTypes: readTestdata(t, "alldtypes.pt"),
 		AffineV1:  readTestdata(t, "affine_v1.pt"),
 		AffineV2:  readTestdata(t, "affine_v2.pt"),
@@ -76,10 +76,9 @@ func TestConformance(t *testing.T) {
 
 // The same fixtures through an in-process sidecar over a real Unix socket.
 func TestSidecarConformance(t *testing.T) {
-	conformance.RunSidecar(t, "pytorch", conformance.Fixtures{
-		AllDTypes: readTestdata(t, "alldtypes.pt"),
-		AffineV1:  readTestdata(t, "affine_v1.pt"),
-		AffineV2:  readTestdata(t, "affine_v2.pt"),
+	sidecartest.RunConformance(t, func(t *testing.T) *runtimes.Runtime { return openRuntime(t) }, sidecartest.Fixtures{
+		AffineV1: readTestdata(t, "affine_v1.pt"),
+		AffineV2: readTestdata(t, "affine_v2.pt"),
 	})
 }
 

@@ -5,16 +5,22 @@ import (
 
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/runtimes/conformance"
-	"github.com/inferbid/inferbid/runtimes/driver"
 	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
+	"github.com/inferbid/inferbid/sidecar/sidecartest"
 )
 
-func TestConformance(t *testing.T) {
-	rt, err := runtimes.Open(Name, driver.Config{})
+// openRuntime opens a fresh TensorFlow runtime for one conformance subtest.
+func openRuntime(t *testing.T) *runtimes.Runtime {
+	t.Helper()
+	rt, err := runtimes.Open(Name, runtimes.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rt.Close()
+	t.Cleanup(func() { rt.Close() })
+	return rt
+}
+
+func TestConformance(t *testing.T) {
 	// The TF2 Keras layout (computation in a called function) and the TF1
 	// layout (ref variables in the main graph).
 	for name, opts := range map[string]tfsave.Options{
@@ -22,20 +28,20 @@ func TestConformance(t *testing.T) {
 		"tf1":          {Variables: tfsave.RefVariables},
 	} {
 		t.Run(name, func(t *testing.T) {
-			fx, err := tfsave.ConformanceFixturesWith(opts)
+			m, err := tfsave.BuildConformanceModels(opts)
 			if err != nil {
 				t.Fatal(err)
 			}
-			conformance.Run(t, rt, fx)
+			conformance.Run(t, openRuntime, conformance.Fixtures{AllDTypes: m.AllDTypes, AffineV1: m.AffineV1, AffineV2: m.AffineV2})
 		})
 	}
 }
 
-// The same fixtures through an in-process sidecar over a real Unix socket.
+// The same models through an in-process sidecar over a real Unix socket.
 func TestSidecarConformance(t *testing.T) {
-	fx, err := tfsave.ConformanceFixturesWith(tfsave.Options{FunctionCall: true})
+	m, err := tfsave.BuildConformanceModels(tfsave.Options{FunctionCall: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	conformance.RunSidecar(t, Name, fx)
+	sidecartest.RunConformance(t, openRuntime, sidecartest.Fixtures{AffineV1: m.AffineV1, AffineV2: m.AffineV2})
 }

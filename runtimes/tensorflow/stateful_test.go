@@ -86,7 +86,7 @@ func TestStatefulReset(t *testing.T) {
 
 func TestTfsaveModelsLoad(t *testing.T) {
 	for name, opts := range map[string]tfsave.Options{"tf2": {}, "tf2-function": {FunctionCall: true}, "tf1": {Variables: tfsave.RefVariables}} {
-		for model, mk := range map[string]func(tfsave.Options) (driver.Files, error){"pctr": tfsave.PCTRModel, "pcvr": tfsave.PCVRModel} {
+		for model, mk := range map[string]func(tfsave.Options) (map[string][]byte, error){"pctr": tfsave.PCTRModel, "pcvr": tfsave.PCVRModel} {
 			t.Run(name+"/"+model, func(t *testing.T) {
 				files, err := mk(opts)
 				if err != nil {

@@ -14,7 +14,6 @@ import (
 	shapepb "github.com/wamuir/graft/tensorflow/core/framework/tensor_shape_go_proto"
 	typespb "github.com/wamuir/graft/tensorflow/core/framework/types_go_proto"
 
-	"github.com/inferbid/inferbid/runtimes/driver"
 	"github.com/inferbid/inferbid/tensor"
 )
 
@@ -75,7 +74,7 @@ type Builder struct {
 	byName map[string]*node
 	vars   []*variable
 	sigs   map[string]*signature
-	files  driver.Files // set once Files has run
+	files  map[string][]byte // set once Files has run
 }
 
 // NewBuilder returns a builder with default options (TF2 resource

@@ -19,8 +19,9 @@
 //
 // or take a ready-made model: MLP (the team's benchmark MLP), PCTRModel and
 // PCVRModel (MLPs with embedding lookups, for the examples), CounterModel (a
-// stateful counter), AllDTypesModel and AffineModel, and ConformanceFixtures
-// (the runtime conformance suite's models).
+// stateful counter), AllDTypesModel and AffineModel, and BuildConformanceModels
+// (the runtime conformance suite's models, as plain files: tfsave imports no
+// test code, so the tools built on it link neither testing nor gRPC).
 //
 // Variables are restored the way TensorFlow's graph-mode Saver restores them
 // (tf.compat.v1.train.Saver(sharded=True), as TF1's SavedModelBuilder

@@ -14,7 +14,6 @@ import (
 	typespb "github.com/wamuir/graft/tensorflow/core/framework/types_go_proto"
 	protopb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
 
-	"github.com/inferbid/inferbid/runtimes/driver"
 	"github.com/inferbid/inferbid/tensor"
 )
 
@@ -53,7 +52,7 @@ func (v *tval) n() int64 {
 
 type evalModel struct {
 	t      *testing.T
-	files  driver.Files
+	files  map[string][]byte
 	meta   *protopb.MetaGraphDef
 	nodes  map[string]*nodepb.NodeDef
 	funcs  map[string]*functionpb.FunctionDef
@@ -62,7 +61,7 @@ type evalModel struct {
 	ranOps map[string]int // op type -> times executed (what the model really used)
 }
 
-func loadEval(t *testing.T, files driver.Files) *evalModel {
+func loadEval(t *testing.T, files map[string][]byte) *evalModel {
 	t.Helper()
 	sm := savedModelOf(t, files)
 	m := &evalModel{t: t, files: files, meta: sm.MetaGraphs[0], nodes: map[string]*nodepb.NodeDef{},

@@ -1,36 +1,27 @@
 package tfsave
 
-import (
-	"fmt"
+import "fmt"
 
-	"github.com/inferbid/inferbid/runtimes/conformance"
-)
-
-// ConformanceFixtures returns the runtime conformance suite's models as
-// TF2 exports lay them out (resource variables, the computation in a
-// function called through (Stateful)PartitionedCall, the traced saver):
-// AllDTypesModel, AffineModel(2, 1) and AffineModel(3, -1). The models are fixed, so an
-// error here is a bug in this package and panics.
-func ConformanceFixtures() conformance.Fixtures {
-	fx, err := ConformanceFixturesWith(Options{FunctionCall: true, TracedSaver: true})
-	if err != nil {
-		panic(err)
-	}
-	return fx
+// ConformanceModels are the models of the runtime conformance suite, as
+// plain files (path -> contents): the six-dtype identity model and two
+// versions of the affine model (y = 2x+1 and y = 3x-1).
+type ConformanceModels struct {
+	AllDTypes, AffineV1, AffineV2 map[string][]byte
 }
 
-// ConformanceFixturesWith builds the conformance fixtures with opts.
-func ConformanceFixturesWith(opts Options) (conformance.Fixtures, error) {
-	var fx conformance.Fixtures
+// BuildConformanceModels builds AllDTypesModel, AffineModel(2, 1) and
+// AffineModel(3, -1) with opts.
+func BuildConformanceModels(opts Options) (ConformanceModels, error) {
+	var m ConformanceModels
 	var err error
-	if fx.AllDTypes, err = AllDTypesModel(opts); err != nil {
-		return fx, fmt.Errorf("tfsave: AllDTypes fixture: %w", err)
+	if m.AllDTypes, err = AllDTypesModel(opts); err != nil {
+		return m, fmt.Errorf("tfsave: AllDTypes model: %w", err)
 	}
-	if fx.AffineV1, err = AffineModel(opts, 2, 1); err != nil {
-		return fx, fmt.Errorf("tfsave: AffineV1 fixture: %w", err)
+	if m.AffineV1, err = AffineModel(opts, 2, 1); err != nil {
+		return m, fmt.Errorf("tfsave: AffineV1 model: %w", err)
 	}
-	if fx.AffineV2, err = AffineModel(opts, 3, -1); err != nil {
-		return fx, fmt.Errorf("tfsave: AffineV2 fixture: %w", err)
+	if m.AffineV2, err = AffineModel(opts, 3, -1); err != nil {
+		return m, fmt.Errorf("tfsave: AffineV2 model: %w", err)
 	}
-	return fx, nil
+	return m, nil
 }

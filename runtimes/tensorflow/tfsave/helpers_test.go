@@ -9,8 +9,6 @@ import (
 	versionspb "github.com/wamuir/graft/tensorflow/core/framework/versions_go_proto"
 	protopb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
 	"google.golang.org/protobuf/proto"
-
-	"github.com/inferbid/inferbid/runtimes/driver"
 )
 
 var versionDef1 = versionspb.VersionDef{Producer: 1}
@@ -58,7 +56,7 @@ func readSavedModel(t *testing.T, dir string) *protopb.SavedModel {
 }
 
 // savedModelOf parses the saved_model.pb of files.
-func savedModelOf(t *testing.T, files driver.Files) *protopb.SavedModel {
+func savedModelOf(t *testing.T, files map[string][]byte) *protopb.SavedModel {
 	t.Helper()
 	return parseSavedModel(t, SavedModelFile, files[SavedModelFile])
 }

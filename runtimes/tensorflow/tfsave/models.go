@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/inferbid/inferbid/runtimes/driver"
 	"github.com/inferbid/inferbid/tensor"
 )
 
@@ -42,7 +41,7 @@ func MLPInput(batch int) []float32 {
 // "serving_default_x") FLOAT [-1,8], output "y" FLOAT [-1,1];
 // y = sigmoid(relu(x·W1 + b1)·W2 + b2) with MLPWeights held in the
 // variables dense/kernel, dense/bias, dense_1/kernel, dense_1/bias.
-func MLP(opts Options) (driver.Files, error) {
+func MLP(opts Options) (map[string][]byte, error) {
 	w1, b1, w2, b2 := MLPWeights()
 	b := NewBuilderWith(opts)
 	x := b.Placeholder("serving_default_x", tensor.Float, []int64{-1, 8})
@@ -75,7 +74,7 @@ var AllDTypesSpec = []tensor.DType{tensor.Double, tensor.Float, tensor.Int8, ten
 // "double_in", "float_in", "int8_in", "int16_in", "int32_in", "int64_in"
 // (placeholders "serving_default_<key>") of shape [-1,2]; six outputs
 // "<dtype>_out", each the unchanged input (Identity).
-func AllDTypesModel(opts Options) (driver.Files, error) {
+func AllDTypesModel(opts Options) (map[string][]byte, error) {
 	b := NewBuilderWith(opts)
 	ins, outs := map[string]string{}, map[string]string{}
 	for _, d := range AllDTypesSpec {
@@ -101,7 +100,7 @@ func lower(s string) string {
 // AffineModel returns a model with input "x" (placeholder
 // "serving_default_x") FLOAT [-1,3] and output "y" = a*x + c, where a and c
 // are scalar variables "a" and "c" restored from the checkpoint.
-func AffineModel(opts Options, a, c float32) (driver.Files, error) {
+func AffineModel(opts Options, a, c float32) (map[string][]byte, error) {
 	b := NewBuilderWith(opts)
 	x := b.Placeholder("serving_default_x", tensor.Float, []int64{-1, 3})
 	av := b.Variable("a", tensor.New("", []int64{}, []float32{a}))
@@ -151,7 +150,7 @@ const (
 // its read value, W1 [14,16], b1 [16], W2 [16,1], b2 [1]; the weights are
 // Weight(seed, scale, n) with (seed, scale) = (1, 0.5), (2, 0.5), (3, 0.4),
 // (4, 0.1), (5, 0.5), (6, 0.1) in that order.
-func PCTRModel(opts Options) (driver.Files, error) {
+func PCTRModel(opts Options) (map[string][]byte, error) {
 	b := NewBuilderWith(opts)
 	ad := b.Placeholder("serving_default_ad_id", tensor.Int64, []int64{-1, 1})
 	pub := b.Placeholder("serving_default_publisher_id", tensor.Int64, []int64{-1, 1})
@@ -192,7 +191,7 @@ func PCTRModel(opts Options) (driver.Files, error) {
 // (axis 0) and squeezed to rank 2, W1 [12,8], b1 [8], W2 [8,1], b2 [1];
 // the weights are Weight(seed, scale, n) with (seed, scale) = (11, 0.5),
 // (12, 0.5), (13, 0.4), (14, 0.1), (15, 0.6), (16, 0.1) in that order.
-func PCVRModel(opts Options) (driver.Files, error) {
+func PCVRModel(opts Options) (map[string][]byte, error) {
 	b := NewBuilderWith(opts)
 	camp := b.Placeholder("serving_default_campaign_id", tensor.Int64, []int64{-1, 1})
 	country := b.Placeholder("serving_default_country_id", tensor.Int64, []int64{-1, 1})
@@ -222,7 +221,7 @@ func PCVRModel(opts Options) (driver.Files, error) {
 // output "output_1" INT32 scalar. Each call adds 1 to the resource variable
 // "counter" (AssignAddVariableOp) and returns its new value. The checkpoint
 // holds start, so successive calls return start+1, start+2, ...
-func CounterModel(opts Options, start int32) (driver.Files, error) {
+func CounterModel(opts Options, start int32) (map[string][]byte, error) {
 	if opts.Variables == RefVariables {
 		return nil, fmt.Errorf("tfsave: CounterModel needs resource variables (AssignAddVariableOp)")
 	}

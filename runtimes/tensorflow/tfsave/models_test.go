@@ -13,7 +13,6 @@ import (
 	protopb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/inferbid/inferbid/runtimes/driver"
 	"github.com/inferbid/inferbid/tensor"
 )
 
@@ -143,13 +142,13 @@ func checkShapeProto(t *testing.T, what string, ti *protopb.TensorInfo, want []i
 func TestAffineAndFixtures(t *testing.T) {
 	x := []float64{-1.5, 0, 2, 3.25, -0.125, 7}
 	for _, o := range allOptions {
-		fx, err := ConformanceFixturesWith(o)
+		fx, err := BuildConformanceModels(o)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, c := range []struct {
 			name  string
-			files driver.Files
+			files map[string][]byte
 			a, b  float64
 		}{{"v1", fx.AffineV1, 2, 1}, {"v2", fx.AffineV2, 3, -1}} {
 			t.Run(optName(o)+"/affine_"+c.name, func(t *testing.T) {
@@ -196,9 +195,9 @@ func TestAffineAndFixtures(t *testing.T) {
 			}
 		})
 	}
-	fx := ConformanceFixtures()
-	if len(fx.AllDTypes) == 0 || len(fx.AffineV1) == 0 || len(fx.AffineV2) == 0 {
-		t.Fatal("ConformanceFixtures returned empty files")
+	fx, err := BuildConformanceModels(Options{FunctionCall: true, TracedSaver: true})
+	if err != nil || len(fx.AllDTypes) == 0 || len(fx.AffineV1) == 0 || len(fx.AffineV2) == 0 {
+		t.Fatalf("BuildConformanceModels: %v, or empty files", err)
 	}
 }
 
@@ -336,9 +335,9 @@ func TestCounter(t *testing.T) {
 // TestStructure checks what every model writes against TensorFlow's
 // conventions, for every option.
 func TestStructure(t *testing.T) {
-	models := map[string]func(Options) (driver.Files, error){
+	models := map[string]func(Options) (map[string][]byte, error){
 		"mlp": MLP, "pctr": PCTRModel, "pcvr": PCVRModel, "all_dtypes": AllDTypesModel,
-		"affine": func(o Options) (driver.Files, error) { return AffineModel(o, 2, 1) },
+		"affine": func(o Options) (map[string][]byte, error) { return AffineModel(o, 2, 1) },
 	}
 	for name, gen := range models {
 		for _, o := range allOptions {
@@ -362,7 +361,7 @@ func TestStructure(t *testing.T) {
 	}
 }
 
-func checkStructure(t *testing.T, files driver.Files, o Options) {
+func checkStructure(t *testing.T, files map[string][]byte, o Options) {
 	t.Helper()
 	sm := savedModelOf(t, files)
 	if sm.SavedModelSchemaVersion != 1 {

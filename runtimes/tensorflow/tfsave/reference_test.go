@@ -15,7 +15,6 @@ import (
 	protopb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/inferbid/inferbid/runtimes/driver"
 	"github.com/inferbid/inferbid/tensor"
 )
 
@@ -31,9 +30,9 @@ func refDir(t *testing.T, rel string) string {
 	return d
 }
 
-func readDirFiles(t *testing.T, dir string) driver.Files {
+func readDirFiles(t *testing.T, dir string) map[string][]byte {
 	t.Helper()
-	files := driver.Files{}
+	files := map[string][]byte{}
 	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
@@ -339,7 +338,7 @@ func TestTF2LayoutMatchesStateful(t *testing.T) {
 		}
 	}
 	// The object graph names the variable's checkpoint key in both.
-	for name, f := range map[string]driver.Files{"tfsave": files, "TF": refFiles} {
+	for name, f := range map[string]map[string][]byte{"tfsave": files, "TF": refFiles} {
 		og := objectGraphOf(t, f)
 		found := false
 		for _, n := range og.Nodes {
@@ -393,7 +392,7 @@ func uvarint(b []byte) (uint64, int) {
 	return 0, len(b)
 }
 
-func objectGraphOf(t *testing.T, files driver.Files) *protopb.TrackableObjectGraph {
+func objectGraphOf(t *testing.T, files map[string][]byte) *protopb.TrackableObjectGraph {
 	t.Helper()
 	_, _, entries := readBundle(t, files[VariablesIndex])
 	for _, e := range entries {

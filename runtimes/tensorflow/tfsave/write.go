@@ -16,8 +16,6 @@ import (
 	versionspb "github.com/wamuir/graft/tensorflow/core/framework/versions_go_proto"
 	protopb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
 	"google.golang.org/protobuf/proto"
-
-	"github.com/inferbid/inferbid/runtimes/driver"
 )
 
 // File names of a SavedModel directory.
@@ -42,7 +40,7 @@ const (
 // tf.compat.v1.train.Saver(sharded=True) builds it) restores the variables,
 // or TF2's traced restore function with Options.TracedSaver. After Files
 // the builder is frozen; later calls return the same files.
-func (b *Builder) Files() (driver.Files, error) {
+func (b *Builder) Files() (map[string][]byte, error) {
 	if b.err != nil {
 		return nil, b.err
 	}
@@ -58,15 +56,15 @@ func (b *Builder) Files() (driver.Files, error) {
 	return copyFiles(files), nil
 }
 
-func copyFiles(f driver.Files) driver.Files {
-	c := make(driver.Files, len(f))
+func copyFiles(f map[string][]byte) map[string][]byte {
+	c := make(map[string][]byte, len(f))
 	for k, v := range f {
 		c[k] = append([]byte(nil), v...)
 	}
 	return c
 }
 
-func (b *Builder) write() (driver.Files, error) {
+func (b *Builder) write() (map[string][]byte, error) {
 	var saver *protopb.SaverDef
 	if b.opts.TracedSaver && (!b.opts.FunctionCall || b.opts.Variables != ResourceVariables) {
 		return nil, fmt.Errorf("tfsave: TracedSaver needs FunctionCall and resource variables")
@@ -149,7 +147,7 @@ func (b *Builder) write() (driver.Files, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tfsave: marshal saved_model.pb: %w", err)
 	}
-	files := driver.Files{SavedModelFile: pb}
+	files := map[string][]byte{SavedModelFile: pb}
 	if len(b.vars) == 0 && !b.opts.FunctionCall {
 		// TF1's SavedModelBuilder writes no checkpoint when there is
 		// nothing to save.

@@ -10,17 +10,16 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/inferbid/inferbid/runtimes/driver"
 	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
 )
 
-var generators = map[string]func(tfsave.Options) (driver.Files, error){
+var generators = map[string]func(tfsave.Options) (map[string][]byte, error){
 	"pctr":       tfsave.PCTRModel,
 	"pcvr":       tfsave.PCVRModel,
 	"mlp":        tfsave.MLP,
-	"counter":    func(o tfsave.Options) (driver.Files, error) { return tfsave.CounterModel(o, 1) },
-	"affine_v1":  func(o tfsave.Options) (driver.Files, error) { return tfsave.AffineModel(o, 2, 1) },
-	"affine_v2":  func(o tfsave.Options) (driver.Files, error) { return tfsave.AffineModel(o, 3, -1) },
+	"counter":    func(o tfsave.Options) (map[string][]byte, error) { return tfsave.CounterModel(o, 1) },
+	"affine_v1":  func(o tfsave.Options) (map[string][]byte, error) { return tfsave.AffineModel(o, 2, 1) },
+	"affine_v2":  func(o tfsave.Options) (map[string][]byte, error) { return tfsave.AffineModel(o, 3, -1) },
 	"all_dtypes": tfsave.AllDTypesModel,
 }
 
@@ -93,7 +92,7 @@ func run(out, style, models string) error {
 
 // checksum is the team's model checksum: the hex SHA-256 of each file,
 // sorted by path, concatenated, hashed again.
-func checksum(files driver.Files) string {
+func checksum(files map[string][]byte) string {
 	paths := make([]string, 0, len(files))
 	for p := range files {
 		paths = append(paths, p)

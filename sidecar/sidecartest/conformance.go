@@ -1,4 +1,4 @@
-package conformance
+package sidecartest
 
 import (
 	"context"
@@ -13,34 +13,46 @@ import (
 
 	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/inferr"
-	"github.com/inferbid/inferbid/internal/sidecartest"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/sidecar"
 	"github.com/inferbid/inferbid/tensor"
 )
 
-// RunSidecar runs the sidecar part of the suite: it opens runtimeName,
-// starts an in-process sidecar.Server on a Unix socket in a temporary
-// directory and checks, over the real socket through sidecar.Client: an
-// unknown model is MODEL_NOT_FOUND; AffineV1 registers (with a warm-up) and
-// answers on the JSON and the typed path; re-registering AffineV2 while 32
-// goroutines predict gives every caller a correct v1 or v2 answer and never
+// Fixtures are the two models RunConformance registers: one FLOAT input of
+// shape [-1,3] and one FLOAT output, y = 2x+1 (AffineV1) and y = 3x-1
+// (AffineV2), in the runtime's own format.
+type Fixtures struct {
+	AffineV1, AffineV2 runtimes.Files
+}
+
+// waitLimit bounds every wait of the suite, so that a runtime that hangs
+// fails the test instead of stalling it. It is not a performance assertion.
+const waitLimit = 2 * time.Minute
+
+// RunConformance is the runtime conformance suite's second part, the runtime
+// behind a real sidecar: it opens a runtime with open, serves it with an
+// in-process sidecar.Server on a Unix socket in a temporary directory and
+// checks, over the real socket through sidecar.Client (open registers the
+// runtime's Close with t.Cleanup, as for conformance.Run): an unknown model is
+// MODEL_NOT_FOUND; AffineV1 registers (with a warm-up) and answers on the
+// JSON and the typed path; re-registering AffineV2 while 32 goroutines
+// predict gives every caller a correct v1 or v2 answer and never
 // MODEL_NOT_FOUND; a failing warm-up rejects a registration and leaves the
 // old model serving; a deleted model is MODEL_NOT_FOUND.
-func RunSidecar(t *testing.T, runtimeName string, fx Fixtures) {
+//
+// As in runtimes/conformance, a positional runtime may report a wrong dtype
+// or shape as MODEL_EXECUTION, and a warm-up naming an unknown input is not
+// a fault for it (names are ignored).
+func RunConformance(t *testing.T, open func(t *testing.T) *runtimes.Runtime, fx Fixtures) {
 	t.Helper()
 	if len(fx.AffineV1) == 0 || len(fx.AffineV2) == 0 {
-		t.Fatal("conformance: RunSidecar needs AffineV1 and AffineV2")
+		t.Fatal("sidecartest: RunConformance needs AffineV1 and AffineV2")
 	}
-	rt, err := runtimes.Open(runtimeName, runtimes.Config{})
-	if err != nil {
-		t.Fatalf("open runtime %q: %v", runtimeName, err)
-	}
-	t.Cleanup(func() { rt.Close() })
+	rt := open(t)
 
 	// The input name comes from the model itself (positional runtimes
 	// ignore it).
-	probe, err := rt.Load(context.Background(), "conformance/probe", copyFiles(fx.AffineV1))
+	probe, err := rt.Load(context.Background(), "sidecartest/probe/", copyFiles(fx.AffineV1))
 	if err != nil {
 		t.Fatalf("load AffineV1: %v", err)
 	}
@@ -51,7 +63,7 @@ func RunSidecar(t *testing.T, runtimeName string, fx Fixtures) {
 	positional := probe.Signature().Positional
 	probe.Close()
 
-	client := sidecartest.Serve(t, sidecar.ServerOptions{Runtime: rt, Logger: slog.New(slog.NewTextHandler(testLogWriter{t}, nil))}, sidecar.ClientOptions{})
+	client := Serve(t, sidecar.ServerOptions{Runtime: rt, Logger: slog.New(slog.NewTextHandler(testLogWriter{t}, nil))}, sidecar.ClientOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	t.Cleanup(cancel)
 	sc := &sidecarSuite{client: client, input: inputName, positional: positional, fx: fx}
@@ -362,4 +374,14 @@ type testLogWriter struct{ t *testing.T }
 func (w testLogWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// copyFiles gives the runtime a private copy of a fixture's bytes, so that
+// a runtime that keeps or modifies them cannot affect another test.
+func copyFiles(files runtimes.Files) runtimes.Files {
+	c := make(runtimes.Files, len(files))
+	for name, b := range files {
+		c[name] = append([]byte(nil), b...)
+	}
+	return c
 }

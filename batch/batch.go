@@ -15,14 +15,17 @@ const (
 	MaxDepth = 256
 )
 
-// Limits bound what Parse accepts; zero fields mean defaults.
+// Limits bound what Parse accepts; zero fields mean defaults. Components
+// that hold Limits resolve them once with WithDefaults when they are built.
 type Limits struct {
 	MaxElements int64 // per tensor; 0 = tensor.DefaultMaxElements
 	MaxEntries  int   // entries per batch; 0 = 4096
 	MaxTensors  int   // tensors per entry; 0 = 1024
 }
 
-func (l Limits) withDefaults() Limits {
+// WithDefaults returns l with every zero field set to its default: the one
+// place the batch limits' defaults are resolved.
+func (l Limits) WithDefaults() Limits {
 	if l.MaxElements <= 0 {
 		l.MaxElements = tensor.DefaultMaxElements
 	}

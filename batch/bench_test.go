@@ -124,7 +124,7 @@ func BenchmarkParseGJSONPath(b *testing.B) {
 			b.ReportAllocs()
 			b.SetBytes(int64(len(doc)))
 			reportCPUTime(b, func() {
-				p := newRequestParser(Limits{}.withDefaults())
+				p := newRequestParser(Limits{}.WithDefaults())
 				if _, err := p.requestSlow(doc); err != nil {
 					b.Fatal(err)
 				}

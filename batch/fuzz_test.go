@@ -106,7 +106,7 @@ func FuzzParse(f *testing.F) {
 // per-entry fallback) returns exactly what the gjson ForEach path returns.
 func checkSameAsSlowPath(t *testing.T, data []byte, lim Limits, entries []Entry, err error) {
 	t.Helper()
-	slow := newRequestParser(lim.withDefaults())
+	slow := newRequestParser(lim.WithDefaults())
 	want, wantErr := slow.requestSlow(data)
 	if errString(err) != errString(wantErr) || inferr.TypeOf(err) != inferr.TypeOf(wantErr) {
 		t.Fatalf("Parse error %v, gjson path error %v", err, wantErr)

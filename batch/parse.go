@@ -33,7 +33,7 @@ import (
 // out, and a non-finite output fails the whole batch), and a field given twice in one object is an
 // error rather than "first one wins".
 func Parse(data []byte, lim Limits) ([]Entry, error) {
-	lim = lim.withDefaults()
+	lim = lim.WithDefaults()
 	if err := validate(data, inferr.InputParsing, "batch request"); err != nil {
 		return nil, err
 	}

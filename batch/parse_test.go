@@ -477,7 +477,7 @@ func TestFastPathTakesWellFormedEntries(t *testing.T) {
 		{entryJSON("m/", "x", "FLOAT", "[2]", `["]", 1]`), false},                                              // ']' inside a string
 	}
 	for _, c := range cases {
-		p := newRequestParser(Limits{}.withDefaults())
+		p := newRequestParser(Limits{}.WithDefaults())
 		cur := cursor{s: c.entry}
 		_, ok := p.entryFast(&cur, 0)
 		if ok != c.fast {

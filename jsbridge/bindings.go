@@ -62,7 +62,7 @@ func (b *bindings) infer(arg goja.Value, ev *InferenceEvent) []byte {
 	}
 	if b.pool.opts.Hooks.OnInference != nil { // only the hook reads them
 		ev.Entries = make([]EntryEvent, len(results))
-		for i, r := range results {
+		for i, r := range results[:min(len(results), len(entries))] {
 			ev.Entries[i] = EntryEvent{ModelPath: r.ModelPath, BatchSize: batchSize(entries[i]), Err: r.Err}
 		}
 	}
@@ -112,56 +112,15 @@ func (b *bindings) parseArgument(arg goja.Value, ev *InferenceEvent) ([]batch.En
 	return nil, inferr.Errorf(inferr.InputParsing, "runInference: argument must be a batch JSON string or a batch object, got %s", jsTypeOf(arg))
 }
 
-// predict sends the runnable entries to the sidecar and merges the per-entry
-// errors of the others back in request order.
+// predict sends the batch to the sidecar. Entries that already carry an
+// error (from parsing) and the result count are the client's business: it
+// answers one result per entry, in order, or fails the whole call.
 func (b *bindings) predict(entries []batch.Entry) ([]batch.Result, error) {
-	failed := 0
-	for _, e := range entries {
-		if e.Err != nil {
-			failed++
-		}
-	}
-	if failed == 0 && len(entries) > 0 {
-		// The usual batch: send it as it is, no copies to merge.
-		return b.predictRunnable(entries)
-	}
-	results := make([]batch.Result, len(entries))
-	runnable := make([]batch.Entry, 0, len(entries)-failed)
-	for i, e := range entries {
-		if e.Err != nil {
-			results[i] = batch.Result{ModelPath: e.ModelPath, Err: e.Err}
-			continue
-		}
-		runnable = append(runnable, e)
-	}
-	if len(runnable) == 0 {
-		return results, nil
-	}
-	got, err := b.predictRunnable(runnable)
-	if err != nil {
-		return nil, err
-	}
-	j := 0
-	for i, e := range entries {
-		if e.Err == nil {
-			results[i] = got[j]
-			j++
-		}
-	}
-	return results, nil
-}
-
-// predictRunnable sends entries, none of which has an Err, to the sidecar;
-// it answers one result per entry or fails the whole call.
-func (b *bindings) predictRunnable(entries []batch.Entry) ([]batch.Result, error) {
-	got, err := b.pool.opts.Inference.Predict(b.vm.ctx, entries)
+	results, err := b.pool.opts.Inference.Predict(b.vm.ctx, entries)
 	if err != nil {
 		return nil, inferr.Wrap(inferr.GRPC, err, "runInference")
 	}
-	if len(got) != len(entries) {
-		return nil, inferr.Errorf(inferr.GRPC, "runInference: the sidecar answered %d entries for %d", len(got), len(entries))
-	}
-	return got, nil
+	return results, nil
 }
 
 // stringifyArg is JSON.stringify for runInference's object argument; a

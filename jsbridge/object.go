@@ -30,7 +30,7 @@ import (
 // Getters and proxies run JS; one that throws makes the walk give up too
 // (JSON.stringify then meets the same throw and reports it).
 func walkBatch(rt *goja.Runtime, obj *goja.Object, lim batch.Limits, budget int64) (entries []batch.Entry, ok bool) {
-	w := &walker{lim: limitsWithDefaults(lim), budget: budget}
+	w := &walker{lim: lim.WithDefaults(), budget: budget}
 	if ex := rt.Try(func() { entries, ok = w.request(obj) }); ex != nil {
 		return nil, false
 	}
@@ -287,19 +287,6 @@ func simpleDecimal(s string) bool {
 		}
 	}
 	return i == len(s)
-}
-
-func limitsWithDefaults(lim batch.Limits) batch.Limits {
-	if lim.MaxElements <= 0 {
-		lim.MaxElements = tensor.DefaultMaxElements
-	}
-	if lim.MaxEntries <= 0 {
-		lim.MaxEntries = batch.DefaultMaxEntries
-	}
-	if lim.MaxTensors <= 0 {
-		lim.MaxTensors = batch.DefaultMaxTensors
-	}
-	return lim
 }
 
 // plainObject: JSON.stringify would serialize obj's own fields as they are

@@ -26,6 +26,9 @@ const (
 // Inference is what runInference and getModelPaths call; *sidecar.Client
 // satisfies it.
 type Inference interface {
+	// Predict answers one result per entry, in order, or fails the whole
+	// batch. Entries that carry an Err are not run; their result is that
+	// Err. (*sidecar.Client is the implementation.)
 	Predict(ctx context.Context, entries []batch.Entry) ([]batch.Result, error)
 	ModelPaths(ctx context.Context) ([]string, error)
 }
@@ -85,6 +88,7 @@ func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	o.Limits = o.Limits.WithDefaults()
 	return o
 }
 

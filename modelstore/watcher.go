@@ -37,7 +37,8 @@ type WatcherOptions struct {
 	Period time.Duration
 	// Registrar receives registrations and deletions (required).
 	Registrar Registrar
-	// MaxModelBytes caps the total size of one model; 0 = DefaultMaxModelBytes.
+	// MaxModelBytes caps the total size of one model; 0 =
+	// runtimes.DefaultMaxModelBytes.
 	MaxModelBytes int64
 	// Parallelism bounds concurrent model downloads; 0 = DefaultParallelism.
 	Parallelism int
@@ -58,10 +59,9 @@ type WatcherOptions struct {
 
 // Defaults for WatcherOptions.
 const (
-	DefaultPeriod        = 60 * time.Second
-	DefaultMaxModelBytes = 2 << 30
-	DefaultParallelism   = 4
-	DefaultOpTimeout     = 10 * time.Minute
+	DefaultPeriod      = 60 * time.Second
+	DefaultParallelism = 4
+	DefaultOpTimeout   = 10 * time.Minute
 )
 
 // Watcher polls a bucket's model config and keeps the Registrar in step.
@@ -130,7 +130,7 @@ func NewWatcher(opts WatcherOptions) (*Watcher, error) {
 		w.opts.Period = DefaultPeriod
 	}
 	if w.maxModelBytes == 0 {
-		w.maxModelBytes = DefaultMaxModelBytes
+		w.maxModelBytes = runtimes.DefaultMaxModelBytes
 	}
 	if w.parallelism == 0 {
 		w.parallelism = DefaultParallelism

@@ -16,6 +16,10 @@ import (
 	"github.com/inferbid/inferbid/tensor"
 )
 
+// DefaultMaxModelBytes caps the total file size of one model where a limit
+// is left zero (the sidecar's registrations, the bucket watcher's downloads).
+const DefaultMaxModelBytes int64 = 2 << 30
+
 // The data types of the driver interface, under the names users of the
 // portable layer know them by.
 type (

@@ -69,55 +69,42 @@ func narrow[T int8 | int16](name string, d []int32, lo, hi int32) ([]T, error) {
 }
 
 // tensorFromProto is the inverse of tensorToProto: it shares float32,
-// float64, int32 and int64 data with the message. The element count is
-// checked against the shape within maxElements. Errors are INPUT_PARSING.
-func tensorFromProto(p *inferencepb.Tensor, maxElements int64) (tensor.Tensor, error) {
+// float64, int32 and int64 data with the message. It only decodes (the
+// dtype, and INT8/INT16 values narrowed with a range check): whether the
+// element count fits the shape and the caps is checked once, by whoever
+// uses the tensor (runtimes.Model for inputs, resultFromProto for outputs).
+func tensorFromProto(p *inferencepb.Tensor) (tensor.Tensor, error) {
 	t := tensor.Tensor{Name: p.GetName(), Shape: p.GetShape()}
 	if t.Shape == nil {
 		t.Shape = []int64{}
 	}
-	n, err := tensor.NumElements(t.Shape, maxElements)
-	if err != nil {
-		return t, inferr.Errorf(inferr.InputParsing, "tensor %q: %w", t.Name, err)
-	}
-	var got int
+	var err error
 	switch p.GetDataType() {
 	case inferencepb.DataType_DOUBLE:
-		t.Data, got = p.GetDoubleData(), len(p.GetDoubleData())
-		if t.Data.([]float64) == nil {
-			t.Data = []float64{}
-		}
+		t.Data = nonNil(p.GetDoubleData())
 	case inferencepb.DataType_FLOAT:
-		t.Data, got = p.GetFloatData(), len(p.GetFloatData())
-		if t.Data.([]float32) == nil {
-			t.Data = []float32{}
-		}
+		t.Data = nonNil(p.GetFloatData())
 	case inferencepb.DataType_INT8:
-		got = len(p.GetIntData())
 		t.Data, err = narrow[int8](t.Name, p.GetIntData(), math.MinInt8, math.MaxInt8)
 	case inferencepb.DataType_INT16:
-		got = len(p.GetIntData())
 		t.Data, err = narrow[int16](t.Name, p.GetIntData(), math.MinInt16, math.MaxInt16)
 	case inferencepb.DataType_INT32:
-		t.Data, got = p.GetIntData(), len(p.GetIntData())
-		if t.Data.([]int32) == nil {
-			t.Data = []int32{}
-		}
+		t.Data = nonNil(p.GetIntData())
 	case inferencepb.DataType_INT64:
-		t.Data, got = p.GetInt64Data(), len(p.GetInt64Data())
-		if t.Data.([]int64) == nil {
-			t.Data = []int64{}
-		}
+		t.Data = nonNil(p.GetInt64Data())
 	default:
-		return t, inferr.Errorf(inferr.InputParsing, "tensor %q: data_type %s is not one of DOUBLE, FLOAT, INT8, INT16, INT32, INT64", t.Name, p.GetDataType())
+		return t, fmt.Errorf("tensor %q: data_type %s is not one of DOUBLE, FLOAT, INT8, INT16, INT32, INT64", t.Name, p.GetDataType())
 	}
-	if err != nil {
-		return t, inferr.Errorf(inferr.InputParsing, "%w", err)
+	return t, err
+}
+
+// nonNil keeps an empty value list a typed empty slice, so the tensor's
+// dtype is known.
+func nonNil[T tensor.Element](d []T) []T {
+	if d == nil {
+		return []T{}
 	}
-	if int64(got) != n {
-		return t, inferr.Errorf(inferr.InputParsing, "tensor %q: tensor_shape %s needs %d values, got %d", t.Name, tensor.FormatShape(t.Shape), n, got)
-	}
-	return t, nil
+	return d
 }
 
 // entriesToProto builds the typed batch for the runnable entries and
@@ -149,7 +136,10 @@ func resultFromProto(r *inferencepb.ModelResponse) batch.Result {
 	}
 	res.Tensors = make([]tensor.Tensor, len(r.GetTensors()))
 	for i, p := range r.GetTensors() {
-		t, err := tensorFromProto(p, math.MaxInt64)
+		t, err := tensorFromProto(p)
+		if err == nil {
+			err = t.Validate(math.MaxInt64)
+		}
 		if err != nil {
 			return batch.Result{ModelPath: res.ModelPath, Err: inferr.Errorf(inferr.OutputParsing, "model %q: output %d: %v", res.ModelPath, i, err)}
 		}

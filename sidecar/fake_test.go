@@ -102,6 +102,10 @@ func (m *affineModel) Close() error {
 func affineFiles(spec string) runtimes.Files { return runtimes.Files{"affine": []byte(spec)} }
 
 func newAffineRuntime() (*runtimes.Runtime, *affineBackend) {
+	return newAffineRuntimeWith(runtimes.Config{})
+}
+
+func newAffineRuntimeWith(cfg runtimes.Config) (*runtimes.Runtime, *affineBackend) {
 	b := &affineBackend{}
-	return runtimes.NewRuntime("affine", runtimes.Config{}, b), b
+	return runtimes.NewRuntime("affine", cfg, b), b
 }

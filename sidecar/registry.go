@@ -18,10 +18,6 @@ import (
 	"github.com/inferbid/inferbid/tensor"
 )
 
-// DefaultMaxModelBytes caps the total file size of one model when
-// ServerOptions.MaxModelBytes is zero.
-const DefaultMaxModelBytes int64 = 2 << 30
-
 // registry maps model paths to loaded models. Readers take a snapshot of an
 // immutable map through an atomic pointer (no lock on the Predict path);
 // writers copy the map under mu and publish the copy.
@@ -52,10 +48,8 @@ type pathLock struct {
 	refs int
 }
 
+// newRegistry takes resolved options (NewServer applies the defaults).
 func newRegistry(rt *runtimes.Runtime, maxBytes int64, limits batch.Limits, log *slog.Logger) *registry {
-	if maxBytes <= 0 {
-		maxBytes = DefaultMaxModelBytes
-	}
 	r := &registry{rt: rt, maxBytes: maxBytes, limits: limits, log: log, pathLocks: map[string]*pathLock{}}
 	empty := map[string]*runtimes.Model{}
 	r.models.Store(&empty)

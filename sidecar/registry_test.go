@@ -20,9 +20,14 @@ import (
 
 var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 
+// newTestRegistry builds a registry as NewServer does; maxBytes 0 means the
+// default cap.
 func newTestRegistry(t *testing.T, maxBytes int64) (*registry, *affineBackend) {
 	rt, b := newAffineRuntime()
-	r := newRegistry(rt, maxBytes, batch.Limits{}, quietLog)
+	if maxBytes == 0 {
+		maxBytes = runtimes.DefaultMaxModelBytes
+	}
+	r := newRegistry(rt, maxBytes, batch.Limits{}.WithDefaults(), quietLog)
 	t.Cleanup(func() {
 		r.close()
 		if n := b.live.Load(); n != 0 {

@@ -39,7 +39,7 @@ const maxSocketPathLen = 107
 type ServerOptions struct {
 	Runtime       *runtimes.Runtime // required
 	Limits        batch.Limits
-	MaxModelBytes int64        // 0 = 2 GiB
+	MaxModelBytes int64        // 0 = runtimes.DefaultMaxModelBytes (2 GiB)
 	Logger        *slog.Logger // nil = slog.Default()
 }
 
@@ -64,8 +64,14 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		return nil, errors.New("sidecar: ServerOptions.Runtime is nil")
 	}
 	if opts.MaxModelBytes <= 0 {
-		opts.MaxModelBytes = DefaultMaxModelBytes
+		opts.MaxModelBytes = runtimes.DefaultMaxModelBytes
 	}
+	if opts.Limits.MaxElements <= 0 {
+		// One element cap: the runtime's, which every input meets in
+		// runtimes.Model whatever the wire; JSON parsing stops at it too.
+		opts.Limits.MaxElements = opts.Runtime.Config().MaxTensorElements
+	}
+	opts.Limits = opts.Limits.WithDefaults()
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -195,7 +201,7 @@ func (s *Server) Predict(ctx context.Context, req *inferencepb.PredictRequest) (
 		resp.Output = &inferencepb.PredictResponse_OutputJson{OutputJson: batch.Render(results)}
 	case *inferencepb.PredictRequest_Batch:
 		reqs := in.Batch.GetRequests()
-		if max := maxEntries(s.opts.Limits); len(reqs) > max {
+		if max := s.opts.Limits.MaxEntries; len(reqs) > max {
 			return nil, toStatus(inferr.Errorf(inferr.InputParsing, "batch has %d entries, more than the limit of %d", len(reqs), max))
 		}
 		entries := make([]batch.Entry, len(reqs))
@@ -224,35 +230,21 @@ func (s *Server) Predict(ctx context.Context, req *inferencepb.PredictRequest) (
 	return resp, nil
 }
 
-func maxEntries(l batch.Limits) int {
-	if l.MaxEntries > 0 {
-		return l.MaxEntries
-	}
-	return batch.DefaultMaxEntries
-}
-
-func maxTensors(l batch.Limits) int {
-	if l.MaxTensors > 0 {
-		return l.MaxTensors
-	}
-	return batch.DefaultMaxTensors
-}
-
 func (s *Server) entryFromProto(r *inferencepb.ModelRequest) batch.Entry {
 	e := batch.Entry{ModelPath: r.GetModelPath()}
 	if e.ModelPath == "" {
 		e.Err = inferr.Errorf(inferr.InputParsing, "model_path is empty")
 		return e
 	}
-	if max := maxTensors(s.opts.Limits); len(r.GetTensors()) > max {
+	if max := s.opts.Limits.MaxTensors; len(r.GetTensors()) > max {
 		e.Err = inferr.Errorf(inferr.InputParsing, "model %q: %d tensors, more than the limit of %d", e.ModelPath, len(r.GetTensors()), max)
 		return e
 	}
 	e.Tensors = make([]tensor.Tensor, len(r.GetTensors()))
 	for i, p := range r.GetTensors() {
-		t, err := tensorFromProto(p, s.opts.Limits.MaxElements)
+		t, err := tensorFromProto(p)
 		if err != nil {
-			e.Err = fmt.Errorf("model %q: tensors[%d]: %w", e.ModelPath, i, err)
+			e.Err = inferr.Errorf(inferr.InputParsing, "model %q: tensors[%d]: %w", e.ModelPath, i, err)
 			e.Tensors = nil
 			return e
 		}

@@ -35,9 +35,11 @@ type testServer struct {
 	served  chan error
 }
 
+// startServer serves the affine runtime, whose element cap is
+// opts.Limits.MaxElements, as cmd/ sets both from the runtime config.
 func startServer(t *testing.T, opts ServerOptions) *testServer {
 	t.Helper()
-	rt, b := newAffineRuntime()
+	rt, b := newAffineRuntimeWith(runtimes.Config{MaxTensorElements: opts.Limits.MaxElements})
 	opts.Runtime = rt
 	opts.Logger = quietLog
 	srv, err := NewServer(opts)

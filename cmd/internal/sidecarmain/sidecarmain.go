@@ -34,7 +34,7 @@ func Run(runtimeName string, args []string, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	socket := fs.String("socket", "", "Unix socket path to serve on (required); its directory is created 0700 if missing")
 	runtimeConfig := fs.String("runtime_config", os.Getenv("INFERENCE_SIDECAR_RUNTIME_CONFIG"), "runtime config JSON (num_interop_threads, num_intraop_threads, module_name, cpuset, ...)")
-	maxModelBytes := fs.Int64("max_model_bytes", sidecar.DefaultMaxModelBytes, "largest model (total file bytes) accepted")
+	maxModelBytes := fs.Int64("max_model_bytes", runtimes.DefaultMaxModelBytes, "largest model (total file bytes) accepted")
 	maxEntries := fs.Int("max_batch_entries", 0, "most entries per Predict batch (0 = default 4096)")
 	stopGrace := fs.Duration("stop_grace", 10*time.Second, "how long a SIGTERM waits for calls in flight")
 	logLevel := fs.String("log_level", "info", "debug, info, warn or error")

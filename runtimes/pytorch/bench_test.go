@@ -12,6 +12,7 @@ import (
 
 	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/internal/benchlat"
+	"github.com/inferbid/inferbid/internal/testhelp"
 	"github.com/inferbid/inferbid/runtimes"
 )
 
@@ -59,8 +60,12 @@ func BenchmarkForward(b *testing.B) {
 			return []runtimes.Tensor{runtimes.NewTensor("x", []int64{int64(rows), 8}, benchInput(rows))}
 		}},
 	}
-	// The reference e2e model too, when the folder is there.
-	if ref, err := os.ReadFile(filepath.Join(referenceDirOrEmpty(), "pytorch_e2e_model.pt")); err == nil {
+	// The reference e2e model too, when INFERBID_REFERENCE_MODELS is set.
+	if dir, ok := testhelp.LookupReferenceModels(b); ok {
+		ref, err := os.ReadFile(filepath.Join(dir, "bidding-auction-servers", "pytorch", "pytorch_e2e_model.pt"))
+		if err != nil {
+			b.Fatal(err)
+		}
 		models = append(models, struct {
 			name  string
 			files runtimes.Files
@@ -81,15 +86,6 @@ func BenchmarkForward(b *testing.B) {
 			})
 		}
 	}
-}
-
-// referenceDirOrEmpty is referenceDir without skipping.
-func referenceDirOrEmpty() string {
-	dir := os.Getenv("INFERBID_REFERENCE_MODELS")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "shared", "reference-models")
-	}
-	return filepath.Join(dir, "bidding-auction-servers", "pytorch")
 }
 
 func e2eJSON(path string, in []runtimes.Tensor) string {

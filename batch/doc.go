@@ -1,7 +1,8 @@
-// Package batch is the batch JSON codec of the JavaScript API (DESIGN.md):
-// Parse reads the B&A request {"request":[{"model_path":..,"tensors":[..]}]}
-// into typed tensors, AppendResponse/Render write {"response":[...]}, and
-// ParseResponse reads a response back (inferctl, tests, benchmarks).
+// Package batch is the batch JSON codec of the JavaScript API (the JSON
+// contract of docs/architecture.md): Parse reads the B&A request
+// {"request":[{"model_path":..,"tensors":[..]}]} into typed tensors,
+// AppendResponse/Render write {"response":[...]}, and ParseResponse reads a
+// response back (inferctl, tests, benchmarks).
 //
 // Both the sidecar (JSON Predict path) and the JS host use it, so it sits on
 // the hot path. Parse validates the whole document with gjson.ValidBytes

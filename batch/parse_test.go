@@ -45,11 +45,11 @@ func parseOne(t *testing.T, doc []byte) Entry {
 }
 
 func TestParseDesignExample(t *testing.T) {
-	// The request example of DESIGN.md, verbatim.
-	doc := []byte(`{"request":[{"model_path":"pcvr_v1/","tensors":[{"tensor_name":"x","data_type":"DOUBLE",
-"tensor_shape":[2,1],"tensor_content":["0.45","-0.25"]}]}]}`)
+	// The request example of docs/architecture.md, verbatim.
+	doc := []byte(`{"request":[{"model_path":"pcvr/v1/","tensors":[{"tensor_name":"x","data_type":"DOUBLE",
+  "tensor_shape":[2,1],"tensor_content":["0.45","-0.25"]}]}]}`)
 	e := parseOne(t, doc)
-	want := Entry{ModelPath: "pcvr_v1/", Tensors: []tensor.Tensor{
+	want := Entry{ModelPath: "pcvr/v1/", Tensors: []tensor.Tensor{
 		tensor.New("x", []int64{2, 1}, []float64{0.45, -0.25}),
 	}}
 	if !reflect.DeepEqual(e, want) {

@@ -23,7 +23,8 @@ func TestRenderDesignFormat(t *testing.T) {
 		}},
 		{ModelPath: "gone/", Err: inferr.Errorf(inferr.ModelNotFound, "model gone/ is not registered")},
 	}
-	// Written by hand from DESIGN.md: key order, FLOAT widened to float64.
+	// Written by hand from the JSON contract in docs/architecture.md: key
+	// order, FLOAT widened to float64.
 	want := `{"response":[` +
 		`{"model_path":"pcvr_v1/","tensors":[` +
 		`{"tensor_name":"PartitionedCall:0","tensor_shape":[2,1],"data_type":"FLOAT","tensor_content":[3.140000104904175,0.5]},` +

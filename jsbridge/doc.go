@@ -1,6 +1,7 @@
 // Package jsbridge runs an ad tech's JavaScript bidding module in a pool of
 // goja runtimes and gives it inference: getModelPaths() and
-// runInference(batchJson), exactly as DESIGN.md and B&A define them.
+// runInference(batchJson), exactly as docs/architecture.md and B&A define
+// them.
 //
 // One module is compiled once (goja.Compile) and run in every runtime of the
 // pool; a runtime is used by one goroutine at a time (goja runtimes are not

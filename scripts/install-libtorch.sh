@@ -8,8 +8,8 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 pkgs=(libtorch-dev)
 [ "${1:-}" = "--python" ] && pkgs+=(python3-torch)
-# A private TMPDIR: apt's temp folder has vanished mid-install on these
-# machines (see NOTES.md). apt-install.sh honours it.
+# A private TMPDIR: apt's shared temp folder has been seen to vanish in the
+# middle of this large install. apt-install.sh honours it.
 if [ -z "${INFERBID_APT_TMPDIR:-}" ]; then
   INFERBID_APT_TMPDIR="$(mktemp -d /var/tmp/inferbid-apt.XXXXXX 2>/dev/null || mktemp -d)"
   trap 'rm -rf "$INFERBID_APT_TMPDIR"' EXIT

@@ -3,7 +3,9 @@
 // another package's testdata), building the module's binaries once per test
 // process, Unix socket paths short enough for sun_path, and the
 // skip-or-fail rule for native libraries (INFERBID_REQUIRE_NATIVE=1, set by
-// make test, turns a missing library into a failure).
+// make test, turns a missing library into a failure), and the reference
+// models directory (INFERBID_REFERENCE_MODELS: unset skips, set but wrong
+// fails).
 //
 // It imports nothing of the module, so any package's tests, and the
 // runtimes/conformance suite, can use it.

@@ -105,3 +105,81 @@ func (f *fakeTB) Skipf(string, ...any) {
 	f.skipped = true
 	panic("skip")
 }
+
+// refOutcome calls LookupReferenceModels and ReferenceModels through a fake
+// TB with the variable set to value ("" = unset) and reports what happened.
+func refOutcome(t *testing.T, value string) (dir string, ok, failed, skipped bool) {
+	t.Helper()
+	t.Setenv(EnvReferenceModels, value)
+	ft := &fakeTB{TB: t}
+	func() {
+		defer func() { recover() }()
+		dir, ok = LookupReferenceModels(ft)
+	}()
+	if ft.skipped {
+		t.Fatalf("LookupReferenceModels with %s=%q skipped; it never skips", EnvReferenceModels, value)
+	}
+	lookupFailed := ft.failed
+	ft = &fakeTB{TB: t}
+	var got string
+	func() {
+		defer func() { recover() }()
+		got = ReferenceModels(ft)
+	}()
+	if ft.failed != lookupFailed {
+		t.Fatalf("with %s=%q: ReferenceModels failed %v, LookupReferenceModels failed %v", EnvReferenceModels, value, ft.failed, lookupFailed)
+	}
+	if !ft.failed && !ft.skipped && got != dir {
+		t.Fatalf("with %s=%q: ReferenceModels = %q, LookupReferenceModels = %q", EnvReferenceModels, value, got, dir)
+	}
+	return dir, ok, ft.failed, ft.skipped
+}
+
+func TestReferenceModelsUnsetSkips(t *testing.T) {
+	dir, ok, failed, skipped := refOutcome(t, "")
+	if dir != "" || ok || failed || !skipped {
+		t.Fatalf("unset: dir %q ok %v failed %v skipped %v; want a skip (and ok=false from the lookup)", dir, ok, failed, skipped)
+	}
+}
+
+func TestReferenceModelsSetToDirectory(t *testing.T) {
+	want := t.TempDir()
+	dir, ok, failed, skipped := refOutcome(t, want)
+	if dir != want || !ok || failed || skipped {
+		t.Fatalf("set to %s: dir %q ok %v failed %v skipped %v", want, dir, ok, failed, skipped)
+	}
+	// A relative value is taken from the module root.
+	dir, ok, failed, skipped = refOutcome(t, "internal/testhelp")
+	if want := filepath.Join(ModuleRoot(t), "internal", "testhelp"); dir != want || !ok || failed || skipped {
+		t.Fatalf("relative: dir %q ok %v failed %v skipped %v; want %s", dir, ok, failed, skipped, want)
+	}
+}
+
+// A set variable that names no readable directory is a misconfigured run:
+// it fails instead of skipping.
+func TestReferenceModelsMisconfiguredFails(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]string{
+		"missing":       filepath.Join(t.TempDir(), "absent"),
+		"not-directory": file,
+	}
+	if os.Geteuid() != 0 { // root reads any directory
+		locked := filepath.Join(t.TempDir(), "locked")
+		if err := os.Mkdir(locked, 0); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Chmod(locked, 0o700) })
+		cases["unreadable"] = locked
+	}
+	for name, value := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, ok, failed, skipped := refOutcome(t, value)
+			if ok || !failed || skipped {
+				t.Fatalf("%s=%q: ok %v failed %v skipped %v; want a failure", EnvReferenceModels, value, ok, failed, skipped)
+			}
+		})
+	}
+}

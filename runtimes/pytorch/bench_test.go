@@ -12,6 +12,7 @@ import (
 
 	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/internal/benchlat"
+	"github.com/inferbid/inferbid/internal/testhelp"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/runtimes/driver"
 	"github.com/inferbid/inferbid/tensor"
@@ -61,8 +62,12 @@ func BenchmarkForward(b *testing.B) {
 			return []tensor.Tensor{tensor.New("x", []int64{int64(rows), 8}, benchInput(rows))}
 		}},
 	}
-	// The reference e2e model too, when the folder is there.
-	if ref, err := os.ReadFile(filepath.Join(referenceDirOrEmpty(), "pytorch_e2e_model.pt")); err == nil {
+	// The reference e2e model too, when INFERBID_REFERENCE_MODELS is set.
+	if dir, ok := testhelp.LookupReferenceModels(b); ok {
+		ref, err := os.ReadFile(filepath.Join(dir, "bidding-auction-servers", "pytorch", "pytorch_e2e_model.pt"))
+		if err != nil {
+			b.Fatal(err)
+		}
 		models = append(models, struct {
 			name  string
 			files driver.Files
@@ -83,15 +88,6 @@ func BenchmarkForward(b *testing.B) {
 			})
 		}
 	}
-}
-
-// referenceDirOrEmpty is referenceDir without skipping.
-func referenceDirOrEmpty() string {
-	dir := os.Getenv("INFERBID_REFERENCE_MODELS")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "shared", "reference-models")
-	}
-	return filepath.Join(dir, "bidding-auction-servers", "pytorch")
 }
 
 func e2eJSON(path string, in []tensor.Tensor) string {

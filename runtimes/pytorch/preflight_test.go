@@ -7,12 +7,20 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/inferbid/inferbid/internal/testhelp"
 )
 
 func TestPreflightAcceptsEveryTestModel(t *testing.T) {
 	paths, _ := filepath.Glob(filepath.Join("testdata", "*.pt"))
-	ref, _ := filepath.Glob(filepath.Join("..", "..", "..", "shared", "reference-models", "bidding-auction-servers", "pytorch", "*.pt"))
-	paths = append(paths, ref...)
+	// The reference models too, when INFERBID_REFERENCE_MODELS is set.
+	if dir, ok := testhelp.LookupReferenceModels(t); ok {
+		ref, _ := filepath.Glob(filepath.Join(dir, "bidding-auction-servers", "pytorch", "*.pt"))
+		if len(ref) == 0 {
+			t.Fatalf("no .pt files under %s", filepath.Join(dir, "bidding-auction-servers", "pytorch"))
+		}
+		paths = append(paths, ref...)
+	}
 	if len(paths) < 10 {
 		t.Fatalf("found %d models", len(paths))
 	}

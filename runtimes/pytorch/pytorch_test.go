@@ -489,17 +489,15 @@ func TestCloseThenPredict(t *testing.T) {
 	}
 }
 
-// referenceDir is the B&A PyTorch reference models folder; tests using it
-// skip when it is absent.
+// referenceDir is the folder of the B&A PyTorch reference models under
+// testhelp.ReferenceModels: tests using it skip when
+// INFERBID_REFERENCE_MODELS is unset and fail when the folder is missing
+// from the directory it names.
 func referenceDir(t testing.TB) string {
 	t.Helper()
-	dir := os.Getenv("INFERBID_REFERENCE_MODELS")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "shared", "reference-models")
-	}
-	dir = filepath.Join(dir, "bidding-auction-servers", "pytorch")
+	dir := filepath.Join(testhelp.ReferenceModels(t), "bidding-auction-servers", "pytorch")
 	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("reference models absent: %v", err)
+		t.Fatalf("reference models: %v", err)
 	}
 	return dir
 }

@@ -9,20 +9,21 @@ import (
 	"testing"
 
 	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/internal/testhelp"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/runtimes/driver"
 	"github.com/inferbid/inferbid/tensor"
 )
 
-// referenceDir holds models made by real TensorFlow (see its README); the
-// tests skip when it is absent.
-const referenceDir = "../../../shared/reference-models"
-
+// readModelDir reads a model made by real TensorFlow from the reference
+// models directory (testhelp.ReferenceModels: the tests skip when
+// INFERBID_REFERENCE_MODELS is unset, and fail when a model is missing from
+// the directory it names).
 func readModelDir(t testing.TB, dir string) driver.Files {
 	t.Helper()
-	root := filepath.Join(referenceDir, dir)
+	root := filepath.Join(testhelp.ReferenceModels(t), dir)
 	if _, err := os.Stat(root); err != nil {
-		t.Skipf("reference models not available: %v", err)
+		t.Fatalf("reference model %s: %v", dir, err)
 	}
 	files := driver.Files{}
 	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {

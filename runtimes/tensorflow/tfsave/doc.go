@@ -42,15 +42,16 @@
 // checkpoint keys ("<name>/.ATTRIBUTES/VARIABLE_VALUE") with a
 // _CHECKPOINTABLE_OBJECT_GRAPH entry, as TF2 exports do.
 //
-// The tests check the output against SavedModels real TensorFlow wrote
-// (../shared/reference-models, skipped when absent): the checkpoints tfsave
-// writes from those models' tensors are byte-identical to TensorFlow's (TF
-// 1.14 snappy-compressed index blocks included); a TF1 model with
-// half_plus_two's variables has node-for-node the same saver, variable and
-// init nodes; the op definitions agree with the stripped op lists; the TF2
-// counter model has the stateful reference's signatures, call types and
-// checkpoint layout. An independent interpreter in the tests restores and
-// runs every model and compares with answers computed from the formulas.
+// The tests check the output against SavedModels real TensorFlow wrote (the
+// reference models in $INFERBID_REFERENCE_MODELS, skipped when the variable
+// is unset): the checkpoints tfsave writes from those models' tensors are
+// byte-identical to TensorFlow's (TF 1.14 snappy-compressed index blocks
+// included); a TF1 model with half_plus_two's variables has node-for-node
+// the same saver, variable and init nodes; the op definitions agree with the
+// stripped op lists; the TF2 counter model has the stateful reference's
+// signatures, call types and checkpoint layout. An independent interpreter
+// in the tests restores and runs every model and compares with answers
+// computed from the formulas.
 //
 // The command cmd/gen-tf-models writes the example models as directories.
 package tfsave

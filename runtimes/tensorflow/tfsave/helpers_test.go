@@ -13,20 +13,12 @@ import (
 
 var versionDef1 = versionspb.VersionDef{Producer: 1}
 
-// referenceRoot is where the real TensorFlow-written models live (read in
-// place, never copied); INFERBID_REFERENCE_MODELS overrides it.
-func referenceRoot() string {
-	if d := os.Getenv("INFERBID_REFERENCE_MODELS"); d != "" {
-		return d
-	}
-	return "../../../../shared/reference-models"
-}
-
-// referenceModelDirs lists the reference SavedModel directories that have a
-// checkpoint, skipping the test when the folder is absent.
+// referenceModelDirs lists the reference SavedModel directories, models
+// real TensorFlow wrote, read in place (never copied) from
+// testhelp.ReferenceModels: the test skips when INFERBID_REFERENCE_MODELS
+// is unset and fails when one of the models is missing from it.
 func referenceModelDirs(t *testing.T) []string {
 	t.Helper()
-	root := referenceRoot()
 	var dirs []string
 	for _, rel := range []string{
 		"bidding-auction-servers/tensorflow/simple",
@@ -35,13 +27,7 @@ func referenceModelDirs(t *testing.T) []string {
 		"bidding-auction-servers/tensorflow/stateful",
 		"tensorflow-serving/half_plus_two",
 	} {
-		d := filepath.Join(root, rel)
-		if _, err := os.Stat(filepath.Join(d, SavedModelFile)); err == nil {
-			dirs = append(dirs, d)
-		}
-	}
-	if len(dirs) == 0 {
-		t.Skipf("reference models absent under %s", root)
+		dirs = append(dirs, refDir(t, rel))
 	}
 	return dirs
 }

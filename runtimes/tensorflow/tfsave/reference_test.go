@@ -15,17 +15,22 @@ import (
 	protopb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/inferbid/inferbid/internal/testhelp"
 	"github.com/inferbid/inferbid/tensor"
 )
 
 // These tests compare the structure of what tfsave writes with SavedModels
-// that real TensorFlow wrote (read in place; skipped when absent).
+// that real TensorFlow wrote (read in place; skipped when
+// INFERBID_REFERENCE_MODELS is unset).
 
+// refDir is the directory of the reference SavedModel rel under
+// testhelp.ReferenceModels; a model missing from a configured directory
+// fails the test.
 func refDir(t *testing.T, rel string) string {
 	t.Helper()
-	d := filepath.Join(referenceRoot(), rel)
+	d := filepath.Join(testhelp.ReferenceModels(t), rel)
 	if _, err := os.Stat(filepath.Join(d, SavedModelFile)); err != nil {
-		t.Skipf("reference model %s absent", rel)
+		t.Fatalf("reference model %s: %v", rel, err)
 	}
 	return d
 }

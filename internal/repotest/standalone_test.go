@@ -1,0 +1,126 @@
+package repotest
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/inferbid/inferbid/internal/testhelp"
+)
+
+// ciEntryPoint is the one file allowed to know what lies beside the
+// repository: the CI entry point, which points the tests at the reference
+// models there.
+const ciEntryPoint = ".ci/run"
+
+// outsidePointers are the strings that point outside the repository. They
+// are built by concatenation so that this file does not contain them.
+var outsidePointers = []string{
+	".." + "/shared", // the folder beside the repository
+	"DESIGN" + ".md", // the design contract that docs/architecture.md replaced
+}
+
+// TestRepositoryStandsAlone fails when a tracked file other than the CI
+// entry point points outside the repository: the repository must build,
+// test and explain itself alone (tests reach outside test data only
+// through variables such as INFERBID_REFERENCE_MODELS).
+func TestRepositoryStandsAlone(t *testing.T) {
+	files := trackedFiles(t)
+	checked := 0
+	for _, name := range files {
+		if name == ciEntryPoint || isFuzzCorpus(name) {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(testhelp.ModuleRoot(t), filepath.FromSlash(name)))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // deleted in the work tree, not yet in the index
+		}
+		if errors.Is(err, syscall.EISDIR) {
+			continue // a submodule
+		}
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if isBinary(data) {
+			continue
+		}
+		checked++
+		for _, p := range outsidePointers {
+			if line, ok := lineWith(data, p); ok {
+				t.Errorf("%s:%d names %q, which is outside the repository (only %s may): %s",
+					name, line.number, p, ciEntryPoint, strings.TrimSpace(line.text))
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatalf("no text file checked among %d tracked files", len(files))
+	}
+}
+
+// trackedFiles lists the files git tracks, as slash paths relative to the
+// module root. The test skips where git is missing or the module is not a
+// git work tree (a module cache, an unpacked archive).
+func trackedFiles(t *testing.T) []string {
+	t.Helper()
+	git, err := exec.LookPath("git")
+	if err != nil {
+		t.Skipf("git not found: %v", err)
+	}
+	cmd := exec.Command(git, "ls-files", "-z", "--cached")
+	cmd.Dir = testhelp.ModuleRoot(t)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Skipf("git ls-files in %s failed (not a git work tree?): %v: %s", cmd.Dir, err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	var files []string
+	for name := range strings.SplitSeq(string(out), "\x00") {
+		if name != "" {
+			files = append(files, name)
+		}
+	}
+	if len(files) == 0 {
+		t.Skipf("git ls-files in %s lists no files", cmd.Dir)
+	}
+	return files
+}
+
+// isFuzzCorpus reports files of a Go fuzz corpus: generated inputs whose
+// bytes may hold anything.
+func isFuzzCorpus(name string) bool {
+	return strings.HasPrefix(name, "testdata/fuzz/") || strings.Contains(name, "/testdata/fuzz/")
+}
+
+// isBinary applies git's own test: a NUL byte in the first 8000 bytes.
+func isBinary(data []byte) bool {
+	return bytes.IndexByte(data[:min(len(data), 8000)], 0) >= 0
+}
+
+type line struct {
+	number int
+	text   string
+}
+
+// lineWith returns the first line of data that contains s.
+func lineWith(data []byte, s string) (line, bool) {
+	i := bytes.Index(data, []byte(s))
+	if i < 0 {
+		return line{}, false
+	}
+	start := bytes.LastIndexByte(data[:i], '\n') + 1
+	end := bytes.IndexByte(data[i:], '\n')
+	if end < 0 {
+		end = len(data)
+	} else {
+		end += i
+	}
+	return line{number: bytes.Count(data[:i], []byte{'\n'}) + 1, text: string(data[start:end])}, true
+}

@@ -73,7 +73,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			break
 		}
 		var c *sidecar.Client
-		c, err = sidecar.Dial(*socket, sidecar.ClientOptions{})
+		c, err = sidecar.NewClient(*socket, sidecar.ClientOptions{})
 		if err != nil {
 			break
 		}

@@ -47,8 +47,12 @@ lint:
 	$(GO) vet -tags pytorch ./runtimes/pytorch/... ./cmd/inference-sidecar-pytorch/...
 	CGO_ENABLED=0 $(GO) build ./...
 
+# proto: regenerate proto/inferencepb. go generate is the entry point for
+# generated code: `go generate ./proto/...` runs the //go:generate directive
+# of proto/inferencepb (scripts/gen-proto.sh); proto-check regenerates the
+# same way and fails when the committed files differ.
 proto:
-	scripts/gen-proto.sh
+	$(GO) generate ./proto/...
 
 proto-check:
 	scripts/check-proto.sh

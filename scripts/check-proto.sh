@@ -5,7 +5,7 @@ cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cp -r proto/inferencepb "$tmp/before"
-scripts/gen-proto.sh
+go generate ./proto/...
 if ! diff -r "$tmp/before" proto/inferencepb >/dev/null; then
   diff -r "$tmp/before" proto/inferencepb | head -20 >&2
   cp -r "$tmp/before/." proto/inferencepb/

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"google.golang.org/grpc"
 
 	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/internal/cli"
@@ -107,7 +108,9 @@ func Run(ctx context.Context, runtimeName string, args []string, stdin io.Reader
 		srv.Stop()
 		<-stopped
 	}
-	if err := <-served; err != nil {
+	// ErrServerStopped: ctx ended before Serve got going (a signal during
+	// start-up); the stop is as graceful as any.
+	if err := <-served; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 		return err
 	}
 	log.Info("stopped")

@@ -116,3 +116,19 @@ func TestRunStopsWhenContextEnds(t *testing.T) {
 		}
 	}
 }
+
+// TestRunContextEndedDuringStartUp: a signal before the server serves
+// (while the runtime loads) is a graceful stop too, whichever of Serve and
+// GracefulStop runs first.
+func TestRunContextEndedDuringStartUp(t *testing.T) {
+	t.Setenv("INFERENCE_SIDECAR_RUNTIME_CONFIG", "")
+	t.Setenv(sidecar.RlimitEnv, "")
+	for range 20 {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		var stderr syncBuffer
+		if err := Run(ctx, "tensorflow", []string{"--socket", testhelp.SocketPath(t, "s.sock")}, nil, nil, &stderr); err != nil {
+			t.Fatalf("Run with an ended context: %v\nstderr:\n%s", err, stderr.String())
+		}
+	}
+}

@@ -47,8 +47,12 @@ lint:
 	$(GO) vet -tags pytorch ./runtimes/pytorch/... ./cmd/inference-sidecar-pytorch/...
 	CGO_ENABLED=0 $(GO) build ./...
 
+# proto: regenerate proto/inferencepb. go generate is the entry point for
+# generated code: `go generate ./proto/...` runs the //go:generate directive
+# of proto/inferencepb (scripts/gen-proto.sh); proto-check regenerates the
+# same way and fails when the committed files differ.
 proto:
-	scripts/gen-proto.sh
+	$(GO) generate ./proto/...
 
 proto-check:
 	scripts/check-proto.sh
@@ -83,13 +87,15 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRuntimeConfig$$' -fuzztime $(FUZZTIME) ./sidecar/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseModelInfo$$' -fuzztime $(FUZZTIME) ./runtimes/onnx/
 
-# models: regenerate the committed test models (needs python3-onnx, python3-torch).
+# models: regenerate the committed test models (needs python3-onnx, python3-torch):
+# the ONNX and TorchScript models of runtimes/{onnx,pytorch}/testdata from the
+# Python scripts, and examples/bucket through its //go:generate directive.
 models:
 	scripts/apt-install.sh python3-onnx python3-numpy
 	/usr/bin/python3 scripts/gen-onnx-models.py
 	scripts/install-libtorch.sh --python
 	/usr/bin/python3 scripts/gen-pytorch-models.py
-	$(GO) run ./examples/internal/genbucket -out examples/bucket
+	$(GO) generate ./examples
 
 clean:
 	rm -rf $(BIN)

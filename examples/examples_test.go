@@ -40,7 +40,7 @@ func TestBucketIsUpToDate(t *testing.T) {
 		want, _ := os.ReadFile(p)
 		got, err := os.ReadFile(filepath.Join("bucket", rel))
 		if err != nil || !bytes.Equal(got, want) {
-			t.Errorf("bucket/%s differs from the generator's output; run: go run ./examples/internal/genbucket -out examples/bucket", rel)
+			t.Errorf("bucket/%s differs from the generator's output; run: go generate ./examples", rel)
 		}
 		count++
 		return nil

@@ -201,7 +201,7 @@ func TestRunInferenceErrorTypes(t *testing.T) {
 
 // TestRunInferenceSidecarUnreachable: a GRPC batch error, not an exception.
 func TestRunInferenceSidecarUnreachable(t *testing.T) {
-	client, err := sidecar.Dial(testhelp.SocketPath(t, "none.sock"), sidecar.ClientOptions{Logger: quietLogger()})
+	client, err := sidecar.NewClient(testhelp.SocketPath(t, "none.sock"), sidecar.ClientOptions{Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

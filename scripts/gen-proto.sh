@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates proto/inferencepb from proto/*.proto. Installs protoc (Debian's
-# protobuf-compiler) and the pinned Go plugins when missing.
+# protobuf-compiler) and the pinned Go plugins when missing. The entry point
+# is `go generate ./proto/...` (the directive in proto/inferencepb/doc.go;
+# `make proto` runs it), which runs this script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PROTOC_GEN_GO_VERSION=v1.36.12

@@ -39,8 +39,10 @@ type Client struct {
 	health healthpb.HealthClient
 }
 
-// Dial returns a client for socketPath. It does not connect yet.
-func Dial(socketPath string, opts ClientOptions) (*Client, error) {
+// NewClient returns a client for socketPath. It does no I/O: the
+// connection is made on the first call (like grpc.NewClient, which it
+// wraps), so the sidecar need not be up yet.
+func NewClient(socketPath string, opts ClientOptions) (*Client, error) {
 	if socketPath == "" {
 		return nil, inferr.Errorf(inferr.GRPC, "dial sidecar: socket path is empty")
 	}

@@ -46,7 +46,7 @@ func startSidecarBinary(t *testing.T, socket string, args ...string) *sidecarPro
 		p.cmd.Process.Kill()
 		<-p.done
 	})
-	c, err := sidecar.Dial(socket, sidecar.ClientOptions{})
+	c, err := sidecar.NewClient(socket, sidecar.ClientOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

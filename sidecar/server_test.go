@@ -48,7 +48,7 @@ func startServer(t *testing.T, opts ServerOptions) *testServer {
 	}
 	ts := &testServer{srv: srv, socket: socketIn(t), backend: b, served: make(chan error, 1)}
 	go func() { ts.served <- srv.Serve(ts.socket) }()
-	c, err := Dial(ts.socket, ClientOptions{Logger: quietLog})
+	c, err := NewClient(ts.socket, ClientOptions{Logger: quietLog})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestServeSocketSetup(t *testing.T) {
 	srv, _ := NewServer(ServerOptions{Runtime: rt, Logger: quietLog})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(socket) }()
-	c, _ := Dial(socket, ClientOptions{})
+	c, _ := NewClient(socket, ClientOptions{})
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -421,7 +421,7 @@ func TestDeadSidecarGivesGRPCErrors(t *testing.T) {
 	socket := socketIn(t)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(socket) }()
-	c, _ := Dial(socket, ClientOptions{})
+	c, _ := NewClient(socket, ClientOptions{})
 	defer c.Close()
 	ctx := context.Background()
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -517,7 +517,7 @@ func TestOddSocketPath(t *testing.T) {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(socket) }()
 	defer func() { srv.GracefulStop(); <-served }()
-	c, err := Dial(socket, ClientOptions{})
+	c, err := NewClient(socket, ClientOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -144,7 +144,7 @@ func StartSupervisor(ctx context.Context, opts SupervisorOptions) (*Supervisor, 
 		s.tmpDir = dir
 		s.opts.SocketPath = filepath.Join(dir, "sidecar.sock")
 	}
-	client, err := Dial(s.opts.SocketPath, ClientOptions{Logger: opts.Logger})
+	client, err := NewClient(s.opts.SocketPath, ClientOptions{Logger: opts.Logger})
 	if err != nil {
 		s.cleanup()
 		return nil, err

@@ -10,14 +10,13 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/inferbid/inferbid/examples"
+	"github.com/inferbid/inferbid/internal/cli"
 	"github.com/inferbid/inferbid/jsbridge"
 	"github.com/inferbid/inferbid/modelstore"
 	"github.com/inferbid/inferbid/modelstore/modelfiles"
@@ -25,18 +24,10 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stderr); err != nil {
-		if errors.Is(err, errUsage) {
-			os.Exit(2)
-		}
-		fmt.Fprintln(os.Stderr, "bidding-server:", err)
-		os.Exit(1)
-	}
+	cli.Main("bidding-server", func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+		return run(ctx, args, stdin, stdout, stderr, os.Getenv)
+	})
 }
-
-var errUsage = errors.New("usage")
 
 // modelSyncer is the bucket watcher as the server uses it.
 type modelSyncer interface {
@@ -45,14 +36,15 @@ type modelSyncer interface {
 }
 
 // run starts everything, serves until ctx ends, then shuts down gracefully.
-func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+// getenv reads the INFERENCE_* environment variables. A bad command line or
+// environment is a *cli.UsageError (exit 2). stdin and stdout are unused.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) error {
 	cfg, err := parseConfig(args, getenv, stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
-		fmt.Fprintln(stderr, "bidding-server:", err)
-		return errUsage
+		return &cli.UsageError{Err: err}
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {

@@ -13,13 +13,12 @@ import (
 
 	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/internal/cli"
 	"github.com/inferbid/inferbid/modelstore/modelfiles"
 	"github.com/inferbid/inferbid/sidecar"
 )
 
-func main() {
-	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
-}
+func main() { cli.Main("inferctl", run) }
 
 const usage = `usage:
   inferctl --socket PATH register --model-path P [--warmup FILE] LOCAL_FILE_OR_DIR
@@ -33,14 +32,10 @@ global flags:
 // maxPredictInput bounds the batch JSON read from a file or stdin.
 const maxPredictInput = 512 << 20
 
-// usageError marks command-line mistakes (exit code 2).
-type usageError struct{ msg string }
-
-func (e usageError) Error() string { return e.msg }
-
-func usagef(format string, a ...any) error { return usageError{fmt.Sprintf(format, a...)} }
-
-func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+// run reports its errors itself, in inferctl's formats: a usage error is
+// followed by the usage text, a failure names the command and the error's
+// type. It returns them cli.Reported, for cli.Main's exit code.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	global := flag.NewFlagSet("inferctl", flag.ContinueOnError)
 	global.SetOutput(stderr)
 	socket := global.String("socket", os.Getenv("INFERENCE_SIDECAR_SOCKET"), "the sidecar's Unix socket")
@@ -49,18 +44,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		global.PrintDefaults()
 	}
-	if err := global.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if err := cli.ParseFlags(global, args); err != nil {
+		return err
 	}
 	if global.NArg() == 0 {
 		global.Usage()
-		return 2
+		return cli.Reported(cli.Usagef("no command"))
 	}
 	cmd, rest := global.Arg(0), global.Args()[1:]
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 
 	var err error
@@ -69,11 +61,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = checksum(rest, stdout, stderr)
 	case "register", "predict", "models", "delete":
 		if *socket == "" {
-			err = usagef("%s needs --socket PATH", cmd)
+			err = cli.Usagef("%s needs --socket PATH", cmd)
 			break
 		}
 		var c *sidecar.Client
-		c, err = sidecar.Dial(*socket, sidecar.ClientOptions{})
+		c, err = sidecar.NewClient(*socket, sidecar.ClientOptions{})
 		if err != nil {
 			break
 		}
@@ -89,37 +81,25 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			err = deleteModel(ctx, c, rest, stderr)
 		}
 	default:
-		err = usagef("unknown command %q", cmd)
+		err = cli.Usagef("unknown command %q", cmd)
 	}
-	var ue usageError
+	var ue *cli.UsageError
 	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, flag.ErrHelp):
-		return 0
+	case err == nil, errors.Is(err, flag.ErrHelp), cli.IsReported(err):
+		return err
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "inferctl: %v\n", err)
 		fmt.Fprint(stderr, usage)
-		return 2
-	case errors.Is(err, errFlagParse):
-		return 2
 	default:
 		fmt.Fprintf(stderr, "inferctl %s: %s: %v\n", cmd, inferr.TypeOf(err), err)
-		return 1
 	}
+	return cli.Reported(err)
 }
 
-var errFlagParse = errors.New("bad flags")
-
+// parseFlags parses a subcommand's flags; the flag package reports bad ones.
 func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
 	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errFlagParse
-	}
-	return nil
+	return cli.ParseFlags(fs, args)
 }
 
 func checksum(args []string, stdout, stderr io.Writer) error {
@@ -128,7 +108,7 @@ func checksum(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return usagef("checksum takes one LOCAL_FILE_OR_DIR")
+		return cli.Usagef("checksum takes one LOCAL_FILE_OR_DIR")
 	}
 	sum, err := modelfiles.ChecksumPath(fs.Arg(0))
 	if err != nil {
@@ -146,10 +126,10 @@ func register(ctx context.Context, c *sidecar.Client, args []string, stdout, std
 		return err
 	}
 	if *modelPath == "" {
-		return usagef("register needs --model-path P")
+		return cli.Usagef("register needs --model-path P")
 	}
 	if fs.NArg() != 1 {
-		return usagef("register takes one LOCAL_FILE_OR_DIR (after the flags)")
+		return cli.Usagef("register takes one LOCAL_FILE_OR_DIR (after the flags)")
 	}
 	var warmUpJSON string
 	if *warmup != "" {
@@ -176,7 +156,7 @@ func predict(ctx context.Context, c *sidecar.Client, args []string, stdin io.Rea
 		return err
 	}
 	if fs.NArg() > 1 {
-		return usagef("predict takes at most one FILE")
+		return cli.Usagef("predict takes at most one FILE")
 	}
 	in := stdin
 	if fs.NArg() == 1 && fs.Arg(0) != "-" {
@@ -206,7 +186,7 @@ func predict(ctx context.Context, c *sidecar.Client, args []string, stdin io.Rea
 
 func models(ctx context.Context, c *sidecar.Client, args []string, stdout io.Writer) error {
 	if len(args) > 0 {
-		return usagef("models takes no arguments, got %s", strings.Join(args, " "))
+		return cli.Usagef("models takes no arguments, got %s", strings.Join(args, " "))
 	}
 	paths, err := c.ModelPaths(ctx)
 	if err != nil {
@@ -227,10 +207,10 @@ func deleteModel(ctx context.Context, c *sidecar.Client, args []string, stderr i
 		return err
 	}
 	if *modelPath == "" {
-		return usagef("delete needs --model-path P")
+		return cli.Usagef("delete needs --model-path P")
 	}
 	if fs.NArg() > 0 {
-		return usagef("delete takes no arguments besides --model-path")
+		return cli.Usagef("delete takes no arguments besides --model-path")
 	}
 	return c.DeleteModel(ctx, *modelPath)
 }

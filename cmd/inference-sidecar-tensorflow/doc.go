@@ -3,6 +3,6 @@
 //
 //	inference-sidecar-tensorflow --socket PATH [--runtime_config JSON]
 //
-// It is sidecarmain.Main with the tensorflow runtime (flags, environment and
+// It is sidecarmain.Run with the tensorflow runtime (flags, environment and
 // exit codes are documented there).
 package main

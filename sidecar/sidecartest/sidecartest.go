@@ -32,7 +32,7 @@ func Serve(tb testing.TB, opts sidecar.ServerOptions, clientOpts sidecar.ClientO
 			tb.Errorf("sidecar Serve: %v", err)
 		}
 	})
-	client, err := sidecar.Dial(socket, clientOpts)
+	client, err := sidecar.NewClient(socket, clientOpts)
 	if err != nil {
 		tb.Fatal(err)
 	}

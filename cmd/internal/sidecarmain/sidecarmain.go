@@ -1,34 +1,34 @@
 package sidecarmain
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
+	"google.golang.org/grpc"
 
 	"github.com/inferbid/inferbid/batch"
+	"github.com/inferbid/inferbid/internal/cli"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/sidecar"
 )
 
-// Main runs the sidecar for runtimeName and exits.
-func Main(runtimeName string) {
-	os.Exit(Run(runtimeName, os.Args[1:], os.Stderr))
-}
-
-// Run runs the sidecar with args (without the program name) and returns
-// the exit code.
-func Run(runtimeName string, args []string, stderr io.Writer) int {
+// Run runs the sidecar for runtimeName with args (without the program
+// name) until it fails or ctx ends; then calls in flight get --stop_grace
+// to finish before the server stops hard, and Run returns nil. A bad
+// command line or runtime config is a *cli.UsageError. Errors are for
+// cli.Main to print as "inference-sidecar-<runtime>: err"; stdin and stdout
+// are unused.
+func Run(ctx context.Context, runtimeName string, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	prog := "inference-sidecar-" + runtimeName
 	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -42,43 +42,36 @@ func Run(runtimeName string, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "usage: %s --socket PATH [--runtime_config JSON]\n", prog)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	fail := func(code int, format string, a ...any) int {
-		fmt.Fprintf(stderr, "%s: %s\n", prog, fmt.Sprintf(format, a...))
-		return code
+	if err := cli.ParseFlags(fs, args); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
-		return fail(2, "unexpected arguments: %s", strings.Join(fs.Args(), " "))
+		return cli.Usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
 	if *socket == "" {
-		return fail(2, "--socket is required")
+		return cli.Usagef("--socket is required")
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
-		return fail(2, "--log_level: %v", err)
+		return cli.Usagef("--log_level: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 
 	if err := applyRlimit(os.Getenv(sidecar.RlimitEnv)); err != nil {
-		return fail(2, "%v", err)
+		return &cli.UsageError{Err: err}
 	}
 	cfg, err := sidecar.ParseRuntimeConfig(*runtimeConfig)
 	if err != nil {
-		return fail(2, "--runtime_config: %v", err)
+		return cli.Usagef("--runtime_config: %w", err)
 	}
 	if len(cfg.Cpuset) > 0 {
 		if err := pinThreads(cfg.Cpuset); err != nil {
-			return fail(2, "--runtime_config cpuset %v: %v", cfg.Cpuset, err)
+			return cli.Usagef("--runtime_config cpuset %v: %w", cfg.Cpuset, err)
 		}
 	}
 	rt, err := runtimes.Open(runtimeName, cfg)
 	if err != nil {
-		return fail(2, "%v", err)
+		return &cli.UsageError{Err: err}
 	}
 	defer rt.Close()
 	srv, err := sidecar.NewServer(sidecar.ServerOptions{
@@ -88,26 +81,20 @@ func Run(runtimeName string, args []string, stderr io.Writer) int {
 		Logger:        log,
 	})
 	if err != nil {
-		return fail(1, "%v", err)
+		return err
 	}
 	abs, err := filepath.Abs(*socket)
 	if err != nil {
-		return fail(2, "--socket: %v", err)
+		return cli.Usagef("--socket: %w", err)
 	}
 
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sigs)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(abs) }()
 	select {
 	case err := <-served:
-		if err != nil {
-			return fail(1, "%v", err)
-		}
-		return 0
-	case sig := <-sigs:
-		log.Info("stopping", "signal", sig.String(), "grace", *stopGrace)
+		return err
+	case <-ctx.Done():
+		log.Info("stopping", "cause", context.Cause(ctx), "grace", *stopGrace)
 	}
 	stopped := make(chan struct{})
 	go func() {
@@ -121,11 +108,13 @@ func Run(runtimeName string, args []string, stderr io.Writer) int {
 		srv.Stop()
 		<-stopped
 	}
-	if err := <-served; err != nil {
-		return fail(1, "%v", err)
+	// ErrServerStopped: ctx ended before Serve got going (a signal during
+	// start-up); the stop is as graceful as any.
+	if err := <-served; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return err
 	}
 	log.Info("stopped")
-	return 0
+	return nil
 }
 
 // applyRlimit caps the address space to mb MiB ("" = no cap).

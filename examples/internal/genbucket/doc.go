@@ -4,5 +4,6 @@
 //
 //	go run ./examples/internal/genbucket -out examples/bucket
 //
+// go generate ./examples runs it so (the directive is in package examples).
 // The output is deterministic; examples' tests regenerate it and compare.
 package main

@@ -1,15 +1,18 @@
 package main
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 
+	"github.com/inferbid/inferbid/internal/cli"
 	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
 )
 
@@ -23,15 +26,18 @@ var generators = map[string]func(tfsave.Options) (map[string][]byte, error){
 	"all_dtypes": tfsave.AllDTypesModel,
 }
 
-func main() {
-	out := flag.String("out", "", "directory to write the model directories into (required)")
-	style := flag.String("style", "tf2", "layout: tf2, function, graph or tf1")
-	models := flag.String("models", "pctr,pcvr,counter,mlp", "comma-separated models to write: "+strings.Join(names(), ","))
-	flag.Parse()
-	if err := run(*out, *style, *models); err != nil {
-		fmt.Fprintln(os.Stderr, "gen-tf-models:", err)
-		os.Exit(1)
+func main() { cli.Main("gen-tf-models", run) }
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("gen-tf-models", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	out := fs.String("out", "", "directory to write the model directories into (required)")
+	style := fs.String("style", "tf2", "layout: tf2, function, graph or tf1")
+	models := fs.String("models", "pctr,pcvr,counter,mlp", "comma-separated models to write: "+strings.Join(names(), ","))
+	if err := cli.ParseFlags(fs, args); err != nil {
+		return err
 	}
+	return write(stdout, *out, *style, *models)
 }
 
 func names() []string {
@@ -43,7 +49,9 @@ func names() []string {
 	return n
 }
 
-func run(out, style, models string) error {
+// write writes models in style under out and prints each model's
+// directory and checksum to stdout.
+func write(stdout io.Writer, out, style, models string) error {
 	if out == "" {
 		return fmt.Errorf("-out is required")
 	}
@@ -85,7 +93,7 @@ func run(out, style, models string) error {
 				return err
 			}
 		}
-		fmt.Printf("%s\t%s\n", dir, checksum(files))
+		fmt.Fprintf(stdout, "%s\t%s\n", dir, checksum(files))
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -17,7 +18,7 @@ func TestRunWritesModelsReproducibly(t *testing.T) {
 		if style == "tf1" {
 			models = "pctr,pcvr,mlp,affine_v1,affine_v2,all_dtypes" // the counter needs resource variables
 		}
-		if err := run(filepath.Join(out, style), style, models); err != nil {
+		if err := write(io.Discard, filepath.Join(out, style), style, models); err != nil {
 			t.Fatalf("%s: %v", style, err)
 		}
 	}
@@ -27,7 +28,7 @@ func TestRunWritesModelsReproducibly(t *testing.T) {
 	}
 	// A stale checkpoint file from an earlier run is removed, and a second
 	// run writes the same bytes.
-	if err := run(filepath.Join(out, "tf2"), "tf2", "pctr"); err != nil {
+	if err := write(io.Discard, filepath.Join(out, "tf2"), "tf2", "pctr"); err != nil {
 		t.Fatal(err)
 	}
 	second, err := os.ReadFile(filepath.Join(out, "tf2", "pctr", tfsave.VariablesIndex))
@@ -38,11 +39,11 @@ func TestRunWritesModelsReproducibly(t *testing.T) {
 		t.Errorf("graph-mode all_dtypes has no variables, yet a checkpoint exists (%v)", err)
 	}
 	for _, bad := range [][2]string{{"tf2", "nope"}, {"tf3", "pctr"}, {"tf1", "counter"}} {
-		if err := run(out, bad[0], bad[1]); err == nil {
-			t.Errorf("run(%q, %q): no error", bad[0], bad[1])
+		if err := write(io.Discard, out, bad[0], bad[1]); err == nil {
+			t.Errorf("write(%q, %q): no error", bad[0], bad[1])
 		}
 	}
-	if err := run("", "tf2", "pctr"); err == nil {
+	if err := write(io.Discard, "", "tf2", "pctr"); err == nil {
 		t.Error("empty -out: no error")
 	}
 }

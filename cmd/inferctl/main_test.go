@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/inferbid/inferbid/internal/cli"
+	"github.com/inferbid/inferbid/internal/testhelp"
+	"github.com/inferbid/inferbid/modelstore/modelfiles"
+)
+
+// inferctl runs run in process and returns stdout, stderr and the exit code
+// cli.Main would exit with. run reports every error itself, so what it
+// writes is all inferctl's output.
+func inferctl(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var stdout, stderr strings.Builder
+	err := run(context.Background(), args, strings.NewReader(""), &stdout, &stderr)
+	if err != nil && !cli.IsReported(err) && cli.ExitCode(err) != 0 {
+		t.Errorf("inferctl %q: error %v not reported", args, err)
+	}
+	return stdout.String(), stderr.String(), cli.ExitCode(err)
+}
+
+func TestCommandLineErrors(t *testing.T) {
+	t.Setenv("INFERENCE_SIDECAR_SOCKET", "")
+	sock := testhelp.SocketPath(t, "none.sock")
+	for _, c := range []struct {
+		args   []string
+		code   int
+		stderr string // prefix of stderr
+		usage  bool   // stderr ends with the usage text
+	}{
+		{nil, 2, usage, false},
+		{[]string{"-h"}, 0, usage, false},
+		{[]string{"-bogus"}, 2, "flag provided but not defined: -bogus\n" + usage, false},
+		{[]string{"frobnicate"}, 2, "inferctl: unknown command \"frobnicate\"\n", true},
+		{[]string{"models"}, 2, "inferctl: models needs --socket PATH\n", true},
+		{[]string{"--socket", sock, "models", "extra"}, 2, "inferctl: models takes no arguments, got extra\n", true},
+		{[]string{"--socket", sock, "register", "x"}, 2, "inferctl: register needs --model-path P\n", true},
+		{[]string{"--socket", sock, "register", "-h"}, 0, "Usage of register:", false},
+		{[]string{"--socket", sock, "register", "-bogus"}, 2, "flag provided but not defined: -bogus\nUsage of register:", false},
+		{[]string{"--socket", sock, "delete", "--model-path", "m/", "x"}, 2, "inferctl: delete takes no arguments besides --model-path\n", true},
+		{[]string{"--socket", sock, "predict", "a", "b"}, 2, "inferctl: predict takes at most one FILE\n", true},
+		{[]string{"checksum"}, 2, "inferctl: checksum takes one LOCAL_FILE_OR_DIR\n", true},
+		{[]string{"--socket", sock, "models"}, 1, "inferctl models: GRPC: ", false},
+		{[]string{"checksum", filepath.Join(t.TempDir(), "nope")}, 1, "inferctl checksum: UNKNOWN: ", false},
+	} {
+		out, errOut, code := inferctl(t, c.args...)
+		if code != c.code || !strings.HasPrefix(errOut, c.stderr) || c.usage != strings.HasSuffix(errOut, "\n"+usage) || out != "" {
+			t.Errorf("inferctl %q: exit %d\nstdout %q\nstderr %q\nwant exit %d, stderr starting %q (usage after it: %v)",
+				c.args, code, out, errOut, c.code, c.stderr, c.usage)
+		}
+	}
+}
+
+func TestChecksumCommand(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(f, []byte("hi\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want, err := modelfiles.ChecksumPath(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := inferctl(t, "checksum", f); code != 0 || errOut != "" || out != want+"\n" {
+		t.Errorf("checksum: exit %d, stdout %q, stderr %q; want %s", code, out, errOut, want)
+	}
+}

@@ -1,0 +1,134 @@
+package sidecarmain
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/inferbid/inferbid/internal/cli"
+	"github.com/inferbid/inferbid/internal/testhelp"
+	_ "github.com/inferbid/inferbid/runtimes/tensorflow"
+	"github.com/inferbid/inferbid/sidecar"
+)
+
+// syncBuffer is a bytes.Buffer the server's logger and the test share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestRunBadCommandLines(t *testing.T) {
+	t.Setenv("INFERENCE_SIDECAR_RUNTIME_CONFIG", "")
+	t.Setenv(sidecar.RlimitEnv, "")
+	socket := testhelp.SocketPath(t, "s.sock")
+	for _, c := range []struct {
+		args     []string
+		code     int
+		fragment string // in the error, or in stderr for a reported one
+	}{
+		{[]string{"-h"}, 0, "usage: inference-sidecar-tensorflow --socket PATH"},
+		{[]string{"-bogus"}, 2, "flag provided but not defined: -bogus"},
+		{nil, 2, "--socket is required"},
+		{[]string{"--socket", socket, "extra"}, 2, "unexpected arguments: extra"},
+		{[]string{"--socket", socket, "--log_level", "loud"}, 2, "--log_level"},
+		{[]string{"--socket", socket, "--runtime_config", `{"num_threads":2}`}, 2, "num_threads"},
+		{[]string{"--socket", socket, "--runtime_config", `{"module_name":"pytorch"}`}, 2, "pytorch"},
+	} {
+		var stderr bytes.Buffer
+		err := Run(context.Background(), "tensorflow", c.args, strings.NewReader(""), &stderr, &stderr)
+		where := stderr.String()
+		if err != nil && !cli.IsReported(err) && !errors.Is(err, flag.ErrHelp) {
+			where = err.Error()
+		}
+		if code := cli.ExitCode(err); code != c.code || !strings.Contains(where, c.fragment) {
+			t.Errorf("Run(%q): %v, exit %d, stderr %q; want exit %d mentioning %q", c.args, err, code, stderr.String(), c.code, c.fragment)
+		}
+	}
+}
+
+func TestRunBadRlimitEnv(t *testing.T) {
+	t.Setenv(sidecar.RlimitEnv, "lots")
+	err := Run(context.Background(), "tensorflow", []string{"--socket", testhelp.SocketPath(t, "s.sock")}, nil, nil, &bytes.Buffer{})
+	if cli.ExitCode(err) != 2 || err == nil || !strings.Contains(err.Error(), sidecar.RlimitEnv) {
+		t.Errorf("bad %s: %v (exit %d)", sidecar.RlimitEnv, err, cli.ExitCode(err))
+	}
+}
+
+// TestRunStopsWhenContextEnds: the end of the context (SIGTERM or SIGINT
+// under cli.Main) is a graceful stop, and Run returns nil (exit 0).
+func TestRunStopsWhenContextEnds(t *testing.T) {
+	t.Setenv("INFERENCE_SIDECAR_RUNTIME_CONFIG", "")
+	t.Setenv(sidecar.RlimitEnv, "")
+	socket := testhelp.SocketPath(t, "s.sock")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	var stderr syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, "tensorflow", []string{"--socket", socket, "--stop_grace", "5s"}, nil, nil, &stderr)
+	}()
+
+	c, err := sidecar.NewClient(socket, sidecar.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	wait, waitCancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer waitCancel()
+	if err := c.WaitHealthy(wait); err != nil {
+		select {
+		case err := <-done:
+			t.Fatalf("Run returned %v before serving; stderr:\n%s", err, stderr.String())
+		default:
+		}
+		t.Fatalf("sidecar not healthy: %v\nstderr:\n%s", err, stderr.String())
+	}
+
+	cancel(errors.New("test says stop"))
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run after the context ended: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("Run did not return after the context ended; stderr:\n%s", stderr.String())
+	}
+	for _, want := range []string{"stopping", "test says stop", "stopped"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
+	}
+}
+
+// TestRunContextEndedDuringStartUp: a signal before the server serves
+// (while the runtime loads) is a graceful stop too, whichever of Serve and
+// GracefulStop runs first.
+func TestRunContextEndedDuringStartUp(t *testing.T) {
+	t.Setenv("INFERENCE_SIDECAR_RUNTIME_CONFIG", "")
+	t.Setenv(sidecar.RlimitEnv, "")
+	for range 20 {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		var stderr syncBuffer
+		if err := Run(ctx, "tensorflow", []string{"--socket", testhelp.SocketPath(t, "s.sock")}, nil, nil, &stderr); err != nil {
+			t.Fatalf("Run with an ended context: %v\nstderr:\n%s", err, stderr.String())
+		}
+	}
+}

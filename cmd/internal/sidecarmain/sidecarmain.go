@@ -134,24 +134,37 @@ func applyRlimit(mb string) error {
 }
 
 // pinThreads restricts every thread of the process to cpus; threads
-// created later inherit the mask of the thread that creates them.
+// created later inherit the mask of the thread that creates them. A thread
+// that an unpinned thread creates while a pass runs can be missed, so passes
+// repeat until one finds every thread already pinned.
 func pinThreads(cpus []int) error {
 	var set unix.CPUSet
 	for _, c := range cpus {
 		set.Set(c)
 	}
-	tasks, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		return err
-	}
-	for _, t := range tasks {
-		tid, err := strconv.Atoi(t.Name())
+	for range 100 {
+		tasks, err := os.ReadDir("/proc/self/task")
 		if err != nil {
-			continue
-		}
-		if err := unix.SchedSetaffinity(tid, &set); err != nil && !errors.Is(err, unix.ESRCH) {
 			return err
 		}
+		changed := false
+		for _, t := range tasks {
+			tid, err := strconv.Atoi(t.Name())
+			if err != nil {
+				continue
+			}
+			var cur unix.CPUSet
+			if err := unix.SchedGetaffinity(tid, &cur); err == nil && cur == set {
+				continue
+			}
+			if err := unix.SchedSetaffinity(tid, &set); err != nil && !errors.Is(err, unix.ESRCH) {
+				return err
+			}
+			changed = true
+		}
+		if !changed {
+			return nil
+		}
 	}
-	return nil
+	return errors.New("threads kept appearing unpinned")
 }

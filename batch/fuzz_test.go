@@ -3,6 +3,7 @@ package batch
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -19,8 +20,15 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"request":[{"model_path":"m/","tensors":[{"tensor_name":"x","data_type":"FLOAT","tensor_shape":[1,2],"tensor_content":["0.5",1e-3]}]}]}`))
 	lim := Limits{MaxElements: 1 << 16, MaxEntries: 64, MaxTensors: 16}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		orig := string(data)
 		entries, err := Parse(data, lim)
 		checkSameAsSlowPath(t, data, lim, entries, err)
+		if string(data) != orig {
+			t.Fatal("Parse wrote into its input (ParseString relies on it reading only)")
+		}
+		if fromString, errString := ParseString(orig, lim); fmt.Sprint(errString) != fmt.Sprint(err) || !reflect.DeepEqual(fromString, entries) {
+			t.Fatalf("ParseString disagrees with Parse: %v %v vs %v %v", fromString, errString, entries, err)
+		}
 		if err != nil {
 			if entries != nil || inferr.TypeOf(err) != inferr.InputParsing {
 				t.Fatalf("whole-batch error %v (%v) with entries %v", err, inferr.TypeOf(err), entries)

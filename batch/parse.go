@@ -45,6 +45,13 @@ func Parse(data []byte, lim Limits) ([]Entry, error) {
 	return slow.requestValidated(data)
 }
 
+// ParseString is Parse for batch JSON held in a string (runInference's
+// argument): it reads s where it stands instead of copying it into a
+// []byte first. Parse only reads its input and keeps none of it.
+func ParseString(s string, lim Limits) ([]Entry, error) {
+	return Parse(unsafe.Slice(unsafe.StringData(s), len(s)), lim)
+}
+
 func newRequestParser(lim Limits) parser {
 	return parser{lim: lim, section: "request", typ: inferr.InputParsing, minDim: 1}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/dop251/goja"
 
@@ -44,7 +45,9 @@ func (b *bindings) runInference(call goja.FunctionCall) goja.Value {
 	if h := b.pool.opts.Hooks.OnInference; h != nil {
 		h(&ev)
 	}
-	return b.vm.rt.ToValue(string(out))
+	// out is this call's own buffer and nothing writes to it again: the JS
+	// string is made from it without a copy.
+	return b.vm.rt.ToValue(unsafe.String(unsafe.SliceData(out), len(out)))
 }
 
 func (b *bindings) infer(arg goja.Value, ev *InferenceEvent) []byte {
@@ -89,7 +92,7 @@ func (b *bindings) parseArgument(arg goja.Value, ev *InferenceEvent) ([]batch.En
 		if len(s) > maxBytes {
 			return nil, inferr.Errorf(inferr.InputParsing, "runInference: batch JSON is %d bytes, the limit is %d bytes", len(s), maxBytes)
 		}
-		return batch.Parse([]byte(s), b.pool.opts.Limits)
+		return batch.ParseString(s, b.pool.opts.Limits)
 	case *goja.Object:
 		if _, isFunc := goja.AssertFunction(a); !isFunc {
 			ev.ObjectArg = true

@@ -87,15 +87,12 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRuntimeConfig$$' -fuzztime $(FUZZTIME) ./sidecar/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseModelInfo$$' -fuzztime $(FUZZTIME) ./runtimes/onnx/
 
-# models: regenerate the committed test models (needs python3-onnx, python3-torch):
-# the ONNX and TorchScript models of runtimes/{onnx,pytorch}/testdata from the
-# Python scripts, and examples/bucket through its //go:generate directive.
+# models: regenerate the committed test models through their //go:generate
+# directives: the ONNX and TorchScript models of runtimes/{onnx,pytorch}/testdata
+# (from the Python scripts, installing python3-onnx and python3-torch) and
+# examples/bucket.
 models:
-	scripts/apt-install.sh python3-onnx python3-numpy
-	/usr/bin/python3 scripts/gen-onnx-models.py
-	scripts/install-libtorch.sh --python
-	/usr/bin/python3 scripts/gen-pytorch-models.py
-	$(GO) generate ./examples
+	$(GO) generate ./runtimes/onnx ./runtimes/pytorch ./examples
 
 clean:
 	rm -rf $(BIN)

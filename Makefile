@@ -88,8 +88,9 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseModelInfo$$' -fuzztime $(FUZZTIME) ./runtimes/onnx/
 
 # models: regenerate the committed test models (needs python3-onnx, python3-torch):
-# the ONNX and TorchScript models of runtimes/{onnx,pytorch}/testdata from the
-# Python scripts, and examples/bucket through its //go:generate directive.
+# the ONNX and TorchScript models of runtimes/{onnx,pytorch}/testdata and the
+# peer comparison's bench/testdata/pctr.onnx from the Python scripts, and
+# examples/bucket through its //go:generate directive.
 models:
 	scripts/apt-install.sh python3-onnx python3-numpy
 	/usr/bin/python3 scripts/gen-onnx-models.py

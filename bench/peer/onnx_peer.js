@@ -115,7 +115,7 @@ async function main() {
     return readScores(resp, rows);
   }
 
-  const warmUp = Math.min(200, Math.max(20, Math.floor(iterations / 10)));
+  const warmUp = Math.min(1000, Math.max(50, Math.floor(iterations / 10)));
   for (let i = 0; i < warmUp; i++) {
     await call();
   }

@@ -12,7 +12,7 @@ export AWS_EC2_METADATA_DISABLED := true
 # Binaries without cgo, and the ones that load native libraries.
 PURE_CMDS := bidding-server inferctl inference-sidecar-tensorflow
 
-.PHONY: all build build-pytorch deps deps-onnx deps-pytorch deps-test-servers \
+.PHONY: all build build-pytorch deps deps-onnx deps-pytorch deps-test-servers deps-node-peer \
 	test test-go test-pytorch bench lint proto proto-check demo fuzz models clean
 
 all: build
@@ -25,6 +25,11 @@ deps-pytorch:
 
 deps-test-servers:
 	scripts/test-servers.sh install
+
+# deps-node-peer: onnxruntime-node in .cache/node-peer, for the Node.js peer
+# of the peer comparison (bench/).
+deps-node-peer:
+	scripts/install-node-peer.sh
 
 deps: deps-onnx deps-pytorch deps-test-servers
 
@@ -67,15 +72,20 @@ test-go:
 test-pytorch: deps-pytorch
 	INFERBID_REQUIRE_NATIVE=1 $(GO) test -tags pytorch -race -count=1 ./runtimes/pytorch/...
 
-# bench: the performance budget, printed (never asserted).
+# bench: the performance budget, printed (never asserted). The last line is
+# the peer comparison (bench/doc.go): one request through every layer and
+# through Node.js + onnxruntime-node, printed as a table of ratios; the peer
+# is required here (a missing node or onnxruntime-node fails).
 BENCH_FLAGS ?= -run '^$$' -benchmem -count=1
-bench: deps-onnx deps-pytorch
+bench: deps-onnx deps-pytorch deps-node-peer
 	$(GO) test $(BENCH_FLAGS) -bench . ./batch/
 	$(GO) test $(BENCH_FLAGS) -bench . ./runtimes/onnx/
 	$(GO) test $(BENCH_FLAGS) -bench . ./runtimes/tensorflow/benchcmp/
 	$(GO) test $(BENCH_FLAGS) -bench . -tags pytorch ./runtimes/pytorch/
 	$(GO) test $(BENCH_FLAGS) -bench PredictMLP ./sidecar/
 	$(GO) test $(BENCH_FLAGS) -bench 'InferenceLayers|ObjectArgument' -benchtime 2000x ./jsbridge/
+	INFERBID_REQUIRE_NATIVE=1 INFERBID_REQUIRE_PEER=1 $(GO) test -count=1 \
+	  -run '^TestPeerMatchesRuntime$$' -bench '^BenchmarkPeerComparison$$' ./bench/
 
 # fuzz: a short run of every fuzz target (the seed corpora run in make test).
 FUZZTIME ?= 30s
@@ -89,8 +99,8 @@ fuzz:
 
 # models: regenerate the committed test models through their //go:generate
 # directives: the ONNX and TorchScript models of runtimes/{onnx,pytorch}/testdata
-# (from the Python scripts, installing python3-onnx and python3-torch) and
-# examples/bucket.
+# and the peer comparison's bench/testdata/pctr.onnx (from the Python scripts,
+# installing python3-onnx and python3-torch) and examples/bucket.
 models:
 	$(GO) generate ./runtimes/onnx ./runtimes/pytorch ./examples
 

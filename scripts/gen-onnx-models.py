@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Generates the ONNX test models of runtimes/onnx/testdata/ (committed; rerun to regenerate).
+"""Generates the ONNX test models of runtimes/onnx/testdata/ and bench/testdata/ (committed; rerun to
+regenerate).
 
 Uses Debian's python3-onnx and numpy (run with /usr/bin/python3, not a python3 earlier on PATH).
 The output is deterministic: same bytes on every run.
@@ -23,6 +24,13 @@ Models (opset 13, IR version 7: both well inside what ONNX Runtime 1.30 accepts)
                      z = Identity(x), r = Reshape(x, [-1,3]), d = Flatten(x) (all no-ops on the data):
                      outputs ONNX Runtime may alias, optimize away or never compute
   no_inputs.onnx     no inputs, y = a constant FLOAT [2]
+
+And, in bench/testdata/ (the model of the peer comparison, bench/doc.go):
+  pctr.onnx          a small pCTR-style MLP with one input of each dtype the comparison covers:
+                     dense FLOAT [batch,8]; ad_id INT64 [batch,1], hashed into 64 buckets (Mod) and
+                     embedded (Gather from a [64,4] table, Flatten); bid_floor DOUBLE [batch,1] (Cast to
+                     float); Concat to [batch,13] -> relu(.W1 + b1) (16 units) -> sigmoid(.W2 + b2),
+                     pctr FLOAT [batch,1]
 """
 import math
 import os
@@ -37,6 +45,7 @@ IR_VERSION = 7
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "..", "runtimes", "onnx", "testdata")
+OUT_BENCH = os.path.join(HERE, "..", "bench", "testdata")
 
 DTYPES = [
     ("double", TensorProto.DOUBLE),
@@ -60,8 +69,8 @@ def model(graph, full_check=True):
     return m
 
 
-def save(m, name):
-    path = os.path.join(OUT, name)
+def save(m, name, out=OUT):
+    path = os.path.join(out, name)
     data = m.SerializeToString(deterministic=True)
     with open(path + ".tmp", "wb") as f:
         f.write(data)
@@ -214,8 +223,49 @@ def no_inputs():
     return model(g)
 
 
+def pctr():
+    buckets, dim = 64, 4
+    # Weights from fixed formulas, computed in float64 and rounded once to float32.
+    emb = np.array([[0.3 * math.sin(k * dim + j + 7) for j in range(dim)] for k in range(buckets)], dtype=np.float32)
+    width = 8 + dim + 1
+    w1 = np.array([[0.4 * math.sin(i * 16 + j + 1) for j in range(16)] for i in range(width)], dtype=np.float32)
+    b1 = np.array([0.1 * math.cos(j) for j in range(16)], dtype=np.float32)
+    w2 = np.array([[0.5 * math.sin(200 + j)] for j in range(16)], dtype=np.float32)
+    b2 = np.array([-0.1], dtype=np.float32)
+    inits = [
+        numpy_helper.from_array(np.array(buckets, dtype=np.int64), "buckets"),
+        numpy_helper.from_array(emb, "ad_embedding"),
+    ] + [numpy_helper.from_array(v, n) for v, n in ((w1, "W1"), (b1, "b1"), (w2, "W2"), (b2, "b2"))]
+    nodes = [
+        helper.make_node("Mod", ["ad_id", "buckets"], ["ad_bucket"], name="hash", fmod=0),
+        helper.make_node("Gather", ["ad_embedding", "ad_bucket"], ["ad_emb3"], name="embed", axis=0),
+        helper.make_node("Flatten", ["ad_emb3"], ["ad_emb"], name="flatten", axis=1),
+        helper.make_node("Cast", ["bid_floor"], ["floor"], name="cast", to=TensorProto.FLOAT),
+        helper.make_node("Concat", ["dense", "ad_emb", "floor"], ["features"], name="concat", axis=1),
+        helper.make_node("MatMul", ["features", "W1"], ["xw1"], name="matmul1"),
+        helper.make_node("Add", ["xw1", "b1"], ["pre1"], name="add1"),
+        helper.make_node("Relu", ["pre1"], ["h"], name="relu"),
+        helper.make_node("MatMul", ["h", "W2"], ["hw2"], name="matmul2"),
+        helper.make_node("Add", ["hw2", "b2"], ["pre2"], name="add2"),
+        helper.make_node("Sigmoid", ["pre2"], ["pctr"], name="sigmoid"),
+    ]
+    g = helper.make_graph(
+        nodes,
+        "pctr",
+        [
+            helper.make_tensor_value_info("dense", TensorProto.FLOAT, ["batch", 8]),
+            helper.make_tensor_value_info("ad_id", TensorProto.INT64, ["batch", 1]),
+            helper.make_tensor_value_info("bid_floor", TensorProto.DOUBLE, ["batch", 1]),
+        ],
+        [helper.make_tensor_value_info("pctr", TensorProto.FLOAT, ["batch", 1])],
+        initializer=inits,
+    )
+    return model(g)
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
+    os.makedirs(OUT_BENCH, exist_ok=True)
     save(alldtypes(), "alldtypes.onnx")
     save(affine(2.0, 1.0, "affine_v1"), "affine_v1.onnx")
     save(affine(3.0, -1.0, "affine_v2"), "affine_v2.onnx")
@@ -226,6 +276,7 @@ def main():
     save(lying_shape(), "lying_shape.onnx")
     save(passthrough(), "passthrough.onnx")
     save(no_inputs(), "no_inputs.onnx")
+    save(pctr(), "pctr.onnx", OUT_BENCH)
     return 0
 
 

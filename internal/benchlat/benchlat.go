@@ -60,20 +60,42 @@ func (r *Recorder) record(start, end time.Time) {
 	r.mu.Unlock()
 }
 
-// Report adds p50-µs, p99-µs and calls/s to b's results. It does nothing
-// when no call was recorded.
-func (r *Recorder) Report(b *testing.B) {
+// Stats summarises the recorded calls: what Report reports, for code
+// that compares runs (ratios, tables).
+type Stats struct {
+	Calls       int           // successful calls recorded
+	P50, P99    time.Duration // nearest-rank percentiles of their latencies
+	CallsPerSec float64       // Calls over the wall time they spanned; 0 when none
+}
+
+// Stats returns the summary of the calls recorded so far; the zero Stats
+// when none was.
+func (r *Recorder) Stats() Stats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := len(r.lat)
 	if n == 0 {
-		return
+		return Stats{}
 	}
 	slices.Sort(r.lat)
-	b.ReportMetric(Percentile(r.lat, 0.50).Seconds()*1e6, "p50-µs")
-	b.ReportMetric(Percentile(r.lat, 0.99).Seconds()*1e6, "p99-µs")
+	s := Stats{Calls: n, P50: Percentile(r.lat, 0.50), P99: Percentile(r.lat, 0.99)}
 	if wall := r.last.Sub(r.first); wall > 0 {
-		b.ReportMetric(float64(n)/wall.Seconds(), "calls/s")
+		s.CallsPerSec = float64(n) / wall.Seconds()
+	}
+	return s
+}
+
+// Report adds p50-µs, p99-µs and calls/s to b's results. It does nothing
+// when no call was recorded.
+func (r *Recorder) Report(b *testing.B) {
+	s := r.Stats()
+	if s.Calls == 0 {
+		return
+	}
+	b.ReportMetric(s.P50.Seconds()*1e6, "p50-µs")
+	b.ReportMetric(s.P99.Seconds()*1e6, "p99-µs")
+	if s.CallsPerSec > 0 {
+		b.ReportMetric(s.CallsPerSec, "calls/s")
 	}
 }
 

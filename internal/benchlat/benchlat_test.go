@@ -59,6 +59,29 @@ func TestRecorderConcurrent(t *testing.T) {
 	}
 }
 
+func TestStats(t *testing.T) {
+	var r Recorder
+	if got := r.Stats(); got != (Stats{}) {
+		t.Fatalf("empty Recorder: Stats() = %+v, want zero", got)
+	}
+	base := time.Unix(1000, 0)
+	// 100 calls of 1..100 µs, back to back: the wall time is their sum.
+	at := base
+	for i := 100; i >= 1; i-- {
+		d := time.Duration(i) * time.Microsecond
+		r.record(at, at.Add(d))
+		at = at.Add(d)
+	}
+	s := r.Stats()
+	if s.Calls != 100 || s.P50 != 50*time.Microsecond || s.P99 != 99*time.Microsecond {
+		t.Fatalf("Stats() = %+v, want 100 calls, p50 50µs, p99 99µs", s)
+	}
+	wall := at.Sub(base).Seconds()
+	if want := 100 / wall; s.CallsPerSec < want*0.999 || s.CallsPerSec > want*1.001 {
+		t.Fatalf("CallsPerSec = %v, want %v", s.CallsPerSec, want)
+	}
+}
+
 type testError struct{}
 
 func (testError) Error() string { return "test error" }

@@ -1,0 +1,239 @@
+//go:build cgo
+
+package bench
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dop251/goja"
+
+	"github.com/inferbid/inferbid/internal/benchlat"
+	"github.com/inferbid/inferbid/internal/testhelp"
+	"github.com/inferbid/inferbid/jsbridge"
+	"github.com/inferbid/inferbid/runtimes/onnx"
+	"github.com/inferbid/inferbid/sidecar"
+)
+
+// callers is the number of concurrent callers of the concurrency section.
+const callers = 8
+
+// BenchmarkPeerComparison sends the comparison's request through every
+// layer and the Node.js peer at batch 1 and 64, then prints the table of
+// latencies, throughputs and ratios (bench/doc.go) on stdout. Each Go row
+// is a sub-benchmark (b.Loop, so -benchtime applies) that also reports
+// p50-µs, p99-µs and calls/s; the peer runs about as long (runPeer). A
+// row filtered out by -bench shows as "-".
+func BenchmarkPeerComparison(b *testing.B) {
+	ctx := context.Background()
+	f := newFixture(b)
+	p := requirePeer(b)
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+
+	// The ONNX sidecar, a child process started by the supervisor.
+	b.Setenv(onnx.LibraryEnv, f.lib)
+	bin := testhelp.BuildBinary(b, "cmd/inference-sidecar-onnx", true)
+	sup, err := sidecar.StartSupervisor(ctx, sidecar.SupervisorOptions{
+		BinaryPath:    bin,
+		RuntimeConfig: runtimeConfig,
+		SocketPath:    testhelp.SocketPath(b, "sidecar.sock"),
+		Logger:        log,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { sup.Close() })
+	fast, grpc, err := newClients(sup.SocketPath(), log)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { fast.Close(); grpc.Close() })
+	echo := startEcho(b)
+
+	// The JS rows' pool, calling the sidecar through the fast lane.
+	pool, err := jsbridge.New("bench.js", f.script, jsbridge.Options{Inference: fast, Logger: log})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { pool.Close() })
+	callJS := func(fn string, rows int) func() ([]float64, error) {
+		return func() ([]float64, error) {
+			var s []float64
+			err := pool.Do(ctx, fn, func(rt *goja.Runtime, call goja.Callable) error {
+				v, err := call(goja.Undefined(), rt.ToValue(rows))
+				if err != nil {
+					return err
+				}
+				return rt.ExportTo(v, &s)
+			})
+			return s, err
+		}
+	}
+
+	tab := &table{}
+	tab.header = append(tab.header,
+		fmt.Sprintf("model %s: dense FLOAT [b,8], ad_id INT64 [b,1], bid_floor DOUBLE [b,1] -> pctr FLOAT [b,1]", modelRel),
+		fmt.Sprintf("Go: ONNX Runtime %s, %s, GOMAXPROCS %d; peer: Node.js %s, onnxruntime-node %s, same thread settings",
+			onnx.LibraryVersion(), runtimeConfig, runtime.GOMAXPROCS(0), p.nodeVersion, ortNodeVersion),
+		transportNote,
+	)
+
+	if err := sup.RegisterModel(ctx, modelPath, f.files, f.request(b, 1).json); err != nil {
+		b.Fatal(err)
+	}
+	for _, rows := range []int{1, 64} {
+		req := f.request(b, rows)
+		in := req.entries[0].Tensors
+		echoBytes := fastLaneRequestBytes(req.entries)
+		conn := echo.dial(b, echoBytes)
+		tab.header = append(tab.header, fmt.Sprintf("batch %d: request %d bytes of JSON, %d bytes on the raw echo (each way)", rows, len(req.json), echoBytes))
+
+		// Every path must answer what the bare runtime answers.
+		jsString, jsObject := callJS("jsString", rows), callJS("jsObject", rows)
+		for name, got := range map[string]func() ([]float64, error){
+			"fast-lane": func() ([]float64, error) { return resultScores(fast.Predict(ctx, req.entries)) },
+			"grpc":      func() ([]float64, error) { return resultScores(grpc.Predict(ctx, req.entries)) },
+			"js-string": jsString,
+			"js-object": jsObject,
+		} {
+			s, err := got()
+			if err == nil {
+				err = sameScores(req.want, s, 0)
+			}
+			if err != nil {
+				b.Fatalf("batch %d: %s: %v", rows, name, err)
+			}
+		}
+
+		rowsOf := []struct {
+			name string
+			call func() error
+		}{
+			{"raw-echo", conn.roundTrip},
+			{"runtime", func() error { _, err := f.bare.Predict(ctx, in); return err }},
+			{"fast-lane", func() error { _, err := resultScores(fast.Predict(ctx, req.entries)); return err }},
+			{"grpc", func() error { _, err := resultScores(grpc.Predict(ctx, req.entries)); return err }},
+			{"js-string", func() error { _, err := jsString(); return err }},
+			{"js-object", func() error { _, err := jsObject(); return err }},
+		}
+		for _, r := range rowsOf {
+			b.Run(fmt.Sprintf("batch=%d/%s", rows, r.name), func(b *testing.B) {
+				tab.set(rows, r.name, serial(b, r.call))
+			})
+		}
+
+		tab.set(rows, "node-peer", runPeer(b, p, f, req, 1))
+	}
+
+	// Concurrency: callers goroutines sharing the fast-lane client, and
+	// as many on the bare runtime; the peer with as many calls in flight.
+	for _, rows := range []int{1, 64} {
+		req := f.request(b, rows)
+		in := req.entries[0].Tensors
+		for _, r := range []struct {
+			name string
+			call func() error
+		}{
+			{"fast-lane", func() error { _, err := resultScores(fast.Predict(ctx, req.entries)); return err }},
+			{"runtime", func() error { _, err := f.bare.Predict(ctx, in); return err }},
+		} {
+			b.Run(fmt.Sprintf("batch=%d/%d-callers/%s", rows, callers, r.name), func(b *testing.B) {
+				tab.set(rows, concurrent(r.name), parallel(b, callers, r.call))
+			})
+		}
+		tab.set(rows, concurrent("node-peer"), runPeer(b, p, f, req, callers))
+	}
+
+	tab.print(os.Stdout)
+}
+
+// runPeer runs the Node.js peer on req with concurrency calls in flight,
+// for about as long as a Go row runs (-benchtime): a short first run checks
+// its scores and gives its rate, which sizes the timed run (whose scores
+// are checked too).
+func runPeer(b *testing.B, p *peer, f *fixture, req request, concurrency int) benchlat.Stats {
+	b.Helper()
+	run := func(n int) peerResult {
+		r, err := p.run(f.modelFile, req.rows, n, concurrency)
+		if err == nil {
+			err = sameScores(req.want, r.Scores, peerTolerance)
+		}
+		if err != nil {
+			b.Fatalf("batch %d: node-peer, %d in flight: %v", req.rows, concurrency, err)
+		}
+		return r
+	}
+	probe := run(500)
+	res := run(peerIterations(probe.CallsPerSec))
+	return res.stats()
+}
+
+// peerIterations is the number of calls for the peer's timed run: N for
+// -benchtime Nx, else what its rate fits in the -benchtime duration (1s by
+// default), at least 1000.
+func peerIterations(rate float64) int {
+	d := time.Second
+	if bt := flag.Lookup("test.benchtime"); bt != nil {
+		v := bt.Value.String()
+		if n, ok := strings.CutSuffix(v, "x"); ok {
+			if i, err := strconv.Atoi(n); err == nil && i > 0 {
+				return i
+			}
+		} else if t, err := time.ParseDuration(v); err == nil && t > 0 {
+			d = t
+		}
+	}
+	return min(max(int(rate*d.Seconds()), 1000), 1_000_000)
+}
+
+// serial times call on every iteration of b.Loop, after a few untimed
+// warm-up calls, reports and returns the statistics.
+func serial(b *testing.B, call func() error) benchlat.Stats {
+	for range 20 {
+		if err := call(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var r benchlat.Recorder
+	for b.Loop() {
+		if err := r.TimeErr(call); err != nil {
+			b.Fatal(err)
+		}
+	}
+	r.Report(b)
+	return r.Stats()
+}
+
+// parallel makes b.N calls from n goroutines, reports and returns the
+// statistics (calls/s is all goroutines together).
+func parallel(b *testing.B, n int, call func() error) benchlat.Stats {
+	var r benchlat.Recorder
+	var next atomic.Int64
+	var failed sync.Once
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for range n {
+		wg.Go(func() {
+			for next.Add(1) <= int64(b.N) {
+				if err := r.TimeErr(call); err != nil {
+					failed.Do(func() { b.Error(err) })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.StopTimer()
+	r.Report(b)
+	return r.Stats()
+}

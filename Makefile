@@ -31,7 +31,7 @@ deps-test-servers:
 deps-node-peer:
 	scripts/install-node-peer.sh
 
-deps: deps-onnx deps-pytorch deps-test-servers
+deps: deps-onnx deps-pytorch deps-test-servers deps-node-peer
 
 # build: every binary into bin/. The ONNX sidecar finds ../lib/onnxruntime
 # next to itself; the PyTorch sidecar links Debian's libtorch.
@@ -67,7 +67,7 @@ proto-check:
 test: deps lint proto-check test-go test-pytorch
 
 test-go:
-	INFERBID_REQUIRE_NATIVE=1 INFERBID_REQUIRE_SERVERS=1 $(GO) test -race -count=1 ./...
+	INFERBID_REQUIRE_NATIVE=1 INFERBID_REQUIRE_SERVERS=1 INFERBID_REQUIRE_PEER=1 $(GO) test -race -count=1 ./...
 
 test-pytorch: deps-pytorch
 	INFERBID_REQUIRE_NATIVE=1 $(GO) test -tags pytorch -race -count=1 ./runtimes/pytorch/...

@@ -116,3 +116,10 @@ type Model interface {
 type WarmUpRunner interface {
 	WarmUpRuns() int
 }
+
+// StatefulModel is implemented by models whose calls may change what later
+// calls return (a TensorFlow graph that assigns variables). Such a model's
+// calls are never merged with others.
+type StatefulModel interface {
+	Stateful() bool
+}

@@ -23,10 +23,12 @@ const DefaultMaxModelBytes int64 = 2 << 30
 // The data types of the driver interface, under the names users of the
 // portable layer know them by.
 type (
-	Config     = driver.Config
-	Files      = driver.Files
-	Signature  = driver.Signature
-	TensorSpec = driver.TensorSpec
+	Config          = driver.Config
+	DynamicBatching = driver.DynamicBatching
+	BatchSettings   = driver.BatchSettings
+	Files           = driver.Files
+	Signature       = driver.Signature
+	TensorSpec      = driver.TensorSpec
 )
 
 // Opener opens a backend with a config.

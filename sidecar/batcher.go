@@ -22,10 +22,12 @@ import (
 //
 // A call joins the open batch when its inputs bind to the signature, every
 // input is present with the same leading dimension (its rows), and its
-// dtypes and inner dimensions match those of the batch. The first call of
-// a batch starts a timer of max_delay; the batch runs when the timer fires
-// or at once when it holds max_batch_size rows; a call that would overflow
-// it sends it off as it is and opens the next one. The merged call
+// dtypes and inner dimensions match those of the batch. The batch runs
+// max_delay after its first call joined (timed by a wakeTimer: Go's timers
+// would make any delay under 1 ms about 1.1 ms), or at once when it holds
+// max_batch_size rows; a call that would overflow it (in rows, or in
+// elements past the element cap) sends it off as it is and opens the next
+// one. The merged call
 // concatenates the inputs along dimension 0 and runs on the portable layer
 // (runtimes.Model.Predict) like any other call; each caller gets its rows
 // of every output.
@@ -48,8 +50,11 @@ type batcher struct {
 	maxElems int64
 	log      *slog.Logger
 
+	timer *wakeTimer // fires for the open batch's deadline
+
 	mu      sync.Mutex
 	pending *pendingBatch // the batch open for joining, if any
+	armed   bool          // timer is set (for the open batch's deadline or an earlier one)
 	closed  bool
 	runs    sync.WaitGroup // merged calls in flight
 
@@ -65,7 +70,7 @@ type pendingBatch struct {
 	key      []tensor.Tensor // the first call's bound inputs: the layout every call must match
 	calls    []*batchCall
 	rows     int
-	timer    *time.Timer
+	deadline time.Time // when the batch runs at the latest
 	launched bool
 
 	// The merged call's context: it ends when every member has left.
@@ -111,7 +116,9 @@ func newBatcher(m *runtimes.Model, s runtimes.BatchSettings, maxElems int64, log
 			return nil, fmt.Sprintf("output %d (%q) has shape %s, not a variable leading (batch) dimension", i, out.Name, tensor.FormatShape(out.Shape))
 		}
 	}
-	return &batcher{m: m, settings: s, maxElems: maxElems, log: log}, ""
+	b := &batcher{m: m, settings: s, maxElems: maxElems, log: log}
+	b.timer = newWakeTimer(b.expire)
+	return b, ""
 }
 
 func shapeOrUnknown(s []int64) string {
@@ -215,9 +222,12 @@ func (b *batcher) join(c *batchCall) *pendingBatch {
 		}
 	}
 	if p == nil {
-		p = &pendingBatch{key: c.in}
-		p.timer = time.AfterFunc(b.settings.MaxDelay(), func() { b.expire(p) })
+		p = &pendingBatch{key: c.in, deadline: time.Now().Add(b.settings.MaxDelay())}
 		b.pending = p
+		if !b.armed {
+			b.timer.set(b.settings.MaxDelay())
+			b.armed = true
+		}
 	}
 	p.calls = append(p.calls, c)
 	p.rows += c.rows
@@ -227,13 +237,23 @@ func (b *batcher) join(c *batchCall) *pendingBatch {
 	return p
 }
 
-// expire runs p when its timer fires, unless it has run already.
-func (b *batcher) expire(p *pendingBatch) {
+// expire runs when the timer fires: it runs the open batch if its
+// deadline has come, or sets the timer again for it. (The timer may have
+// been set for a batch that has run since, filled up.)
+func (b *batcher) expire() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if !p.launched {
-		b.launchLocked(p)
+	b.armed = false
+	p := b.pending
+	if p == nil || b.closed {
+		return
 	}
+	if left := time.Until(p.deadline); left > 0 {
+		b.timer.set(left)
+		b.armed = true
+		return
+	}
+	b.launchLocked(p)
 }
 
 // launchLocked closes p to new calls and runs it: a batch of one call
@@ -244,7 +264,6 @@ func (b *batcher) launchLocked(p *pendingBatch) {
 	if b.pending == p {
 		b.pending = nil
 	}
-	p.timer.Stop()
 	switch len(p.calls) {
 	case 0:
 	case 1:
@@ -340,6 +359,7 @@ func (b *batcher) close() BatchingStats {
 		b.launchLocked(p)
 	}
 	b.mu.Unlock()
+	b.timer.close()
 	b.runs.Wait()
 	return b.stats()
 }

@@ -7,7 +7,8 @@
 // Everything that is the same for every backend lives here, once: input
 // validation against the model signature (names, dtypes, shapes, element
 // counts) and binding inputs in signature order (no copy when the caller
-// already sent them in that order), error typing and wrapping with the
+// already sent them in that order; Model.Bind does that alone, without a
+// call), error typing and wrapping with the
 // model path, a read-write lock so that Close waits for in-flight calls,
 // and per-model call statistics.
 //

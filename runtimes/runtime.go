@@ -23,10 +23,12 @@ const DefaultMaxModelBytes int64 = 2 << 30
 // The data types of the driver interface, under the names users of the
 // portable layer know them by.
 type (
-	Config     = driver.Config
-	Files      = driver.Files
-	Signature  = driver.Signature
-	TensorSpec = driver.TensorSpec
+	Config          = driver.Config
+	DynamicBatching = driver.DynamicBatching
+	BatchSettings   = driver.BatchSettings
+	Files           = driver.Files
+	Signature       = driver.Signature
+	TensorSpec      = driver.TensorSpec
 )
 
 // Opener opens a backend with a config.
@@ -164,6 +166,13 @@ func (m *Model) WarmUpRuns() int {
 	return 1
 }
 
+// Stateful reports whether the backend says the model's calls change its
+// state (driver.StatefulModel); such calls must not be merged or reordered.
+func (m *Model) Stateful() bool {
+	s, ok := m.backend.(driver.StatefulModel)
+	return ok && s.Stateful()
+}
+
 // ModelStats are a model's call counters since load.
 type ModelStats struct {
 	Calls, Failures int64
@@ -199,9 +208,9 @@ func (m *Model) Predict(ctx context.Context, inputs []tensor.Tensor) ([]tensor.T
 }
 
 func (m *Model) predict(ctx context.Context, inputs []tensor.Tensor) ([]tensor.Tensor, error) {
-	ordered, err := m.bind(inputs)
+	ordered, err := m.Bind(inputs)
 	if err != nil {
-		return nil, inferr.Wrap(inferr.InputParsing, err, fmt.Sprintf("model %q", m.path))
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, typed(err, fmt.Sprintf("model %q", m.path))
@@ -216,6 +225,20 @@ func (m *Model) predict(ctx context.Context, inputs []tensor.Tensor) ([]tensor.T
 		}
 	}
 	return out, nil
+}
+
+// Bind checks inputs against the signature as Predict does, without
+// running the model, and returns them in signature order (for positional
+// models: as given; an absent optional input has nil Data). The result may
+// be inputs itself and must not be modified. An error is the INPUT_PARSING
+// error Predict would return for these inputs. Bind works on a closed model
+// too: the signature outlives the backend.
+func (m *Model) Bind(inputs []tensor.Tensor) ([]tensor.Tensor, error) {
+	ordered, err := m.bind(inputs)
+	if err != nil {
+		return nil, inferr.Wrap(inferr.InputParsing, err, fmt.Sprintf("model %q", m.path))
+	}
+	return ordered, nil
 }
 
 // ErrorType is the one classifier of backend errors, as go-cloud's

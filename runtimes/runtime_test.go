@@ -141,6 +141,57 @@ func TestPredictRejectsBadInputsAsInputParsing(t *testing.T) {
 	}
 }
 
+// Bind checks and orders inputs exactly as Predict does, without a call.
+func TestBindChecksLikePredictWithoutRunning(t *testing.T) {
+	m := loadEcho(t, sigXY)
+	x := tensor.New("x", []int64{1, 2}, []float32{1, 2})
+	y := tensor.New("y", []int64{1}, []int64{7})
+	got, err := m.Bind([]tensor.Tensor{y, x})
+	if err != nil || len(got) != 2 || got[0].Name != "x" || got[1].Name != "y" {
+		t.Fatalf("Bind(y, x) = %+v, %v; want x, y", got, err)
+	}
+	if got, err := m.Bind([]tensor.Tensor{x}); err != nil || len(got) != 2 || got[1].Data != nil {
+		t.Fatalf("Bind(x) = %+v, %v; want x and an absent optional y", got, err)
+	}
+	bad := []tensor.Tensor{tensor.New("x", []int64{1, 3}, []float32{1, 2, 3})}
+	_, bindErr := m.Bind(bad)
+	_, predictErr := m.Predict(context.Background(), bad)
+	if inferr.TypeOf(bindErr) != inferr.InputParsing || bindErr == nil || predictErr == nil || bindErr.Error() != predictErr.Error() {
+		t.Fatalf("Bind error %v, Predict error %v; want the same INPUT_PARSING error", bindErr, predictErr)
+	}
+	if st := m.Stats(); st.Calls != 1 {
+		t.Fatalf("Bind ran the model: %+v", st)
+	}
+	m.Close()
+	if _, err := m.Bind([]tensor.Tensor{x}); err != nil {
+		t.Fatalf("Bind on a closed model: %v", err)
+	}
+}
+
+type statefulEcho struct{ echoModel }
+
+func (*statefulEcho) Stateful() bool { return true }
+
+type statefulBackend struct{}
+
+func (statefulBackend) Load(context.Context, Files) (driver.Model, error) {
+	return &statefulEcho{}, nil
+}
+func (statefulBackend) Close() error { return nil }
+
+func TestStatefulComesFromTheBackend(t *testing.T) {
+	if loadEcho(t, sigXY).Stateful() {
+		t.Error("a model without driver.StatefulModel reports stateful")
+	}
+	m, err := NewRuntime("s", Config{}, statefulBackend{}).Load(context.Background(), "s/", Files{"f": nil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.Stateful() {
+		t.Error("a model whose backend says stateful reports not stateful")
+	}
+}
+
 func TestBackendErrorsAreTyped(t *testing.T) {
 	m := loadEcho(t, Signature{Positional: true})
 	_, err := m.Predict(context.Background(), []tensor.Tensor{tensor.New("fail", nil, []int32{1})})

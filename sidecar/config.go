@@ -5,24 +5,40 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/runtimes"
 )
 
+// Bounds of the dynamic batching settings (runtimes.BatchSettings).
+const (
+	MaxBatchSizeLimit   = 1 << 16
+	MaxDelayMicrosLimit = 100_000
+)
+
+// runtimeConfigJSON is the runtime config as read: dynamic_batching is
+// kept raw (it shadows the embedded field) and parsed on its own, so that
+// its errors can name the setting and the model path at fault.
+type runtimeConfigJSON struct {
+	runtimes.Config
+	DynamicBatching json.RawMessage `json:"dynamic_batching"`
+}
+
 // ParseRuntimeConfig parses the JSON of INFERENCE_SIDECAR_RUNTIME_CONFIG
 // strictly: unknown fields, trailing data and out-of-range values are
 // INPUT_PARSING errors naming the field. An empty or blank string is the
 // zero Config (defaults everywhere).
 func ParseRuntimeConfig(js string) (runtimes.Config, error) {
-	var cfg runtimes.Config
 	if strings.TrimSpace(js) == "" {
-		return cfg, nil
+		return runtimes.Config{}, nil
 	}
+	var in runtimeConfigJSON
 	dec := json.NewDecoder(strings.NewReader(js))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&cfg); err != nil {
+	if err := dec.Decode(&in); err != nil {
 		return runtimes.Config{}, inferr.Errorf(inferr.InputParsing, "runtime config: %w", err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
@@ -31,6 +47,7 @@ func ParseRuntimeConfig(js string) (runtimes.Config, error) {
 	if bytes.HasPrefix(bytes.TrimSpace([]byte(js)), []byte("null")) {
 		return runtimes.Config{}, inferr.Errorf(inferr.InputParsing, "runtime config: want a JSON object, got null")
 	}
+	cfg := in.Config
 	switch {
 	case cfg.NumInteropThreads < 0:
 		return runtimes.Config{}, inferr.Errorf(inferr.InputParsing, "runtime config: num_interop_threads is %d, want >= 0", cfg.NumInteropThreads)
@@ -46,7 +63,96 @@ func ParseRuntimeConfig(js string) (runtimes.Config, error) {
 			return runtimes.Config{}, inferr.Errorf(inferr.InputParsing, "runtime config: cpuset[%d] is %d, want a CPU number", i, c)
 		}
 	}
+	db, err := parseDynamicBatching(in.DynamicBatching)
+	if err != nil {
+		return runtimes.Config{}, inferr.Errorf(inferr.InputParsing, "runtime config: %w", err)
+	}
+	cfg.DynamicBatching = db
 	return cfg, nil
+}
+
+// parseDynamicBatching reads
+//
+//	{"default": SETTINGS, "models": {"MODEL_PATH": SETTINGS, ...}}
+//
+// where SETTINGS is {"max_batch_size": N, "max_delay_us": N}. Absent or
+// null is nil (off).
+func parseDynamicBatching(raw json.RawMessage) (*runtimes.DynamicBatching, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var in struct {
+		Default json.RawMessage            `json:"default"`
+		Models  map[string]json.RawMessage `json:"models"`
+	}
+	if err := decodeObject(raw, &in); err != nil {
+		return nil, fmt.Errorf("dynamic_batching: %w", err)
+	}
+	db := &runtimes.DynamicBatching{}
+	var err error
+	if db.Default, err = parseBatchSettings("dynamic_batching.default", in.Default); err != nil {
+		return nil, err
+	}
+	if len(in.Models) > 0 {
+		db.Models = make(map[string]runtimes.BatchSettings, len(in.Models))
+	}
+	for _, path := range slices.Sorted(maps.Keys(in.Models)) {
+		field := fmt.Sprintf("dynamic_batching.models[%q]", path)
+		if path == "" {
+			return nil, fmt.Errorf("%s: the model path is empty", field)
+		}
+		if db.Models[path], err = parseBatchSettings(field, in.Models[path]); err != nil {
+			return nil, err
+		}
+	}
+	return db, nil
+}
+
+// parseBatchSettings reads one SETTINGS object: both fields set turns
+// batching on, neither (or null) leaves it off, one without the other is
+// an error.
+func parseBatchSettings(field string, raw json.RawMessage) (runtimes.BatchSettings, error) {
+	var s runtimes.BatchSettings
+	if isNull(raw) {
+		return s, nil
+	}
+	if err := decodeObject(raw, &s); err != nil {
+		return s, fmt.Errorf("%s: %w", field, err)
+	}
+	switch {
+	case s.MaxBatchSize < 0 || s.MaxBatchSize == 1 || s.MaxBatchSize > MaxBatchSizeLimit:
+		return s, fmt.Errorf("%s.max_batch_size is %d, want 2..%d (0 or absent for off)", field, s.MaxBatchSize, MaxBatchSizeLimit)
+	case s.MaxDelayMicros < 0 || s.MaxDelayMicros > MaxDelayMicrosLimit:
+		return s, fmt.Errorf("%s.max_delay_us is %d, want 1..%d microseconds (0 or absent for off)", field, s.MaxDelayMicros, MaxDelayMicrosLimit)
+	case s.MaxBatchSize > 0 && s.MaxDelayMicros == 0:
+		return s, fmt.Errorf("%s: max_batch_size is set but max_delay_us is not; set both to turn batching on, neither for off", field)
+	case s.MaxDelayMicros > 0 && s.MaxBatchSize == 0:
+		return s, fmt.Errorf("%s: max_delay_us is set but max_batch_size is not; set both to turn batching on, neither for off", field)
+	}
+	return s, nil
+}
+
+// decodeObject decodes raw, which must be a JSON object, strictly into v.
+func decodeObject(raw json.RawMessage, v any) error {
+	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
+		return fmt.Errorf("want a JSON object, got %s", clip(t))
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+func isNull(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) == 0 || string(t) == "null"
+}
+
+// clip shortens a JSON value for an error message.
+func clip(b []byte) string {
+	if len(b) > 32 {
+		return string(b[:32]) + "..."
+	}
+	return string(b)
 }
 
 // formatErrType prefixes an error with its type, for logs and CLI output.

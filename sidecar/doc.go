@@ -16,6 +16,13 @@
 // RegisterModelStream checks the declared file sizes against the cap before
 // it allocates, then fills one exact buffer per file.
 //
+// Dynamic batching (batcher.go, off by default): when the runtime config's
+// dynamic_batching turns it on for a path, the model published there gets
+// a batcher that merges concurrent calls into one runtime call along the
+// leading dimension and hands each caller its rows; whatever cannot be
+// merged, or a merged call that fails, runs unbatched, so every caller
+// gets the unbatched answer. Server.BatchingStats reports the counters.
+//
 // Host side: Client speaks to one socket and reconnects by itself;
 // Supervisor starts the sidecar binary, waits for it to be healthy,
 // restarts it with capped exponential back-off when it exits, and replays

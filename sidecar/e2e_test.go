@@ -296,6 +296,7 @@ func TestSidecarBinaryBadStarts(t *testing.T) {
 		{[]string{"--socket", filepath.Join(dir, "a.sock"), "--runtime_config", `{"num_threads":2}`}, "num_threads"},
 		{[]string{"--socket", filepath.Join(dir, "a.sock"), "--runtime_config", `{"module_name":"pytorch"}`}, "pytorch"},
 		{[]string{"--socket", filepath.Join(dir, "a.sock"), "--runtime_config", `{"num_intraop_threads":-2}`}, "num_intraop_threads"},
+		{[]string{"--socket", filepath.Join(dir, "a.sock"), "--runtime_config", `{"dynamic_batching":{"default":{"max_batch_size":1,"max_delay_us":5}}}`}, "dynamic_batching.default.max_batch_size is 1"},
 		{[]string{}, "--socket"},
 		{[]string{"--socket", filepath.Join(dir, "a.sock"), "extra"}, "extra"},
 	} {

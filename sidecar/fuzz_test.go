@@ -11,13 +11,17 @@ import (
 
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/proto/inferencepb"
+	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/tensor"
 )
 
 // FuzzParseRuntimeConfig: any input gives a config or an INPUT_PARSING
 // error, never a panic; accepted configs are in range.
 func FuzzParseRuntimeConfig(f *testing.F) {
-	for _, s := range []string{``, `{}`, `{"num_interop_threads":2,"num_intraop_threads":1,"module_name":"onnx","cpuset":[0,1]}`, `{"x":1}`, `null`, `{} []`, `{"cpuset":[-1]}`} {
+	for _, s := range []string{``, `{}`, `{"num_interop_threads":2,"num_intraop_threads":1,"module_name":"onnx","cpuset":[0,1]}`, `{"x":1}`, `null`, `{} []`, `{"cpuset":[-1]}`,
+		`{"dynamic_batching":{"default":{"max_batch_size":64,"max_delay_us":200},"models":{"pctr/v1/":{"max_batch_size":32,"max_delay_us":100},"off/":{}}}}`,
+		`{"dynamic_batching":{"default":{"max_batch_size":1,"max_delay_us":0}}}`, `{"dynamic_batching":{"models":{"":null}}}`,
+		`{"dynamic_batching":{"models":{"a/":{"max_delay_us":100001,"max_batch_size":2}}}}`, `{"dynamic_batching":[]}`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -30,6 +34,21 @@ func FuzzParseRuntimeConfig(f *testing.F) {
 		}
 		if cfg.NumInteropThreads < 0 || cfg.NumIntraopThreads < 0 || cfg.MaxTensorElements < 0 {
 			t.Fatalf("accepted out-of-range config %+v", cfg)
+		}
+		if db := cfg.DynamicBatching; db != nil {
+			settings := []runtimes.BatchSettings{db.Default}
+			for path, s := range db.Models {
+				if path == "" {
+					t.Fatalf("accepted an empty model path in %+v", db)
+				}
+				settings = append(settings, s)
+			}
+			for _, s := range settings {
+				on := s.MaxBatchSize >= 2 && s.MaxBatchSize <= MaxBatchSizeLimit && s.MaxDelayMicros >= 1 && s.MaxDelayMicros <= MaxDelayMicrosLimit
+				if s != (runtimes.BatchSettings{}) && !on {
+					t.Fatalf("accepted out-of-range batching settings %+v", s)
+				}
+			}
 		}
 	})
 }

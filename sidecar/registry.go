@@ -35,6 +35,12 @@ type registry struct {
 
 	closing sync.WaitGroup // background Close of replaced models
 
+	// batchers holds the dynamic batcher of each published model that
+	// batches (*runtimes.Model -> *batcher, see batcher.go); batching is
+	// set when the runtime config has a dynamic_batching section at all.
+	batchers sync.Map
+	batching bool
+
 	// afterLookup, when set (tests only), runs between the lookup of a
 	// model and the call into it: the window a swap can close the model in.
 	afterLookup func(path string)
@@ -51,6 +57,7 @@ type pathLock struct {
 // newRegistry takes resolved options (NewServer applies the defaults).
 func newRegistry(rt *runtimes.Runtime, maxBytes int64, limits batch.Limits, log *slog.Logger) *registry {
 	r := &registry{rt: rt, maxBytes: maxBytes, limits: limits, log: log, pathLocks: map[string]*pathLock{}}
+	r.batching = rt.Config().DynamicBatching != nil
 	empty := map[string]*runtimes.Model{}
 	r.models.Store(&empty)
 	return r
@@ -160,6 +167,7 @@ func (r *registry) register(ctx context.Context, path string, files runtimes.Fil
 	}
 	res.warmUp = time.Since(start)
 
+	r.startBatcher(path, m)
 	old, err := r.publish(path, m)
 	if err != nil {
 		r.closeInBackground(m)
@@ -233,6 +241,7 @@ func (r *registry) closeInBackground(m *runtimes.Model) {
 	r.closing.Add(1)
 	go func() {
 		defer r.closing.Done()
+		r.stopBatcher(m)
 		if err := m.Close(); err != nil {
 			r.log.Warn("closing replaced model", "model_path", m.Path(), "err", err)
 		}
@@ -251,7 +260,7 @@ func (r *registry) predict(ctx context.Context, path string, inputs []tensor.Ten
 		if r.afterLookup != nil {
 			r.afterLookup(path)
 		}
-		out, err := m.Predict(ctx, inputs)
+		out, err := r.call(ctx, m, inputs)
 		if err != nil && errors.Is(err, runtimes.ErrClosed) {
 			if next := r.lookup(path); next != m {
 				m = next

@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/inferbid/inferbid/tensor"
 )
@@ -43,6 +44,48 @@ type Config struct {
 	// MaxTensorElements bounds the element count of any one input tensor;
 	// 0 means tensor.DefaultMaxElements.
 	MaxTensorElements int64 `json:"max_tensor_elements,omitempty"`
+	// DynamicBatching lets the sidecar merge concurrent calls of one model
+	// into one runtime call; nil (the default) means off for every model.
+	// Backends never see its effect other than as larger batches.
+	DynamicBatching *DynamicBatching `json:"dynamic_batching,omitempty"`
+}
+
+// DynamicBatching holds the dynamic batching settings per model path: a
+// path listed in Models takes its own settings (all of them: nothing is
+// inherited from Default), every other path takes Default.
+type DynamicBatching struct {
+	Default BatchSettings            `json:"default,omitzero"`
+	Models  map[string]BatchSettings `json:"models,omitempty"`
+}
+
+// For returns the settings of the model at path. d may be nil (off).
+func (d *DynamicBatching) For(path string) BatchSettings {
+	if d == nil {
+		return BatchSettings{}
+	}
+	if s, ok := d.Models[path]; ok {
+		return s
+	}
+	return d.Default
+}
+
+// BatchSettings turn dynamic batching on for a model when both fields are
+// set; the zero value is off.
+type BatchSettings struct {
+	// MaxBatchSize is the most rows (summed over the merged calls' leading
+	// dimensions) one merged call takes.
+	MaxBatchSize int `json:"max_batch_size,omitempty"`
+	// MaxDelayMicros is how long the first call of a batch waits for
+	// others, in microseconds.
+	MaxDelayMicros int `json:"max_delay_us,omitempty"`
+}
+
+// On reports whether the settings turn batching on.
+func (s BatchSettings) On() bool { return s.MaxBatchSize > 0 && s.MaxDelayMicros > 0 }
+
+// MaxDelay is MaxDelayMicros as a duration.
+func (s BatchSettings) MaxDelay() time.Duration {
+	return time.Duration(s.MaxDelayMicros) * time.Microsecond
 }
 
 // Files are the files of one model: slash-separated paths relative to the
@@ -115,4 +158,11 @@ type Model interface {
 // more than once before they are fast (TorchScript's profiling executor).
 type WarmUpRunner interface {
 	WarmUpRuns() int
+}
+
+// StatefulModel is implemented by models whose calls may change what later
+// calls return (a TensorFlow graph that assigns variables). Such a model's
+// calls are never merged with others.
+type StatefulModel interface {
+	Stateful() bool
 }

@@ -376,6 +376,8 @@ func sortedKeys[V any](mp map[string]V) []string {
 
 func (m *model) Signature() driver.Signature { return m.sig }
 
+var _ driver.StatefulModel = (*model)(nil)
+
 // Stateful reports whether serving updates variables (calls are then
 // serialised and ModelResetProbability applies).
 func (m *model) Stateful() bool { return m.stateful }

@@ -52,6 +52,9 @@ func TestStatefulConcurrent(t *testing.T) {
 	for name, opts := range map[string]tfsave.Options{"main": {}, "function": {FunctionCall: true}} {
 		t.Run(name, func(t *testing.T) {
 			m := counterModel(t, opts, driver.Config{})
+			if !m.Stateful() {
+				t.Fatal("the counter model does not report stateful to the portable layer")
+			}
 			got := concurrentCounts(t, m, 8, 50)
 			slices.Sort(got)
 			for i, v := range got {

@@ -1,0 +1,61 @@
+package sidecar
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/runtimes"
+)
+
+func TestParseRuntimeConfigDynamicBatching(t *testing.T) {
+	cfg, err := ParseRuntimeConfig(`{"num_intraop_threads":1,"dynamic_batching":{"default":{"max_batch_size":64,"max_delay_us":200},
+		"models":{"pctr/v1/":{"max_batch_size":32,"max_delay_us":100},"pcvr/v1/":{},"x/":null}}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := cfg.DynamicBatching
+	for path, want := range map[string]runtimes.BatchSettings{
+		"pctr/v1/":  {MaxBatchSize: 32, MaxDelayMicros: 100},
+		"pcvr/v1/":  {}, // listed: its own settings (off), nothing inherited
+		"x/":        {},
+		"other/v1/": {MaxBatchSize: 64, MaxDelayMicros: 200},
+	} {
+		if got := db.For(path); got != want {
+			t.Errorf("settings for %q = %+v, want %+v", path, got, want)
+		}
+	}
+	if got := db.For("pctr/v1/").MaxDelay(); got != 100*time.Microsecond {
+		t.Errorf("MaxDelay = %v", got)
+	}
+	for _, in := range []string{``, `{}`, `{"dynamic_batching":null}`, `{"dynamic_batching":{}}`, `{"dynamic_batching":{"default":{}}}`} {
+		cfg, err := ParseRuntimeConfig(in)
+		if err != nil || cfg.DynamicBatching.For("m/").On() {
+			t.Errorf("ParseRuntimeConfig(%s) = %+v, %v; want batching off", in, cfg.DynamicBatching, err)
+		}
+	}
+	for in, frag := range map[string]string{
+		`{"dynamic_batching":5}`:                                                                 "dynamic_batching: want a JSON object, got 5",
+		`{"dynamic_batching":{"defaults":{}}}`:                                                   `dynamic_batching: json: unknown field "defaults"`,
+		`{"dynamic_batching":{"default":{"max_batch":64}}}`:                                      `dynamic_batching.default: json: unknown field "max_batch"`,
+		`{"dynamic_batching":{"default":{"max_batch_size":"64","max_delay_us":1}}}`:              "dynamic_batching.default: json: cannot unmarshal string into Go struct field BatchSettings.max_batch_size",
+		`{"dynamic_batching":{"default":{"max_batch_size":1,"max_delay_us":5}}}`:                 "dynamic_batching.default.max_batch_size is 1, want 2..65536",
+		`{"dynamic_batching":{"default":{"max_batch_size":-2,"max_delay_us":5}}}`:                "dynamic_batching.default.max_batch_size is -2",
+		`{"dynamic_batching":{"default":{"max_batch_size":65537,"max_delay_us":5}}}`:             "max_batch_size is 65537",
+		`{"dynamic_batching":{"default":{"max_batch_size":8}}}`:                                  "dynamic_batching.default: max_batch_size is set but max_delay_us is not",
+		`{"dynamic_batching":{"models":{"a/":{"max_delay_us":50}}}}`:                             `dynamic_batching.models["a/"]: max_delay_us is set but max_batch_size is not`,
+		`{"dynamic_batching":{"models":{"a/":{"max_batch_size":8,"max_delay_us":100001}}}}`:      `dynamic_batching.models["a/"].max_delay_us is 100001, want 1..100000`,
+		`{"dynamic_batching":{"models":{"a/":{"max_batch_size":8,"max_delay_us":-1}}}}`:          `max_delay_us is -1`,
+		`{"dynamic_batching":{"models":{"a/":{"max_batch_size":8,"max_delay_us":1.5}}}}`:         `dynamic_batching.models["a/"]: json: cannot unmarshal number 1.5`,
+		`{"dynamic_batching":{"models":{"a/":7}}}`:                                               `dynamic_batching.models["a/"]: want a JSON object, got 7`,
+		`{"dynamic_batching":{"models":{"":{}}}}`:                                                `dynamic_batching.models[""]: the model path is empty`,
+		`{"dynamic_batching":{"models":[]}}`:                                                     "dynamic_batching: json: cannot unmarshal array",
+		`{"dynamic_batching":{"default":{"max_batch_size":8,"max_delay_us":10,"enabled":true}}}`: `unknown field "enabled"`,
+	} {
+		_, err := ParseRuntimeConfig(in)
+		if err == nil || inferr.TypeOf(err) != inferr.InputParsing || !strings.Contains(err.Error(), frag) {
+			t.Errorf("ParseRuntimeConfig(%s) = %v, want INPUT_PARSING containing %q", in, err, frag)
+		}
+	}
+}

@@ -92,6 +92,20 @@ func (c *Client) Predict(ctx context.Context, req *inferencepb.PredictRequest) (
 			return nil, err
 		}
 		resp, err := cc.roundTrip(ctx, req)
+		if cc.poisoned || pastDeadline(ctx) {
+			// The ctx ended before the call returned, maybe with the
+			// answer already in (its timer can fire late): the caller
+			// gets its ctx error, as from gRPC. A connection whose I/O
+			// the ctx's end may have interrupted, or that failed, is not
+			// reused.
+			var te *transportError
+			if cc.poisoned || errors.As(err, &te) {
+				c.discard(cc)
+			} else {
+				c.put(cc)
+			}
+			return nil, c.ctxError(ctx)
+		}
 		if err == nil {
 			c.put(cc)
 			return resp, nil
@@ -121,8 +135,19 @@ func (c *Client) errorf(format string, args ...any) error {
 	return inferr.Errorf(inferr.GRPC, "sidecar fast lane %q: "+format, append([]any{c.socket}, args...)...)
 }
 
+// ctxError is the error of a call whose ctx ended (or whose deadline
+// passed before its timer fired).
 func (c *Client) ctxError(ctx context.Context) error {
-	return c.errorf("call abandoned: %w", context.Cause(ctx))
+	cause := context.Cause(ctx)
+	if cause == nil {
+		cause = context.DeadlineExceeded
+	}
+	return c.errorf("call abandoned: %w", cause)
+}
+
+func pastDeadline(ctx context.Context) bool {
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }
 
 // peerGone reports whether err says the peer closed the connection.
@@ -168,10 +193,6 @@ func (c *Client) get(ctx context.Context) (*clientConn, bool, error) {
 }
 
 func (c *Client) put(cc *clientConn) {
-	if cc.poisoned {
-		c.discard(cc)
-		return
-	}
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -227,8 +248,8 @@ type clientConn struct {
 	rbuf    []byte // the answer's payload, reused
 	nextID  uint64
 	hello   bool // the magic has been sent
-	// poisoned: a cancellation fired too late to fail the call but may
-	// have set a past deadline on nc; the connection is not reused.
+	// poisoned: the ctx ended during the call (its AfterFunc ran and set
+	// a past deadline on nc): the call fails and nc is not reused.
 	poisoned bool
 }
 

@@ -49,6 +49,7 @@ type Server struct {
 	mu       sync.Mutex
 	lis      net.Listener
 	stopped  bool
+	done     chan struct{} // closed when stopped
 	sniffing map[net.Conn]struct{}
 	conns    map[*serverConn]struct{}
 
@@ -84,6 +85,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		h2:        newChanListener(),
 		sniffing:  map[net.Conn]struct{}{},
 		conns:     map[*serverConn]struct{}{},
+		done:      make(chan struct{}),
 		watchWake: make(chan struct{}, 1),
 		watchDone: make(chan struct{}),
 	}, nil
@@ -186,7 +188,7 @@ func (s *Server) sniff(nc net.Conn) *serverConn {
 		return nil
 	case string(p[:n]) == HTTP2Preface:
 		nc.SetReadDeadline(time.Time{})
-		s.h2.deliver(&prefixConn{Conn: nc, prefix: p[:]})
+		s.h2.deliver(&prefixConn{Conn: nc, prefix: p[:]}, s.done)
 		return nil
 	case string(p[:n]) == Magic:
 		nc.SetReadDeadline(time.Time{})
@@ -246,7 +248,10 @@ func (s *Server) stopWatch() { s.watchOnce.Do(func() { close(s.watchDone) }) }
 // still being sniffed, and returns the fast-lane connections.
 func (s *Server) stop() []*serverConn {
 	s.mu.Lock()
-	s.stopped = true
+	if !s.stopped {
+		s.stopped = true
+		close(s.done)
+	}
 	lis := s.lis
 	for nc := range s.sniffing {
 		nc.Close()
@@ -293,11 +298,14 @@ func (l *chanListener) Close() error {
 
 func (l *chanListener) Addr() net.Addr { return *l.addr.Load() }
 
-// deliver hands c to Accept, or closes it once the listener is closed.
-func (l *chanListener) deliver(c net.Conn) {
+// deliver hands c to Accept, or closes it once the listener is closed or
+// stop is.
+func (l *chanListener) deliver(c net.Conn, stop <-chan struct{}) {
 	select {
 	case l.ch <- c:
 	case <-l.done:
+		c.Close()
+	case <-stop:
 		c.Close()
 	}
 }

@@ -115,8 +115,8 @@
 // # Why this design, and what was measured
 //
 // On the development machine (2 vCPUs shared with other work), a gRPC
-// unary Predict of a one-row MLP over the socket took 115-170µs p50,
-// against 7-8µs p50 for a raw 96-byte echo between two processes
+// unary Predict of a one-row MLP over the socket took 115-190µs p50,
+// against 8-9µs p50 for a raw 96-byte echo between two processes
 // (sidecar.BenchmarkTransports). The fast lane pays what the echo pays (one
 // write and one wake-up each way, two processes) plus its own work, which
 // was cut down by measurement (BenchmarkRoundTrip, client and server in
@@ -134,17 +134,18 @@
 //     14.5 to 12µs p50, and the handoff timer from 12 to 10.8µs (echo 7µs
 //     in the same runs).
 //
-// Across processes (BenchmarkTransports, one caller, a busy machine), the
-// transport alone (a no-op handler) takes 11-12µs p50, the one-row ONNX
-// MLP 30-35µs (the sidecar's Predict with the model takes about 6-8µs of
-// it), gRPC 115-170µs. On an idle machine every cross-process figure but
-// the echo's rises (the fast lane's transport alone to about 30µs): idle
-// vCPUs wake slowly, and an 8µs ping-pong keeps them awake where a longer
-// one lets them sleep. With 8 callers the machine's two CPUs are the
-// limit: the fast lane does 50-70k MLP calls/s against gRPC's 19k, the
-// raw echo 190-235k round trips/s, and the bare in-process model 320k
-// calls/s, about 15µs of sidecar CPU per call, most of it the kernel's
-// socket and scheduling work.
+// Across processes, one caller, the transport alone (a no-op handler)
+// took 12-20µs p50, the one-row ONNX MLP 30-42µs (the sidecar's Predict
+// with the model is 5-8µs of it), gRPC 115-190µs; the echo's p99 was
+// already 13 times its p50, the fast lane's about 4 times. The
+// cross-process figures move with the machine's state, the echo's least:
+// idle vCPUs wake slowly, and an 8µs ping-pong keeps them awake where a
+// longer one lets them sleep (the transport alone then takes about 30µs).
+// With 8 callers the two CPUs are the limit: the fast lane did 48-70k MLP
+// calls/s against gRPC's 18-19k, the raw echo 190-265k round trips/s and
+// the bare in-process model 300-320k calls/s; a fast-lane call costs the
+// sidecar about 15µs of CPU, most of it the kernel's socket and scheduling
+// work.
 //
 // A multiplexing client (one reader goroutine per connection, answers
 // matched by id) was not built: its reader would hand every answer to the

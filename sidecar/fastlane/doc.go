@@ -78,8 +78,8 @@
 // goroutine starts per call and no timer is armed per call (both cost
 // microseconds, measured below). While a call runs, its connection is not
 // read; a watchdog goroutine, ticking every handoffDelay (5ms) while calls
-// or writes are in flight and asleep otherwise, starts a new reading
-// goroutine for a connection whose call has run past handoffDelay, so
+// or writes are in flight (and asleep after half a second without any),
+// starts a new reading goroutine for a connection whose call has run past handoffDelay, so
 // that cancel frames and the connection's end reach long calls within
 // about 10ms (calls that short are not worth stopping: the ONNX backend
 // arms its own cancellation only past 1ms). A request that finds another

@@ -30,9 +30,10 @@ func mlpBatchJSON(path string, x []float32) []byte { return []byte(floatBatchJSO
 
 // BenchmarkPredictMLP compares, for the benchmark MLP at batch 1 and 64:
 // the bare ONNX Runtime call in this process; and Predict over the Unix
-// socket to a real inference-sidecar-onnx process, on the typed path and
-// on the JSON path (JSON encode on the host excluded, sidecar-side parse
-// and render included). Each reports p50-µs, p99-µs and calls/s
+// socket to a real inference-sidecar-onnx process, on the typed path (over
+// the fast lane, the client's default) and on the JSON path (over gRPC;
+// JSON encode on the host excluded, sidecar-side parse and render
+// included). BenchmarkTransports compares the transports themselves. Each reports p50-µs, p99-µs and calls/s
 // (benchlat); the parallel run's calls/s is all callers together.
 func BenchmarkPredictMLP(b *testing.B) {
 	lib := requireONNX(b)

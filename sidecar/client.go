@@ -19,11 +19,17 @@ import (
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/proto/inferencepb"
 	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/sidecar/fastlane"
 )
 
 // ClientOptions configure a Client; the zero value means defaults.
 type ClientOptions struct {
 	Logger *slog.Logger // nil = slog.Default()
+	// Transport carries Predict: the fast lane (the zero value) or gRPC.
+	Transport Transport
+	// FastLaneConns bounds the fast lane's pooled connections; callers
+	// beyond it wait. 0 = 4*GOMAXPROCS.
+	FastLaneConns int
 }
 
 // Client talks to one sidecar socket. It is safe for concurrent use. It
@@ -37,6 +43,7 @@ type Client struct {
 	conn   *grpc.ClientConn
 	api    inferencepb.InferenceServiceClient
 	health healthpb.HealthClient
+	fast   *fastlane.Client // nil when Predict goes over gRPC
 }
 
 // NewClient returns a client for socketPath. It does no I/O: the
@@ -71,20 +78,30 @@ func NewClient(socketPath string, opts ClientOptions) (*Client, error) {
 	if err != nil {
 		return nil, inferr.Errorf(inferr.GRPC, "dial sidecar %q: %w", socketPath, err)
 	}
-	return &Client{
+	c := &Client{
 		socket: abs,
 		log:    opts.Logger,
 		conn:   conn,
 		api:    inferencepb.NewInferenceServiceClient(conn),
 		health: healthpb.NewHealthClient(conn),
-	}, nil
+	}
+	switch opts.Transport {
+	case TransportFastLane:
+		c.fast = newFastLaneClient(abs, opts)
+	case TransportGRPC:
+	default:
+		conn.Close()
+		return nil, inferr.Errorf(inferr.GRPC, "dial sidecar %q: unknown transport %d", socketPath, opts.Transport)
+	}
+	return c, nil
 }
 
 // SocketPath is the absolute path of the socket the client talks to.
 func (c *Client) SocketPath() string { return c.socket }
 
-// Predict runs a typed batch. Entries whose Err is set are not sent; their
-// result carries that error. The returned error is a whole-batch error
+// Predict runs a typed batch, over the fast lane unless the client was made
+// with TransportGRPC. Entries whose Err is set are not sent; their result
+// carries that error. The returned error is a whole-batch error
 // (GRPC when the sidecar could not be reached); per-entry errors are in the
 // results, one per entry, in order.
 func (c *Client) Predict(ctx context.Context, entries []batch.Entry) ([]batch.Result, error) {
@@ -96,9 +113,17 @@ func (c *Client) Predict(ctx context.Context, entries []batch.Entry) ([]batch.Re
 	if len(idx) == 0 {
 		return results, nil
 	}
-	resp, err := c.api.Predict(ctx, &inferencepb.PredictRequest{Input: &inferencepb.PredictRequest_Batch{Batch: pb}})
+	req := &inferencepb.PredictRequest{Input: &inferencepb.PredictRequest_Batch{Batch: pb}}
+	var resp *inferencepb.PredictResponse
+	var err error
+	if c.fast != nil {
+		resp, err = c.fast.Predict(ctx, req)
+	} else {
+		resp, err = c.api.Predict(ctx, req)
+		err = fromStatus(err)
+	}
 	if err != nil {
-		return nil, fromStatus(err)
+		return nil, err
 	}
 	got := resp.GetResult().GetResponses()
 	if resp.GetResult() == nil || len(got) != len(idx) {
@@ -211,8 +236,11 @@ func (c *Client) WaitHealthy(ctx context.Context) error {
 // resetBackoff makes the connection retry at once (after a restart).
 func (c *Client) resetBackoff() { c.conn.ResetConnectBackoff() }
 
-// Close closes the connection; calls in flight fail.
+// Close closes the connections; calls in flight fail.
 func (c *Client) Close() error {
+	if c.fast != nil {
+		c.fast.Close()
+	}
 	if err := c.conn.Close(); err != nil && !errors.Is(err, context.Canceled) {
 		return inferr.Wrap(inferr.GRPC, err, "close sidecar client")
 	}

@@ -23,6 +23,15 @@
 // merged, or a merged call that fails, runs unbatched, so every caller
 // gets the unbatched answer. Server.BatchingStats reports the counters.
 //
+// One socket, two transports: the fast lane (package fastlane) carries
+// Predict's typed batches as length-prefixed frames on pooled connections,
+// beside gRPC on the same socket. The fast lane's accept loop reads the
+// first bytes of each new connection and hands those that open with the
+// HTTP/2 preface to the gRPC server; both transports run the same predict
+// function, and a whole-batch error reaches the client with the same type
+// and message on either. Client.Predict uses the fast lane unless
+// ClientOptions.Transport is TransportGRPC; everything else is gRPC.
+//
 // Host side: Client speaks to one socket and reconnects by itself;
 // Supervisor starts the sidecar binary, waits for it to be healthy,
 // restarts it with capped exponential back-off when it exits, and replays
@@ -33,6 +42,6 @@
 // child's pid right after it starts.
 //
 // Every error leaves the server through toStatus (status.go) and enters the
-// client through fromStatus, so both sides see the same six error
-// types.
+// client through fromStatus (or travels in a fast-lane error frame, with
+// the same type and message), so both sides see the same six error types.
 package sidecar

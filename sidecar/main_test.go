@@ -1,16 +1,109 @@
 package sidecar_test
 
 import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"os"
 	"testing"
 
 	"github.com/inferbid/inferbid/internal/testhelp"
+	"github.com/inferbid/inferbid/proto/inferencepb"
+	"github.com/inferbid/inferbid/sidecar"
+	"github.com/inferbid/inferbid/sidecar/fastlane"
 )
 
-// TestMain removes the binaries the end-to-end tests built.
-func TestMain(m *testing.M) { testhelp.Main(m) }
+// echoSocketEnv makes this test binary a raw Unix-socket echo server on the
+// socket it names (the floor of BenchmarkTransports).
+const echoSocketEnv = "INFERBID_TEST_ECHO_SOCKET"
+
+// childSidecarEnv makes this test binary a sidecar serving the in-test
+// affine runtime on its --socket (for the supervisor tests that need a slow
+// model).
+const childSidecarEnv = "INFERBID_TEST_CHILD_SIDECAR"
+
+// TestMain removes the binaries the end-to-end tests built; re-executed
+// with echoSocketEnv or childSidecarEnv set, it serves instead of running
+// tests.
+func TestMain(m *testing.M) {
+	if path := os.Getenv(echoSocketEnv); path != "" {
+		serveEcho(path)
+		return
+	}
+	if os.Getenv(childSidecarEnv) == "1" {
+		os.Exit(serveChildSidecar(os.Args[1:]))
+	}
+	testhelp.Main(m)
+}
+
+// serveChildSidecar is the sidecar main of the re-executed test binary.
+func serveChildSidecar(args []string) int {
+	fs := flag.NewFlagSet("sidecar", flag.ContinueOnError)
+	socket := fs.String("socket", "", "")
+	_ = fs.String("runtime_config", "", "")
+	if err := fs.Parse(args); err != nil || *socket == "" {
+		fmt.Fprintln(os.Stderr, "test sidecar: bad args", args, err)
+		return 2
+	}
+	srv, err := sidecar.NewServer(sidecar.ServerOptions{Runtime: sidecar.NewAffineRuntime()})
+	if err == nil {
+		err = srv.Serve(*socket)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "test sidecar:", err)
+		return 1
+	}
+	return 0
+}
 
 // buildBinary go-builds ./cmd/<name> of this module once per test run.
 func buildBinary(t testing.TB, name string, cgo bool) string {
 	t.Helper()
 	return testhelp.BuildBinary(t, "cmd/"+name, cgo)
+}
+
+// serveEcho writes back whatever each connection sends, one read at a
+// time, until the process is killed. It also serves the fast lane on
+// path+".fl" with a handler that answers every request with a one-row
+// result and does nothing else: the transport alone.
+func serveEcho(path string) {
+	fl, err := net.Listen("unix", path+".fl")
+	if err != nil {
+		os.Stderr.WriteString(err.Error() + "\n")
+		os.Exit(1)
+	}
+	resp := &inferencepb.PredictResponse{Output: &inferencepb.PredictResponse_Result{Result: &inferencepb.BatchResult{
+		Responses: []*inferencepb.ModelResponse{{ModelPath: "mlp/", Tensors: []*inferencepb.Tensor{{Name: "y", DataType: inferencepb.DataType_FLOAT, Shape: []int64{1, 1}, FloatData: []float32{0.5}}}}}}}}
+	srv, err := fastlane.NewServer(fastlane.ServerOptions{Handler: func(context.Context, *inferencepb.PredictRequest) (*inferencepb.PredictResponse, error) {
+		return resp, nil
+	}})
+	if err != nil {
+		os.Exit(1)
+	}
+	go srv.Serve(fl)
+	lis, err := net.Listen("unix", path)
+	if err != nil {
+		os.Stderr.WriteString(err.Error() + "\n")
+		os.Exit(1)
+	}
+	for {
+		c, err := lis.Accept()
+		if err != nil {
+			os.Exit(1)
+		}
+		go func() {
+			defer c.Close()
+			buf := make([]byte, 64<<10)
+			for {
+				n, err := c.Read(buf)
+				if err != nil {
+					return
+				}
+				if _, err := c.Write(buf[:n]); err != nil {
+					return
+				}
+			}
+		}()
+	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/proto/inferencepb"
 	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/sidecar/fastlane"
 	"github.com/inferbid/inferbid/tensor"
 )
 
@@ -44,7 +45,7 @@ type ServerOptions struct {
 }
 
 // Server is the sidecar's gRPC InferenceService with the standard health
-// service, served on a Unix socket.
+// service, and the fast lane for Predict, served on one Unix socket.
 type Server struct {
 	inferencepb.UnimplementedInferenceServiceServer
 
@@ -53,6 +54,7 @@ type Server struct {
 	reg    *registry
 	grpc   *grpc.Server
 	health *health.Server
+	fast   *fastlane.Server
 
 	stopOnce sync.Once
 }
@@ -86,13 +88,18 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	s.health.SetServingStatus(inferencepb.InferenceService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
+	var err error
+	if s.fast, err = newFastLaneServer(s); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
-// Serve listens on socketPath and serves until GracefulStop or Stop. The
-// socket's directory is created with mode 0700 when missing; a stale socket
-// file is removed, but Serve refuses when a live server answers on it; the
-// socket gets mode 0600. Serve returns nil after a stop.
+// Serve listens on socketPath and serves gRPC and the fast lane on it
+// until GracefulStop or Stop. The socket's directory is created with mode
+// 0700 when missing; a stale socket file is removed, but Serve refuses when
+// a live server answers on it; the socket gets mode 0600. Serve returns nil
+// after a stop.
 func (s *Server) Serve(socketPath string) error {
 	lis, err := Listen(socketPath)
 	if err != nil {
@@ -101,7 +108,7 @@ func (s *Server) Serve(socketPath string) error {
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	s.health.SetServingStatus(inferencepb.InferenceService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	s.log.Info("sidecar serving", "socket", socketPath, "runtime", s.opts.Runtime.Name())
-	return s.grpc.Serve(lis)
+	return s.serve(lis)
 }
 
 // Listen prepares socketPath (see Serve) and listens on it.
@@ -156,10 +163,13 @@ func removeStaleSocket(path string) error {
 }
 
 // GracefulStop reports NOT_SERVING, stops accepting calls, waits for calls
-// in flight, then closes every model.
+// in flight (gRPC and fast lane), then closes every model.
 func (s *Server) GracefulStop() {
 	s.health.Shutdown()
+	var fast sync.WaitGroup
+	fast.Go(s.fast.GracefulStop)
 	s.grpc.GracefulStop()
+	fast.Wait()
 	s.closeModels()
 }
 
@@ -167,6 +177,7 @@ func (s *Server) GracefulStop() {
 // every model.
 func (s *Server) Stop() {
 	s.health.Shutdown()
+	s.fast.Stop()
 	s.grpc.Stop()
 	s.closeModels()
 }
@@ -178,6 +189,12 @@ func (s *Server) ModelPaths() []string { return s.reg.paths() }
 
 // Predict runs a batch given as B&A JSON or as a typed batch.
 func (s *Server) Predict(ctx context.Context, req *inferencepb.PredictRequest) (*inferencepb.PredictResponse, error) {
+	resp, err := s.predict(ctx, req)
+	return resp, toStatus(err)
+}
+
+// predict is Predict for both transports; a whole-call error is typed.
+func (s *Server) predict(ctx context.Context, req *inferencepb.PredictRequest) (*inferencepb.PredictResponse, error) {
 	start := time.Now()
 	resp := &inferencepb.PredictResponse{Metrics: map[string]float64{}}
 	var logs *debugLog
@@ -202,7 +219,7 @@ func (s *Server) Predict(ctx context.Context, req *inferencepb.PredictRequest) (
 	case *inferencepb.PredictRequest_Batch:
 		reqs := in.Batch.GetRequests()
 		if max := s.opts.Limits.MaxEntries; len(reqs) > max {
-			return nil, toStatus(inferr.Errorf(inferr.InputParsing, "batch has %d entries, more than the limit of %d", len(reqs), max))
+			return nil, inferr.Errorf(inferr.InputParsing, "batch has %d entries, more than the limit of %d", len(reqs), max)
 		}
 		entries := make([]batch.Entry, len(reqs))
 		for i, r := range reqs {
@@ -218,7 +235,7 @@ func (s *Server) Predict(ctx context.Context, req *inferencepb.PredictRequest) (
 		}
 		resp.Output = &inferencepb.PredictResponse_Result{Result: out}
 	default:
-		return nil, toStatus(inferr.Errorf(inferr.InputParsing, "predict request has neither batch_json nor batch"))
+		return nil, inferr.Errorf(inferr.InputParsing, "predict request has neither batch_json nor batch")
 	}
 	resp.Metrics["predict_duration_ms"] = ms(time.Since(start))
 	if logs != nil {

@@ -53,6 +53,9 @@ type SupervisorOptions struct {
 	// HealthyPeriod is how long a sidecar must have run for the back-off
 	// to start again from MinBackoff; 0 = 30s.
 	HealthyPeriod time.Duration
+	// Transport carries the Client's Predict (ClientOptions.Transport):
+	// the zero value is the fast lane.
+	Transport Transport
 }
 
 // Supervisor starts the sidecar binary, waits for its health, restarts it
@@ -144,7 +147,7 @@ func StartSupervisor(ctx context.Context, opts SupervisorOptions) (*Supervisor, 
 		s.tmpDir = dir
 		s.opts.SocketPath = filepath.Join(dir, "sidecar.sock")
 	}
-	client, err := NewClient(s.opts.SocketPath, ClientOptions{Logger: opts.Logger})
+	client, err := NewClient(s.opts.SocketPath, ClientOptions{Logger: opts.Logger, Transport: opts.Transport})
 	if err != nil {
 		s.cleanup()
 		return nil, err

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/inferbid/inferbid/sidecar"
 )
 
 // config is everything the server is started with. Every INFERENCE_* setting
@@ -19,6 +21,7 @@ type config struct {
 	SidecarBinaryPath    string
 	SidecarRuntimeConfig string
 	SidecarRlimitMB      int
+	SidecarTransport     sidecar.Transport
 	ModelBucketName      string
 	ModelConfigPath      string
 	ModelFetchPeriod     time.Duration
@@ -48,6 +51,7 @@ var envFlags = []string{
 	"inference_sidecar_binary_path",
 	"inference_sidecar_runtime_config",
 	"inference_sidecar_rlimit_mb",
+	"inference_sidecar_transport",
 	"inference_model_bucket_name",
 	"inference_model_config_path",
 	"inference_model_fetch_period_ms",
@@ -75,10 +79,11 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	var c config
 	var fetchMS int
-	var local string
+	var local, transport string
 	fs.StringVar(&c.SidecarBinaryPath, "inference_sidecar_binary_path", "", "the inference sidecar binary (e.g. bin/inference-sidecar-tensorflow); empty disables inference")
 	fs.StringVar(&c.SidecarRuntimeConfig, "inference_sidecar_runtime_config", "", `the sidecar's runtime config JSON ({"num_interop_threads":..,"num_intraop_threads":..,"module_name":..,"cpuset":[..]})`)
 	fs.IntVar(&c.SidecarRlimitMB, "inference_sidecar_rlimit_mb", 0, "address-space limit of the sidecar in MiB; 0 = none")
+	fs.StringVar(&transport, "inference_sidecar_transport", "fastlane", "how runInference batches reach the sidecar: fastlane (length-prefixed frames on pooled connections) or grpc; everything else is gRPC")
 	fs.StringVar(&c.ModelBucketName, "inference_model_bucket_name", "", "the model bucket as a gocloud URL: file:///dir, s3://bucket?..., gs://bucket; empty = no bucket sync")
 	fs.StringVar(&c.ModelConfigPath, "inference_model_config_path", "", "the model_metadata config object in the bucket (e.g. model_config.json)")
 	fs.IntVar(&fetchMS, "inference_model_fetch_period_ms", 0, "bucket poll period in milliseconds; 0 = the watcher's default")
@@ -124,6 +129,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, errors.New("--max_request_bytes, --max_interest_groups, --max_bid_bytes and --request_timeout must be > 0")
 	}
 	var err error
+	if c.SidecarTransport, err = sidecar.ParseTransport(transport); err != nil {
+		return c, fmt.Errorf("--inference_sidecar_transport: %w", err)
+	}
 	if c.LocalModels, err = parseLocalModels(local); err != nil {
 		return c, err
 	}

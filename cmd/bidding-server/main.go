@@ -76,6 +76,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			BinaryPath:    cfg.SidecarBinaryPath,
 			RuntimeConfig: cfg.SidecarRuntimeConfig,
 			RlimitMB:      cfg.SidecarRlimitMB,
+			Transport:     cfg.SidecarTransport,
 			Logger:        logger,
 			OnRestart:     m.sidecarRestarts.Inc,
 		})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/jsbridge"
+	"github.com/inferbid/inferbid/sidecar"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -33,6 +34,7 @@ func TestParseConfig(t *testing.T) {
 		"INFERENCE_MODEL_CONFIG_PATH":     "env.json",
 		"INFERENCE_MODEL_FETCH_PERIOD_MS": "1500",
 		"INFERENCE_SIDECAR_RLIMIT_MB":     "512",
+		"INFERENCE_SIDECAR_TRANSPORT":     "grpc",
 		"INFERENCE_MODEL_LOCAL_PATHS":     modelDir + "," + modelFile + ",custom/path/=" + modelDir,
 	}
 	getenv := func(k string) string { return env[k] }
@@ -43,7 +45,7 @@ func TestParseConfig(t *testing.T) {
 	if c.ModelBucketName != "file:///flag/bucket" {
 		t.Errorf("bucket %q: the flag must win over the environment", c.ModelBucketName)
 	}
-	if c.SidecarBinaryPath != "/env/sidecar" || c.ModelConfigPath != "env.json" || c.ModelFetchPeriod != 1500*time.Millisecond || c.SidecarRlimitMB != 512 {
+	if c.SidecarBinaryPath != "/env/sidecar" || c.ModelConfigPath != "env.json" || c.ModelFetchPeriod != 1500*time.Millisecond || c.SidecarRlimitMB != 512 || c.SidecarTransport != sidecar.TransportGRPC {
 		t.Errorf("environment not applied: %+v", c)
 	}
 	want := []localModel{{"pctr_v3/", modelDir}, {"mlp.onnx", modelFile}, {"custom/path/", modelDir}}
@@ -57,6 +59,7 @@ func TestParseConfig(t *testing.T) {
 		"models, no binary": {"--inference_model_local_paths", modelFile},
 		"missing local":     {"--inference_sidecar_binary_path", "x", "--inference_model_local_paths", filepath.Join(dir, "nope")},
 		"stray argument":    {"extra"},
+		"unknown transport": {"--inference_sidecar_transport", "http"},
 	} {
 		if _, err := parseConfig(args, func(string) string { return "" }, io.Discard); err == nil {
 			t.Errorf("%s: accepted %q", name, args)

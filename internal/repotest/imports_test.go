@@ -73,7 +73,7 @@ func forbidden(p pkgInfo, prefixes ...string) []string {
 
 // TestImportGraph keeps the layering of docs/architecture.md: leaves stay
 // leaves, backends speak only the driver interface, the conformance suite
-// links no server, and the SavedModel writer (and the tools built on it)
+// links no server, the fast lane links no gRPC, and the SavedModel writer (and the tools built on it)
 // links neither test code, gRPC nor the sidecar.
 func TestImportGraph(t *testing.T) {
 	pkgs := listPackages(t, "", "./...")
@@ -109,6 +109,15 @@ func TestImportGraph(t *testing.T) {
 	// The conformance suite imports the portable layer, never a server.
 	if bad := forbidden(pkg("runtimes/conformance"), module+"sidecar", module+"jsbridge", "google.golang.org/grpc"); len(bad) > 0 {
 		t.Errorf("runtimes/conformance links %v", bad)
+	}
+
+	// The fast lane speaks protobuf on its own framing: the gRPC edge stays
+	// in sidecar. (It links gRPC all the same: proto/inferencepb holds the
+	// generated stubs beside the messages.)
+	for _, imp := range pkg("sidecar/fastlane").Imports {
+		if strings.HasPrefix(imp, "google.golang.org/grpc") || strings.HasPrefix(imp, module+"sidecar") {
+			t.Errorf("sidecar/fastlane imports %s", imp)
+		}
 	}
 
 	// The SavedModel writer and its tools: no testing, no gRPC, no sidecar.

@@ -1,0 +1,10 @@
+package sidecar
+
+import "github.com/inferbid/inferbid/runtimes"
+
+// NewAffineRuntime is the in-test affine runtime (fake_test.go), for the
+// external tests' child sidecar.
+func NewAffineRuntime() *runtimes.Runtime {
+	rt, _ := newAffineRuntime()
+	return rt
+}

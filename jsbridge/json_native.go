@@ -10,29 +10,41 @@ import (
 )
 
 // maxJSONDepth bounds the nesting of arrays and objects that the native
-// JSON.parse reads. goja's own JSON.parse recurses without a bound and, a
-// few million levels deep, kills the process with a Go stack overflow (not
-// recoverable). Deeper input is a SyntaxError here.
+// JSON.parse reads and the native JSON.stringify writes. goja's own
+// JSON.parse recurses without a bound and, a few million levels deep, kills
+// the process with a Go stack overflow (not recoverable); its stringify
+// takes time quadratic in the depth. Deeper input is a SyntaxError (parse)
+// or a RangeError (stringify) here.
 const maxJSONDepth = 10000
 
-// nativeJSON holds one runtime's native JSON.parse (see doc.go) and what it
-// falls back on: goja's own function, captured before it is replaced.
+// nativeJSON holds one runtime's native JSON.parse and JSON.stringify (see
+// doc.go) and what they fall back on: goja's own functions, captured before
+// they are replaced.
 type nativeJSON struct {
-	rt          *goja.Runtime
-	origParse   func(goja.FunctionCall) goja.Value
-	syntaxError *goja.Object // the SyntaxError constructor
+	rt            *goja.Runtime
+	origParse     func(goja.FunctionCall) goja.Value
+	origStringify func(goja.FunctionCall) goja.Value
+	syntaxError   *goja.Object // the SyntaxError constructor
+	rangeError    *goja.Object // the RangeError constructor
 
 	// parse: constants and the scratch stack of array elements.
 	valTrue, valFalse goja.Value
 	items             []any
 
-	// parseFn is the installed function object.
-	parseFn *goja.Object
+	// stringify: the replacer function that delegations pass to goja's
+	// stringify, the delegations in progress (innermost last) and the
+	// output buffer, kept between calls.
+	replacer    goja.Value
+	delegations []delegation
+	buf         []byte
+
+	// parseFn and stringifyFn are the installed function objects.
+	parseFn, stringifyFn *goja.Object
 }
 
-// installNativeJSON replaces JSON.parse of a fresh runtime (before any script
-// ran) with the native one. The new function looks like goja's (name,
-// length, property attributes, not a constructor).
+// installNativeJSON replaces JSON.parse and JSON.stringify of a fresh runtime
+// (before any script ran) with the native ones. The new functions look like
+// goja's (name, length, property attributes, not constructors).
 func installNativeJSON(rt *goja.Runtime) (*nativeJSON, error) {
 	jsonObj, ok := rt.Get("JSON").(*goja.Object)
 	if !ok {
@@ -47,14 +59,27 @@ func installNativeJSON(rt *goja.Runtime) (*nativeJSON, error) {
 	if j.origParse, err = nativeFunc(jsonObj, "parse"); err != nil {
 		return nil, err
 	}
+	if j.origStringify, err = nativeFunc(jsonObj, "stringify"); err != nil {
+		return nil, err
+	}
 	if j.syntaxError, ok = rt.Get("SyntaxError").(*goja.Object); !ok {
 		return nil, fmt.Errorf("jsbridge: native JSON: no SyntaxError")
 	}
+	if j.rangeError, ok = rt.Get("RangeError").(*goja.Object); !ok {
+		return nil, fmt.Errorf("jsbridge: native JSON: no RangeError")
+	}
+	j.replacer = rt.ToValue(j.replace)
 	if j.parseFn, err = j.newFunction("parse", 2, j.parse); err != nil {
+		return nil, err
+	}
+	if j.stringifyFn, err = j.newFunction("stringify", 3, j.stringify); err != nil {
 		return nil, err
 	}
 	// The attributes of goja's (and the spec's) JSON methods.
 	if err := jsonObj.DefineDataProperty("parse", j.parseFn, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_FALSE); err != nil {
+		return nil, err
+	}
+	if err := jsonObj.DefineDataProperty("stringify", j.stringifyFn, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_FALSE); err != nil {
 		return nil, err
 	}
 	return j, nil
@@ -86,8 +111,8 @@ func (j *nativeJSON) newFunction(name string, length int, f func(goja.FunctionCa
 	return fo, nil
 }
 
-// throw throws a new error made by the constructor ctor (this runtime's
-// SyntaxError).
+// throw throws a new error made by the constructor ctor (SyntaxError or
+// RangeError of this runtime).
 func (j *nativeJSON) throw(ctor *goja.Object, msg string) {
 	e, err := j.rt.New(ctor, j.rt.ToValue(msg))
 	if err != nil {

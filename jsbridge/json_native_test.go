@@ -384,6 +384,136 @@ func TestNativeJSONFunctions(t *testing.T) {
 	}
 }
 
+// stringifyCase is a script that defines value (and may log through L) in
+// a fresh runtime; JSON.stringify(value) must give the same result, error
+// and log in both.
+func checkStringify(t testing.TB, setup, call string) {
+	t.Helper()
+	p := newJSONPair(t)
+	const prelude = `var log = []; function L(s) { log.push(String(s)); }
+`
+	script := prelude + setup + `
+;(function () {
+	var out;
+	try { var r = ` + call + `; out = typeof r === "string" ? "ok " + r : "ok(" + typeof r + ")"; }
+	catch (e) { out = "throws " + (e && e.name) + ": " + (e && e.message); }
+	return out + "\nlog: " + log.join(" | ");
+})()`
+	want, errWant := p.orig.RunString(script)
+	got, errGot := p.native.RunString(script)
+	if errWant != nil || errGot != nil {
+		if fmt.Sprint(errWant) != fmt.Sprint(errGot) {
+			t.Fatalf("setup: goja %v, native %v", errWant, errGot)
+		}
+		return
+	}
+	if want.String() != got.String() {
+		t.Fatalf("%s\ngoja:   %s\nnative: %s", setup, want, got)
+	}
+}
+
+// stringifyEdgeCases: each sets value; JSON.stringify(value) must match.
+var stringifyEdgeCases = []string{
+	// Primitives and numbers (Number.prototype.toString formatting).
+	`var value = [0, -0, 1, -1, 1.5, 0.1 + 0.2, 1e21, 1e-7, 1.5e-7, 123456789012345680000, 2e53, Math.pow(2, 53) + 2, 5e-324, -1.7976931348623157e308, NaN, Infinity, -Infinity]`,
+	`var value = "plain"`, `var value = 42`, `var value = -0`, `var value = NaN`, `var value = true`, `var value = null`,
+	`var value = undefined`, `var value = function () {}`, `var value = Symbol("s")`, `var value = BigInt(7)`,
+	// Strings: escapes, controls, non-ASCII, lone surrogates, U+FFFD.
+	`var value = ["\"\\/\b\f\n\r\t", "\x00\x01\x1f\x7f", "é€😀", "\u2028\u2029", "\ud800", "a\udc00b", "\ud800\ud800", "\udbff\udfff", "\ufffd", "x\ufffd\ud800"]`,
+	`var value = {}; value["\ud800"] = 1; value["\ufffd"] = 2; value["é"] = "\udc00"; value["a\"b"] = 3; value["\n"] = 4`,
+	// undefined, functions and symbols: null in arrays, absent in objects.
+	`var value = {a: undefined, b: function () {}, c: Symbol("x"), d: [undefined, function () {}, Symbol("y")], e: 1}`,
+	`var value = {}`, `var value = []`, `var value = [[], {}, [{}], {a: []}]`,
+	// Key order: integer keys first, then insertion order.
+	`var value = {b: 1, 2: 2, a: 3, 1: 4, 0: 5}`,
+	// toJSON: own, inherited, on Object.prototype and Array.prototype, with
+	// the key it gets, returning other things.
+	`var value = {a: {toJSON: function (k) { L("toJSON " + k); return [k, this.x]; }, x: 5}, b: [1, {toJSON: function (k) { L("toJSON " + k); return undefined; }}]}`,
+	`Object.prototype.toJSON = function (k) { L("OP.toJSON " + k); return k === "" ? {n: 1, a: [1]} : k; }; var value = {x: {y: 1}, z: [2]}`,
+	`Array.prototype.toJSON = function (k) { L("AP.toJSON " + k); return this.length; }; var value = {x: [1, 2, 3], y: [[]]}`,
+	`Object.defineProperty(Object.prototype, "toJSON", {get: function () { L("get toJSON"); return undefined; }, configurable: true}); var value = {a: {b: [{}]}}`,
+	`function P() {} P.prototype.toJSON = function (k) { return "P" + k; }; var value = {p: new P(), q: [new P()]}`,
+	`var value = {a: {toJSON: function () { return function () {}; }}, b: {toJSON: function () { return Symbol(); }}, c: [{toJSON: function () { return undefined; }}]}`,
+	`var value = {a: {toJSON: function () { return BigInt(1); }}}`,
+	`var value = {a: {toJSON: function () { return new Date(0); }}, b: {toJSON: function () { return new Number(3); }}}`,
+	`var value = {a: {toJSON: function () { return {toJSON: function () { return "inner"; }}; }}}`,
+	`var value = {toJSON: function (k) { L("top " + k); return {x: 1}; }}`,
+	`var value = {a: {toJSON: "not callable", b: 1}}`,
+	`var f = function () {}; f.toJSON = function (k) { return "fn " + k; }; var value = {f: f, g: [f]}`,
+	// Getters: called once, in order, with side effects; a getter that
+	// throws; a getter that changes what comes next.
+	`var value = {get a() { L("get a"); return {b: 1}; }, c: 2, get d() { L("get d"); return undefined; }}`,
+	`var value = {a: 1, get b() { throw new Error("getter"); }, c: 3}`,
+	`var value = {get a() { L("a"); delete this.b; this.z = 9; return 1; }, b: 2, c: 3}`,
+	`var value = {get a() { L("a"); Object.prototype.toJSON = function () { return "late"; }; return 1; }, b: {c: 2}}; `,
+	`var arr = [1, 2, 3]; Object.defineProperty(arr, "1", {get: function () { L("idx 1"); arr.length = 2; return "g"; }}); var value = arr`,
+	`var arr = [1]; Object.defineProperty(arr, "1", {get: function () { L("idx 1"); arr.push(5); return "g"; }, enumerable: true, configurable: true}); var value = arr`,
+	// Proxies: traps in goja's order.
+	`var value = {p: new Proxy({a: 1, b: [2]}, {get: function (t, k) { L("get " + String(k)); return t[k]; }, ownKeys: function (t) { L("ownKeys"); return Reflect.ownKeys(t); }, getOwnPropertyDescriptor: function (t, k) { L("gopd " + String(k)); return Reflect.getOwnPropertyDescriptor(t, k); }})}`,
+	`var value = [new Proxy([1, 2], {get: function (t, k) { L("get " + String(k)); return t[k]; }})]`,
+	`var value = new Proxy({a: 1}, {get: function (t, k) { L("get " + String(k)); return t[k]; }})`,
+	`var r = Proxy.revocable({}, {}); r.revoke(); var value = {a: r.proxy}`,
+	// Cycles, also through exotic objects and toJSON.
+	`var value = {a: {}}; value.a.b = value`,
+	`var value = [1]; value.push([value])`,
+	`var value = {a: {}}; value.a.b = {toJSON: function () { return value; }}`,
+	`var value = {a: {}}; value.a.p = new Proxy({}, {get: function (t, k) { L("trap get " + String(k)); return k === "toJSON" ? undefined : value; }, ownKeys: function () { return ["x"]; }, getOwnPropertyDescriptor: function () { return {value: 1, enumerable: true, configurable: true}; }})`,
+	`var shared = {s: 1}; var value = {a: shared, b: [shared, shared]}`,
+	// Exotic objects inside plain data.
+	`var value = {d: new Date(0), n: new Number(-0), s: new String("b\ud800"), b: new Boolean(false), sym: Object(Symbol("q")), re: /x/g, m: new Map([[1, 2]]), e: new Error("e"), u8: new Uint8Array([1, 2]), raw: JSON.rawJSON("12.50")}`,
+	`var value = {big: Object(BigInt(1))}`,
+	`var value = [new Date(NaN)]`,
+	`var n = new Number(5); n.valueOf = function () { L("valueOf"); return 6; }; var s = new String("t"); s.toString = function () { L("toString"); return "u"; }; var value = [n, s]`,
+	`var value = (function () { return arguments; })(1, "a")`,
+	`var value = {args: (function () { return arguments; })(1, "a"), gen: (function* () {})()}`,
+	// Objects that are not plain: null prototype, class instances,
+	// non-enumerable and inherited properties, holes, extra array fields.
+	`var o = Object.create(null); o.a = 1; var value = {o: o, c: Object.create({inherited: 1})}`,
+	`class K { constructor() { this.x = 1; } get y() { return 2; } } var value = new K()`,
+	`var o = {a: 1}; Object.defineProperty(o, "hidden", {value: 2, enumerable: false}); var value = o`,
+	`var a = [1, 2]; a.length = 5; a.extra = 1; a[7] = 8; var value = a`,
+	`var value = new Array(3)`,
+	`var value = Object.prototype`, `var value = Math`, `var value = JSON`, `var value = globalThis.Reflect`,
+	// Deep but within the bound.
+	`var value = []; for (var i = 0, c = value; i < 500; i++) { var n = [i]; c.push(n); c = n; }`,
+}
+
+func TestNativeJSONStringifyMatchesGoja(t *testing.T) {
+	for _, setup := range stringifyEdgeCases {
+		t.Run(setup[:min(len(setup), 60)], func(t *testing.T) {
+			checkStringify(t, setup, "JSON.stringify(value)")
+			checkStringify(t, setup, "JSON.stringify([value])")
+			checkStringify(t, setup, "JSON.stringify({k: value})")
+		})
+	}
+	// Arguments that send the whole call to goja's stringify, or not.
+	for _, call := range []string{
+		`JSON.stringify(value, null)`, `JSON.stringify(value, undefined, undefined)`, `JSON.stringify(value, 5)`,
+		`JSON.stringify(value, null, 2)`, `JSON.stringify(value, null, "--")`, `JSON.stringify(value, ["a", "c"])`,
+		`JSON.stringify(value, function (k, v) { L("replacer " + k); return v; })`, `JSON.stringify()`,
+		`JSON.stringify.call(null, value)`,
+	} {
+		checkStringify(t, `var value = {a: [1, {b: 2}], c: "x", get d() { L("get d"); return 4; }}`, call)
+	}
+	// Reentrancy: a toJSON that stringifies (delegated parts included).
+	checkStringify(t, `var value = {a: {toJSON: function () { return JSON.stringify({d: new Date(0), x: [1]}); }}, b: new Date(0)}`, "JSON.stringify(value)")
+	checkStringify(t, `var value = {a: new Date(0)}; Date.prototype.toJSON = function () { return JSON.stringify({x: [this.getTime(), new Number(1)]}); }`, "JSON.stringify(value)")
+}
+
+// TestNativeJSONStringifyDepth: the native walk bounds nesting.
+func TestNativeJSONStringifyDepth(t *testing.T) {
+	p := newJSONPair(t)
+	v, err := p.native.RunString(fmt.Sprintf(`var value = []; for (var i = 0, c = value; i < %d; i++) { var n = []; c.push(n); c = n; }
+		var ok = JSON.stringify(value).length; c.push([]);
+		try { JSON.stringify(value); "no error" } catch (e) { ok + " " + e.name }`, maxJSONDepth-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("%d RangeError", 2*maxJSONDepth); v.String() != want {
+		t.Errorf("got %s, want %s", v, want)
+	}
+}
+
 // TestModuleCannotBreakHostJSON: the host parses arguments and stringifies
 // results with JSON functions captured before the module ran; a module
 // that replaces JSON or its methods does not change them.

@@ -572,3 +572,41 @@ func (echoInference) Predict(_ context.Context, entries []batch.Entry) ([]batch.
 }
 
 func (echoInference) ModelPaths(context.Context) ([]string, error) { return []string{"m/"}, nil }
+
+// TestNativeJSONStringsBehaveAsGoja: strings made by the native functions
+// (long ASCII and non-ASCII ones are goja's lazily scanned host strings)
+// compare, hash and convert like the ones goja's functions make.
+func TestNativeJSONStringsBehaveAsGoja(t *testing.T) {
+	const script = `
+var long = "abcdefghijklmnopqrstuvwxyz0123456789", uni = "é€😀 and more text", out = [];
+var a = JSON.parse(JSON.stringify([long, uni, "short", "é"]));
+var s = JSON.stringify({k: long});
+var m = new Map([[a[0], 1], [a[1], 2], [s, 3]]);
+out.push(a[0] === long, a[1] === uni, a[0] == long, a[1].length, a[1].charCodeAt(2), a[1].codePointAt(2), a[1].slice(1, 4),
+	m.get(long), m.get(uni), m.get('{"k":"' + long + '"}'), s.length, s === '{"k":"' + long + '"}', typeof s, typeof a[0],
+	Object.keys(JSON.parse('{"' + long + '":1}'))[0] === long, ({})[a[0]] === undefined, new Set([a[0], long]).size,
+	a[0] < long, a[0] + a[1], a[1].toUpperCase(), a[1].indexOf("😀"), [a[0]].indexOf(long), a[0].split("m").length);
+switch (a[0]) { case long: out.push("switch"); break; default: out.push("no switch"); }
+out.join("|");
+`
+	p := newJSONPair(t)
+	want, err := p.orig.RunString(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := p.native.RunString(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != want.String() {
+		t.Errorf("native: %s\ngoja:   %s", got, want)
+	}
+	// Go side: the same Export.
+	for _, expr := range []string{`JSON.parse('["abcdefghijklmnopqrstuvwxyz","é€😀"]')`, `JSON.stringify({a: "abcdefghijklmnopqrstuvwxyz"})`} {
+		w, _ := p.orig.RunString(expr)
+		g, _ := p.native.RunString(expr)
+		if fmt.Sprint(w.Export()) != fmt.Sprint(g.Export()) {
+			t.Errorf("%s: Export %v, goja %v", expr, g.Export(), w.Export())
+		}
+	}
+}

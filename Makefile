@@ -94,6 +94,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME) ./modelstore/
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzzminimizetime 2s -fuzztime $(FUZZTIME) ./runtimes/tensorflow/
 	$(GO) test -run '^$$' -fuzz '^FuzzWalkMatchesParse$$' -fuzztime $(FUZZTIME) ./jsbridge/
+	$(GO) test -run '^$$' -fuzz '^FuzzNativeJSONParse$$' -fuzztime $(FUZZTIME) ./jsbridge/
+	$(GO) test -run '^$$' -fuzz '^FuzzNativeJSONStringify$$' -fuzztime $(FUZZTIME) ./jsbridge/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRuntimeConfig$$' -fuzztime $(FUZZTIME) ./sidecar/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseModelInfo$$' -fuzztime $(FUZZTIME) ./runtimes/onnx/
 	$(GO) test -run '^$$' -fuzz '^FuzzReadFrame$$' -fuzztime $(FUZZTIME) ./sidecar/fastlane/

@@ -343,6 +343,11 @@ func (p *Pool) newVM() (*vm, error) {
 	rt := goja.New()
 	rt.SetMaxCallStackSize(p.opts.MaxCallStackSize)
 	v := &vm{rt: rt, ctx: context.Background()}
+	// Native JSON.parse/stringify (json_native.go), installed before the
+	// module runs and captured below for the host's own use.
+	if _, err := installNativeJSON(rt); err != nil {
+		return nil, err
+	}
 	json := rt.Get("JSON").ToObject(rt)
 	v.parse, _ = goja.AssertFunction(json.Get("parse"))
 	v.strfy, _ = goja.AssertFunction(json.Get("stringify"))
@@ -417,9 +422,9 @@ func (v *vm) end() {
 	v.rt.ClearInterrupt()
 }
 
-// parseJSON turns JSON text into a JS value with the runtime's own
-// JSON.parse, captured before the module ran (real JS objects, not wrapped Go
-// maps; a module that reassigns JSON does not change it).
+// parseJSON turns JSON text into a JS value with the runtime's JSON.parse
+// (the native one), captured before the module ran (real JS objects, not
+// wrapped Go maps; a module that reassigns JSON does not change it).
 func (v *vm) parseJSON(text []byte) (goja.Value, error) {
 	return v.parse(goja.Undefined(), v.rt.ToValue(string(text)))
 }

@@ -244,6 +244,28 @@ func TestConsoleGoesToLog(t *testing.T) {
 	}
 }
 
+// TestConsoleObject: console's methods are made on first use, and the
+// object behaves as a plain one otherwise.
+func TestConsoleObject(t *testing.T) {
+	p, err := New("console.js", `function probe() {
+  var r = [Object.keys(console).join(), typeof console.log, console.log === console.log, "log" in console];
+  console.extra = 1;
+  console.log = 7;
+  delete console.warn;
+  r.push(Object.keys(console).join(), console.log, typeof console.warn, "warn" in console, console.extra);
+  return r;
+}`, Options{Size: 1, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	out, err := p.CallJSON(context.Background(), "probe")
+	want := `["log,info,debug,warn,error","function",true,true,"log,info,debug,error,extra",7,"undefined",false,1]`
+	if err != nil || string(out) != want {
+		t.Errorf("probe() = %s, %v; want %s", out, err, want)
+	}
+}
+
 type lockedWriter struct {
 	mu *sync.Mutex
 	w  *bytes.Buffer

@@ -339,8 +339,18 @@ func TestDeadlineInsideRunInference(t *testing.T) {
 }
 
 func TestIsolateCalls(t *testing.T) {
-	for _, isolate := range []bool{false, true} {
-		p := newPool(t, Options{Size: 1, IsolateCalls: isolate})
+	for _, c := range []struct {
+		name string
+		opts Options
+		want string
+	}{
+		// The module's global call counter survives between calls only
+		// in shared runtimes.
+		{"default", Options{Size: 1}, `{"sum":2,"calls":1}`},
+		{"shared", Options{Size: 1, ShareRuntimes: true}, `{"sum":2,"calls":3}`},
+		{"IsolateCalls overrides ShareRuntimes", Options{Size: 1, ShareRuntimes: true, IsolateCalls: true}, `{"sum":2,"calls":1}`},
+	} {
+		p := newPool(t, c.opts)
 		var last string
 		for range 3 {
 			out, err := p.CallJSON(context.Background(), "add", []byte(`{"x":1}`), []byte(`{"x":1}`))
@@ -349,14 +359,8 @@ func TestIsolateCalls(t *testing.T) {
 			}
 			last = string(out)
 		}
-		// The module's global call counter survives between calls only
-		// without isolation.
-		want := `{"sum":2,"calls":3}`
-		if isolate {
-			want = `{"sum":2,"calls":1}`
-		}
-		if last != want {
-			t.Errorf("IsolateCalls=%v: third call returned %s, want %s", isolate, last, want)
+		if last != c.want {
+			t.Errorf("%s: third call returned %s, want %s", c.name, last, c.want)
 		}
 	}
 }

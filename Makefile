@@ -84,6 +84,7 @@ bench: deps-onnx deps-pytorch deps-node-peer
 	$(GO) test $(BENCH_FLAGS) -bench . -tags pytorch ./runtimes/pytorch/
 	$(GO) test $(BENCH_FLAGS) -bench PredictMLP ./sidecar/
 	$(GO) test $(BENCH_FLAGS) -bench 'InferenceLayers|ObjectArgument|JSON' -benchtime 2000x ./jsbridge/
+	$(GO) test $(BENCH_FLAGS) -bench 'Isolation' -benchtime 20000x ./jsbridge/
 	INFERBID_REQUIRE_NATIVE=1 INFERBID_REQUIRE_PEER=1 $(GO) test -count=1 \
 	  -run '^TestPeerMatchesRuntime$$' -bench '^BenchmarkPeerComparison$$' ./bench/
 

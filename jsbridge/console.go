@@ -10,27 +10,101 @@ import (
 
 // installConsole defines console.log/info/debug/warn/error, writing to the
 // server log. Messages are truncated so a script cannot flood the log with
-// one call.
+// one call. The methods are made on first use: a runtime serves one call,
+// and most calls never log.
 func installConsole(rt *goja.Runtime, strfy goja.Callable, logger *slog.Logger) error {
-	console := rt.NewObject()
-	level := func(l slog.Level) func(goja.FunctionCall) goja.Value {
-		return func(call goja.FunctionCall) goja.Value {
-			if !logger.Enabled(context.Background(), l) {
-				return goja.Undefined()
-			}
-			logger.Log(context.Background(), l, formatConsole(strfy, call.Arguments), "source", "console")
-			return goja.Undefined()
+	return rt.Set("console", rt.NewDynamicObject(&consoleObject{rt: rt, strfy: strfy, logger: logger}))
+}
+
+// consoleMethods are console's methods, in the order Object.keys lists them.
+var consoleMethods = []struct {
+	name  string
+	level slog.Level
+}{
+	{"log", slog.LevelInfo}, {"info", slog.LevelInfo}, {"debug", slog.LevelDebug},
+	{"warn", slog.LevelWarn}, {"error", slog.LevelError},
+}
+
+// consoleObject is the console object's properties (goja.DynamicObject):
+// the methods, made when first read, and whatever the script sets.
+type consoleObject struct {
+	rt     *goja.Runtime
+	strfy  goja.Callable
+	logger *slog.Logger
+	props  map[string]goja.Value // made, set, or deleted (nil)
+	keys   []string              // properties the script added, in order
+}
+
+func (c *consoleObject) method(level slog.Level) goja.Value {
+	return c.rt.ToValue(func(call goja.FunctionCall) goja.Value {
+		if c.logger.Enabled(context.Background(), level) {
+			c.logger.Log(context.Background(), level, formatConsole(c.strfy, call.Arguments), "source", "console")
+		}
+		return goja.Undefined()
+	})
+}
+
+func (c *consoleObject) Get(key string) goja.Value {
+	if v, ok := c.props[key]; ok {
+		return v
+	}
+	for _, m := range consoleMethods {
+		if m.name == key {
+			v := c.method(m.level)
+			c.Set(key, v)
+			return v
 		}
 	}
-	for name, l := range map[string]slog.Level{
-		"log": slog.LevelInfo, "info": slog.LevelInfo, "debug": slog.LevelDebug,
-		"warn": slog.LevelWarn, "error": slog.LevelError,
-	} {
-		if err := console.Set(name, level(l)); err != nil {
-			return err
+	return nil
+}
+
+func (c *consoleObject) Set(key string, val goja.Value) bool {
+	if c.props == nil {
+		c.props = map[string]goja.Value{}
+	}
+	if _, known := c.props[key]; !known && !isConsoleMethod(key) {
+		c.keys = append(c.keys, key)
+	}
+	c.props[key] = val
+	return true
+}
+
+func (c *consoleObject) Has(key string) bool {
+	if v, ok := c.props[key]; ok {
+		return v != nil
+	}
+	return isConsoleMethod(key)
+}
+
+func (c *consoleObject) Delete(key string) bool {
+	if c.Has(key) {
+		c.Set(key, nil)
+	}
+	return true
+}
+
+func (c *consoleObject) Keys() []string {
+	var keys []string
+	for _, m := range consoleMethods {
+		if c.Has(m.name) {
+			keys = append(keys, m.name)
 		}
 	}
-	return rt.Set("console", console)
+	for _, k := range c.keys {
+		if c.Has(k) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+func isConsoleMethod(key string) bool {
+	for _, m := range consoleMethods {
+		if m.name == key {
+			return true
+		}
+	}
+	return false
 }
 
 // formatConsole joins arguments as console.log does: strings as they are,

@@ -5,8 +5,8 @@
 //
 // One module is compiled once (goja.Compile) and run in every runtime of the
 // pool; a runtime is used by one goroutine at a time (goja runtimes are not
-// safe for concurrent use), so the pool size bounds concurrency and defaults
-// to GOMAXPROCS.
+// safe for concurrent use). The pool size bounds how many calls run JS at
+// once and defaults to GOMAXPROCS.
 //
 // runInference parses the batch JSON once on the host (batch.Parse), sends
 // typed tensors to the sidecar (no JSON crosses the socket) and renders the
@@ -16,13 +16,32 @@
 // JS object, walked directly into batch entries (no JSON.stringify/parse),
 // with the same validation and messages as batch.Parse.
 //
-// The sandbox: goja has no require, file system, network or process access,
-// and the pool adds none; console.log/info/warn/error/debug go to slog. Every
-// call runs under a deadline enforced with Runtime.Interrupt, so an infinite
-// loop in ad-tech code ends the call with ErrDeadline and the runtime goes
-// back to the pool cleared and usable. Note that goja cannot interrupt its
-// own built-ins (a single huge String.prototype.repeat runs to completion)
-// and cannot bound JS heap memory; the call-stack depth is bounded.
+// The sandbox (docs/architecture.md, "The JS sandbox"): goja has no
+// require, file system, network or process access, and the pool adds none;
+// console.log/info/warn/error/debug go to slog.
+//
+//   - Isolation. Every call runs in a runtime that ran the module and
+//     nothing else, taken from a set of ready runtimes that background
+//     goroutines refill, and dropped afterwards: nothing one call writes
+//     (globals, prototypes, replaced built-ins or host functions) reaches
+//     another. Options.ShareRuntimes is the unsafe opt-out: warm runtimes
+//     serving call after call.
+//   - Deadlines. Every call runs on an executor goroutine under a deadline
+//     enforced with Runtime.Interrupt. goja checks for an interrupt between
+//     instructions, not inside a built-in, so a runtime still running
+//     InterruptGrace after its interrupt (a catastrophic regular
+//     expression, a huge join) is abandoned: the caller gets ErrDeadline
+//     (with ErrAbandoned) on time, the runtime never serves again, and
+//     while MaxAbandoned of them still run, calls fail at once with
+//     ErrOverloaded. Regular expressions that run on regexp2 get a match
+//     timeout (process-wide: the first pool's CallTimeout), which ends an
+//     abandoned catastrophic match. The call-stack depth is bounded.
+//   - Memory. goja cannot bound a runtime's heap. With Options.HeapBudget
+//     a watchdog reads the Go heap every 10 ms and, while the live heap is
+//     over HeapBudget plus HeapBaseline, stops the longest-running call
+//     with ErrHeapBudget and drops its runtime. A single built-in call can
+//     still allocate past the budget in one step (e.g. new ArrayBuffer(n),
+//     "x".repeat(n)): a hard bound needs the JS in a process of its own.
 //
 // JSON: every runtime's JSON.parse and JSON.stringify are native Go
 // replacements (json_native.go, json_stringify.go), installed before the
@@ -75,10 +94,6 @@
 // captured before the module runs: a module that replaces JSON does not
 // change them. Like goja's, the native functions cannot be interrupted
 // mid-call.
-//
-// A runtime's globals persist across the calls it serves (a warm runtime);
-// Options.IsolateCalls gives each call a fresh one instead, so no state
-// passes from one call to the next.
 //
 // When Options.Inference is nil the two functions are absent, as in the
 // reference when no sidecar is configured.

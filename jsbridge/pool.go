@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dop251/goja"
@@ -20,6 +22,7 @@ const (
 	DefaultMaxArgumentBytes = 8 << 20
 	DefaultMaxCallStackSize = 2048
 	DefaultModelPathsTTL    = 100 * time.Millisecond
+	DefaultInterruptGrace   = 25 * time.Millisecond
 	defaultMaxLogBytes      = 4096
 )
 
@@ -33,9 +36,10 @@ type Inference interface {
 	ModelPaths(ctx context.Context) ([]string, error)
 }
 
-// Options configure a Pool. The zero value of every field means its default.
+// Options configure a Pool. The zero value of every field means its default,
+// and the defaults are the safe settings: every call gets a fresh runtime.
 type Options struct {
-	// Size is the number of runtimes; 0 = GOMAXPROCS.
+	// Size is the number of calls that run JS at once; 0 = GOMAXPROCS.
 	Size int
 	// Inference serves getModelPaths and runInference; nil disables
 	// inference (the two functions are not defined).
@@ -60,13 +64,44 @@ type Options struct {
 	Logger *slog.Logger
 	// Hooks observe calls and inferences (metrics); nil fields are skipped.
 	Hooks Hooks
-	// IsolateCalls gives every call a runtime no earlier call touched: after
-	// a call its runtime is dropped and a fresh one (the module run again)
-	// is built in the background to take its place. Nothing a script keeps
-	// in globals then survives from one generateBid to the next (B&A's
-	// privacy model), at the cost of building a runtime per call. Off by
-	// default: a runtime's globals persist across the calls it serves.
+
+	// ShareRuntimes is the unsafe opt-out of isolation: a runtime serves
+	// call after call, so whatever one call leaves in globals, prototypes or
+	// replaced built-ins (one user's data included) is seen by later calls.
+	// By default every call runs in a runtime that ran the module and
+	// nothing else, taken from a set of ready runtimes that background
+	// goroutines refill, and is dropped afterwards.
+	ShareRuntimes bool
+	// IsolateCalls is the former opt-in to isolation, now the default.
+	//
+	// Deprecated: calls are isolated unless ShareRuntimes is set; setting
+	// IsolateCalls overrides ShareRuntimes.
 	IsolateCalls bool
+
+	// InterruptGrace is how long a call past its deadline (or stopped by
+	// the heap watchdog) waits for its runtime to stop after the interrupt.
+	// A runtime still running after it (inside one long built-in call: a
+	// catastrophic regular expression, a huge join) is abandoned: the
+	// caller gets its error at once and the runtime never serves again.
+	// 0 = DefaultInterruptGrace.
+	InterruptGrace time.Duration
+	// MaxAbandoned bounds the abandoned runtimes that are still running;
+	// while that many run, new calls fail at once with ErrOverloaded. 0 =
+	// Size.
+	MaxAbandoned int
+	// HeapBudget, in bytes, turns on the heap watchdog: when the live Go
+	// heap (JS values are Go objects) passes HeapBudget plus HeapBaseline,
+	// the longest-running call is stopped with ErrHeapBudget and its runtime
+	// dropped, one call at a time until the heap is back under. 0 = no
+	// watchdog.
+	HeapBudget int64
+	// HeapBaseline, when set, is the heap the host holds for itself (e.g.
+	// model files kept for replay), which the budget comes on top of. It is
+	// called every few milliseconds and must be cheap.
+	HeapBaseline func() int64
+	// RequireFunctions are globals the module must define as functions;
+	// New fails, naming the first one missing, when it does not.
+	RequireFunctions []string
 }
 
 func (o Options) withDefaults() Options {
@@ -88,14 +123,31 @@ func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.InterruptGrace <= 0 {
+		o.InterruptGrace = DefaultInterruptGrace
+	}
+	if o.MaxAbandoned <= 0 {
+		o.MaxAbandoned = o.Size
+	}
+	if o.IsolateCalls {
+		o.ShareRuntimes = false
+	}
 	o.Limits = o.Limits.WithDefaults()
 	return o
 }
 
 // Errors returned by Pool calls. A JS exception is a *ScriptError.
 var (
-	// ErrDeadline: the call ran past its deadline and was interrupted.
+	// ErrDeadline: the call ran past its deadline and was interrupted (or,
+	// when it could not be, abandoned).
 	ErrDeadline = errors.New("jsbridge: call exceeded its deadline")
+	// ErrAbandoned comes with ErrDeadline or ErrHeapBudget when the runtime
+	// did not stop within the interrupt grace and was abandoned.
+	ErrAbandoned = errors.New("jsbridge: runtime abandoned")
+	// ErrHeapBudget: the heap watchdog stopped the call.
+	ErrHeapBudget = errors.New("jsbridge: heap budget exceeded")
+	// ErrOverloaded: too many abandoned runtimes are still running.
+	ErrOverloaded = errors.New("jsbridge: overloaded")
 	// ErrClosed: the pool is closed.
 	ErrClosed = errors.New("jsbridge: pool is closed")
 	// ErrNotFunction: the named global is not a function.
@@ -110,30 +162,60 @@ type ScriptError struct {
 }
 
 func (e *ScriptError) Error() string {
+	if e == nil {
+		return "<nil>"
+	}
 	if e.Func == "" {
 		return "jsbridge: module: " + e.Message
 	}
 	return "jsbridge: " + e.Func + ": " + e.Message
 }
 
-// Pool is a fixed set of goja runtimes that all ran the same compiled module.
+// Pool runs calls into one compiled module: in a fresh runtime each
+// (the default) or in a fixed set of shared runtimes (Options.ShareRuntimes).
 type Pool struct {
 	name string
 	prog *goja.Program
 	opts Options
-	free chan *vm
+
+	// slots holds a token per call running JS: Size at most.
+	slots chan struct{}
+	// idle holds runtimes no call is using. Isolated: fresh ones, each
+	// taken by exactly one call, built by the refillers; readyPerSlot per
+	// slot, refilled in batches when half are gone. Shared: the warm
+	// runtimes.
+	idle chan *vm
+	// need wakes a refiller.
+	need chan struct{}
+	// jobs hands calls to the executors: Size goroutines that run the JS
+	// (their stacks stay grown), plus one started for each executor
+	// abandoned inside a call, which ends once that call does.
+	jobs chan job
 
 	paths *pathsCache
+	// consoleLog is the logger of the script's console output.
+	consoleLog *slog.Logger
+
+	callsMu sync.Mutex
+	calls   map[*call]struct{} // running, for the heap watchdog
+
+	abandonedRunning atomic.Int64
+	abandonedTotal   atomic.Uint64
+	refused          atomic.Uint64
+	heapStops        atomic.Uint64
+	inlineBuilds     atomic.Uint64
 
 	closeOnce sync.Once
 	closed    chan struct{}
 }
 
-// New compiles source once (name is used in stack traces) and starts
-// opts.Size runtimes, each running the module. A syntax error or an
-// exception at the module's top level fails New.
+// New compiles source once (name is used in stack traces) and builds
+// opts.Size runtimes, each running the module. A syntax error, an exception
+// at the module's top level or a missing RequireFunctions entry fails New.
 func New(name, source string, opts Options) (*Pool, error) {
 	opts = opts.withDefaults()
+	// Before Compile: regular expression literals are compiled with it.
+	setRegexpMatchTimeout(opts.CallTimeout)
 	prog, err := goja.Compile(name, source, false)
 	if err != nil {
 		return nil, &ScriptError{Message: fmt.Sprintf("compile %s: %v", name, err)}
@@ -142,84 +224,224 @@ func New(name, source string, opts Options) (*Pool, error) {
 		name:   name,
 		prog:   prog,
 		opts:   opts,
-		free:   make(chan *vm, opts.Size),
+		slots:  make(chan struct{}, opts.Size),
+		idle:   make(chan *vm, opts.Size),
+		need:   make(chan struct{}, 1),
+		jobs:   make(chan job),
+		calls:  map[*call]struct{}{},
 		closed: make(chan struct{}),
+
+		consoleLog: opts.Logger.With("script", name),
+	}
+	if !opts.ShareRuntimes {
+		p.idle = make(chan *vm, readyPerSlot*opts.Size)
 	}
 	if opts.Inference != nil {
 		p.paths = &pathsCache{inf: opts.Inference, ttl: opts.ModelPathsTTL}
 	}
-	for range opts.Size {
-		v, err := p.newVM()
-		if err != nil {
-			return nil, err
+	// The first runtime answers whether the module defines what is
+	// required; an isolated pool does not let a call use it afterwards
+	// (looking a global up may run a getter).
+	v, err := p.newVM()
+	if err != nil {
+		return nil, err
+	}
+	if err := p.checkRequired(v); err != nil {
+		return nil, err
+	}
+	for len(p.idle) < opts.Size {
+		if v == nil || !opts.ShareRuntimes {
+			if v, err = p.newVM(); err != nil {
+				return nil, err
+			}
 		}
-		p.free <- v
+		p.idle <- v
+		v = nil
+	}
+	for range opts.Size {
+		go p.executor()
+	}
+	if !opts.ShareRuntimes {
+		for range max(1, opts.Size/4) {
+			go p.refiller()
+		}
+		p.need <- struct{}{}
+	}
+	if opts.HeapBudget > 0 {
+		go p.watchHeap()
 	}
 	return p, nil
 }
 
-// Size is the number of runtimes.
+// Size is the number of calls that run JS at once.
 func (p *Pool) Size() int { return p.opts.Size }
+
+// Isolated reports whether every call gets a fresh runtime.
+func (p *Pool) Isolated() bool { return !p.opts.ShareRuntimes }
 
 // InferenceEnabled reports whether getModelPaths/runInference are defined.
 func (p *Pool) InferenceEnabled() bool { return p.opts.Inference != nil }
 
-// Close stops handing out runtimes; calls in flight finish.
+// Close stops handing out runtimes and refilling them, and ends the pool's
+// goroutines; calls in flight finish.
 func (p *Pool) Close() error {
 	p.closeOnce.Do(func() { close(p.closed) })
 	return nil
 }
 
-func (p *Pool) acquire(ctx context.Context) (*vm, error) {
+// Stats are the pool's counters, for metrics.
+type Stats struct {
+	// AbandonedRunning is the number of abandoned runtimes whose call has
+	// not returned yet (each holds a goroutine, CPU and its heap).
+	AbandonedRunning int
+	// AbandonedTotal counts runtimes abandoned since New.
+	AbandonedTotal uint64
+	// Refused counts calls refused with ErrOverloaded.
+	Refused uint64
+	// HeapStops counts calls the heap watchdog stopped.
+	HeapStops uint64
+	// InlineBuilds counts calls that found no ready runtime and ran the
+	// module on their own time.
+	InlineBuilds uint64
+}
+
+// Stats returns the pool's counters.
+func (p *Pool) Stats() Stats {
+	return Stats{
+		AbandonedRunning: int(p.abandonedRunning.Load()),
+		AbandonedTotal:   p.abandonedTotal.Load(),
+		Refused:          p.refused.Load(),
+		HeapStops:        p.heapStops.Load(),
+		InlineBuilds:     p.inlineBuilds.Load(),
+	}
+}
+
+// acquire takes a slot: a call may run JS.
+func (p *Pool) acquire(ctx context.Context) error {
 	select {
 	case <-p.closed:
-		return nil, ErrClosed
+		return ErrClosed
 	default:
 	}
-	select {
-	case v := <-p.free:
-		return v, nil
-	case <-p.closed:
-		return nil, ErrClosed
-	case <-ctx.Done():
-		return nil, fmt.Errorf("jsbridge: waiting for a free runtime: %w", ctx.Err())
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("jsbridge: not started: %w", err)
 	}
+	if err := p.checkOverload(); err != nil {
+		return err
+	}
+	select {
+	case p.slots <- struct{}{}:
+	case <-p.closed:
+		return ErrClosed
+	case <-ctx.Done():
+		return fmt.Errorf("jsbridge: waiting for a free runtime: %w", ctx.Err())
+	}
+	// Runtimes may have been abandoned while it waited.
+	if err := p.checkOverload(); err != nil {
+		<-p.slots
+		return err
+	}
+	return nil
 }
 
-func (p *Pool) release(v *vm) {
-	if p.opts.IsolateCalls {
-		go p.replace()
+func (p *Pool) checkOverload() error {
+	if n := p.abandonedRunning.Load(); n >= int64(p.opts.MaxAbandoned) {
+		p.refused.Add(1)
+		return fmt.Errorf("%w: %d abandoned runtimes are still running past their deadlines (the limit is %d); call refused",
+			ErrOverloaded, n, p.opts.MaxAbandoned)
+	}
+	return nil
+}
+
+// readyPerSlot is how many fresh runtimes an isolated pool keeps ready per
+// slot. Refilling in batches saves a refiller wake-up per call.
+const readyPerSlot = 4
+
+// take returns a runtime for one call: an idle one when there is one, else
+// a new one, built on the caller's time.
+func (p *Pool) take() (*vm, error) {
+	select {
+	case v := <-p.idle:
+		if !p.opts.ShareRuntimes && len(p.idle) <= cap(p.idle)/2 {
+			select {
+			case p.need <- struct{}{}:
+			default:
+			}
+		}
+		return v, nil
+	default:
+	}
+	p.inlineBuilds.Add(1)
+	return p.newVM()
+}
+
+// release ends a runtime's call. A shared runtime that can serve again goes
+// back to the idle set; any other is dropped (a shared pool builds its
+// replacement in the background).
+func (p *Pool) release(v *vm, reusable bool) {
+	if !p.opts.ShareRuntimes {
 		return
 	}
-	if v.broken {
-		// A Go panic escaped the runtime mid-call: its state is unknown,
-		// replace it.
-		nv, err := p.newVM()
-		if err != nil {
-			p.opts.Logger.Error("jsbridge: cannot replace a broken runtime", "err", err)
-			// Keep the pool size: the old runtime is still better than none.
-			v.broken = false
-		} else {
-			v = nv
-		}
+	if !reusable {
+		go p.refill()
+		return
 	}
-	p.free <- v
+	select {
+	case p.idle <- v:
+	default: // a refill and an inline build both replaced one runtime
+	}
 }
 
-// replace builds a fresh runtime for the pool (IsolateCalls), retrying while
-// the module fails to run (it ran before, so a failure is transient, e.g. a
-// deadline on a loaded machine).
-func (p *Pool) replace() {
+// refiller fills an isolated pool's idle set with fresh runtimes each time
+// it is woken.
+func (p *Pool) refiller() {
 	for {
-		nv, err := p.newVM()
-		if err == nil {
-			p.free <- nv
+		select {
+		case <-p.need:
+		case <-p.closed:
 			return
+		}
+		for len(p.idle) < cap(p.idle) {
+			v := p.build()
+			if v == nil {
+				return
+			}
+			select {
+			case p.idle <- v:
+			default: // another refiller filled it
+			}
+		}
+	}
+}
+
+// refill replaces a shared runtime that was dropped.
+func (p *Pool) refill() {
+	if v := p.build(); v != nil {
+		select {
+		case p.idle <- v:
+		default: // an inline build replaced it already
+		}
+	}
+}
+
+// build builds a runtime, retrying while the module fails to run (it ran
+// before, so a failure is transient, e.g. a deadline on a loaded machine);
+// nil once the pool is closed.
+func (p *Pool) build() *vm {
+	for {
+		select {
+		case <-p.closed:
+			return nil
+		default:
+		}
+		v, err := p.newVM()
+		if err == nil {
+			return v
 		}
 		p.opts.Logger.Error("jsbridge: cannot build a fresh runtime; retrying", "err", err)
 		select {
 		case <-p.closed:
-			return
+			return nil
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -251,23 +473,78 @@ func (p *Pool) CallJSON(ctx context.Context, fn string, args ...[]byte) ([]byte,
 		out, err = v.stringify(res)
 		return err
 	})
-	return out, err
+	if err != nil {
+		// An abandoned call may still write out.
+		return nil, err
+	}
+	return out, nil
 }
 
-// Do runs body on a free runtime with the global function fn resolved,
-// under the pool's deadline and ctx. body must not keep rt or f. It is the
-// building block of CallJSON, exported for callers (benchmarks, servers)
-// that build their arguments with the goja API directly.
+// Do runs body on a runtime with the global function fn resolved, under the
+// pool's deadline and ctx. body must not keep rt or f. It is the building
+// block of CallJSON, exported for callers (benchmarks, servers) that build
+// their arguments with the goja API directly. body runs on a goroutine of
+// its own; when Do returns an error wrapping ErrAbandoned, body may still be
+// running, so it must not write to anything the caller reads after such an
+// error.
 func (p *Pool) Do(ctx context.Context, fn string, body func(rt *goja.Runtime, f goja.Callable) error) error {
 	return p.run(ctx, fn, func(v *vm, f goja.Callable) error { return body(v.rt, f) })
 }
 
+// job is a call handed to an executor.
+type job struct {
+	ctx  context.Context
+	c    *call
+	fn   string
+	body func(v *vm, f goja.Callable) error
+}
+
+// executor runs calls' JS until the pool closes, or until a call it ran was
+// abandoned (a replacement started then).
+func (p *Pool) executor() {
+	for {
+		select {
+		case j := <-p.jobs:
+			if !p.exec(j.ctx, j.c, j.fn, j.body) {
+				return
+			}
+		case <-p.closed:
+			return
+		}
+	}
+}
+
+// call is one call into JS, shared by the caller and the executor that runs
+// the JS.
+type call struct {
+	v     *vm
+	start time.Time
+	stop  context.CancelCauseFunc // ends the call with a cause (the heap watchdog)
+	done  chan error              // the result, when the caller still waits
+	ended chan struct{}           // closed when the JS goroutine is done
+	state atomic.Int32            // callRunning, callFinished or callAbandoned
+	// stopped is set (under Pool.callsMu) once the heap watchdog stopped it.
+	stopped bool
+}
+
+const (
+	callRunning int32 = iota
+	callFinished
+	callAbandoned
+)
+
+// run runs body on an executor goroutine, so that the caller gets its error
+// at the deadline whatever the script does: the runtime is interrupted at
+// the deadline, and abandoned when it does not stop within InterruptGrace.
 func (p *Pool) run(ctx context.Context, fn string, body func(v *vm, f goja.Callable) error) (err error) {
-	v, err := p.acquire(ctx)
+	if err := p.acquire(ctx); err != nil {
+		return err
+	}
+	defer func() { <-p.slots }()
+	v, err := p.take()
 	if err != nil {
 		return err
 	}
-	defer p.release(v)
 	start := time.Now()
 	defer func() {
 		if h := p.opts.Hooks.OnCall; h != nil {
@@ -275,11 +552,66 @@ func (p *Pool) run(ctx context.Context, fn string, body func(v *vm, f goja.Calla
 		}
 	}()
 
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
 	ctx, cancel := context.WithTimeout(ctx, p.opts.CallTimeout)
 	defer cancel()
-	v.begin(ctx)
-	defer v.end()
+	c := &call{v: v, start: start, stop: stop, done: make(chan error, 1), ended: make(chan struct{})}
+	select {
+	case p.jobs <- job{ctx, c, fn, body}:
+	case <-p.closed:
+		return ErrClosed
+	}
 
+	select {
+	case err := <-c.done:
+		return err
+	case <-ctx.Done():
+	}
+	grace := time.NewTimer(p.opts.InterruptGrace)
+	defer grace.Stop()
+	select {
+	case err := <-c.done:
+		return err
+	case <-grace.C:
+	}
+	p.abandonedRunning.Add(1)
+	if !c.state.CompareAndSwap(callRunning, callAbandoned) {
+		// It finished just now.
+		p.abandonedRunning.Add(-1)
+		return <-c.done
+	}
+	p.abandonedTotal.Add(1)
+	go p.executor() // in place of the one abandoned with the call
+	p.opts.Logger.Warn("jsbridge: a runtime did not stop after its interrupt; abandoned",
+		"func", fn, "cause", context.Cause(ctx), "grace", p.opts.InterruptGrace, "abandoned_running", p.abandonedRunning.Load())
+	return fmt.Errorf("%w (%w: it did not stop within %v of the interrupt)", p.causeError(fn, ctx, nil), ErrAbandoned, p.opts.InterruptGrace)
+}
+
+// exec runs a call's JS on an executor; false when the call was abandoned.
+func (p *Pool) exec(ctx context.Context, c *call, fn string, body func(v *vm, f goja.Callable) error) bool {
+	defer close(c.ended)
+	err := p.callJS(ctx, c, fn, body)
+	v := c.v
+	c.v = nil // the heap watchdog collects a stopped call's runtime after ended
+	if c.state.CompareAndSwap(callRunning, callFinished) {
+		p.release(v, !v.broken && !errors.Is(err, ErrHeapBudget))
+		c.done <- err
+		return true
+	}
+	// Abandoned: the caller has its error; the runtime is dropped.
+	p.abandonedRunning.Add(-1)
+	p.release(v, false)
+	p.opts.Logger.Warn("jsbridge: an abandoned runtime stopped", "func", fn, "ran", time.Since(c.start), "err", err)
+	return false
+}
+
+func (p *Pool) callJS(ctx context.Context, c *call, fn string, body func(v *vm, f goja.Callable) error) (err error) {
+	v := c.v
+	v.begin(ctx)
+	p.track(c, true)
+	defer p.track(c, false)
+	defer v.end()
 	defer func() {
 		if r := recover(); r != nil {
 			v.broken = true
@@ -287,12 +619,21 @@ func (p *Pool) run(ctx context.Context, fn string, body func(v *vm, f goja.Calla
 			p.opts.Logger.Error("jsbridge: panic in a call", "func", fn, "panic", r)
 		}
 	}()
-
 	f, ok := goja.AssertFunction(v.rt.Get(fn))
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrNotFunction, fn)
 	}
 	return p.translate(fn, ctx, body(v, f))
+}
+
+func (p *Pool) track(c *call, running bool) {
+	p.callsMu.Lock()
+	if running {
+		p.calls[c] = struct{}{}
+	} else {
+		delete(p.calls, c)
+	}
+	p.callsMu.Unlock()
 }
 
 // translate maps goja's errors to the package's.
@@ -301,25 +642,53 @@ func (p *Pool) translate(fn string, ctx context.Context, err error) error {
 		return nil
 	}
 	if ie, ok := errors.AsType[*goja.InterruptedError](err); ok {
-		cause := ctx.Err()
-		if cause == nil {
-			cause, _ = ie.Value().(error)
-		}
-		if errors.Is(cause, context.DeadlineExceeded) {
-			return fmt.Errorf("%w (%s: %v)", ErrDeadline, fn, p.opts.CallTimeout)
-		}
-		if cause != nil {
-			return fmt.Errorf("jsbridge: %s: %w", fn, cause)
-		}
-		return fmt.Errorf("jsbridge: %s: interrupted: %v", fn, ie.Value())
+		return p.causeError(fn, ctx, ie)
 	}
 	if ex, ok := errors.AsType[*goja.Exception](err); ok {
 		return &ScriptError{Func: fn, Message: ex.String()}
 	}
 	if so, ok := errors.AsType[*goja.StackOverflowError](err); ok {
-		return &ScriptError{Func: fn, Message: so.Error()}
+		return &ScriptError{Func: fn, Message: p.stackOverflowMessage(so)}
 	}
 	return err
+}
+
+// causeError is the error of a call that ctx ended (or that ie interrupted).
+func (p *Pool) causeError(fn string, ctx context.Context, ie *goja.InterruptedError) error {
+	var cause error
+	if ctx.Err() != nil {
+		cause = context.Cause(ctx)
+	} else if ie != nil {
+		cause, _ = ie.Value().(error)
+	}
+	switch {
+	case errors.Is(cause, context.DeadlineExceeded):
+		return fmt.Errorf("%w (%s: %v)", ErrDeadline, fn, p.opts.CallTimeout)
+	case errors.Is(cause, ErrHeapBudget):
+		return fmt.Errorf("%w (%s: the heap passed its limit, a JS budget of %d MiB, while it ran longest)", ErrHeapBudget, fn, p.opts.HeapBudget>>20)
+	case cause != nil:
+		return fmt.Errorf("jsbridge: %s: %w", fn, cause)
+	case ie != nil:
+		return fmt.Errorf("jsbridge: %s: interrupted: %v", fn, ie.Value())
+	}
+	return fmt.Errorf("jsbridge: %s: interrupted", fn)
+}
+
+// stackOverflowMessage names the error (goja's has no message of its own)
+// and keeps the top of the stack only: it is as deep as the limit.
+func (p *Pool) stackOverflowMessage(so *goja.StackOverflowError) string {
+	const keep = 8
+	lines := strings.Split(strings.TrimRight(so.String(), "\n"), "\n")
+	var b strings.Builder
+	fmt.Fprintf(&b, "RangeError: Maximum call stack size exceeded (more than %d nested calls)", p.opts.MaxCallStackSize)
+	for i, l := range lines {
+		if i == keep {
+			fmt.Fprintf(&b, "\n\t... %d more frames", len(lines)-keep)
+			break
+		}
+		b.WriteString("\n" + l)
+	}
+	return b.String()
 }
 
 // vm is one runtime and the state of the call it is running.
@@ -339,31 +708,15 @@ type vm struct {
 	stop    func() bool
 }
 
+// newVM builds a runtime: the globals the pool provides, then the module,
+// run under the call deadline.
 func (p *Pool) newVM() (*vm, error) {
 	rt := goja.New()
 	rt.SetMaxCallStackSize(p.opts.MaxCallStackSize)
 	v := &vm{rt: rt, ctx: context.Background()}
-	// Native JSON.parse/stringify (json_native.go), installed before the
-	// module runs and captured below for the host's own use.
-	if _, err := installNativeJSON(rt); err != nil {
+	if err := p.installGlobals(v); err != nil {
 		return nil, err
 	}
-	json := rt.Get("JSON").ToObject(rt)
-	v.parse, _ = goja.AssertFunction(json.Get("parse"))
-	v.strfy, _ = goja.AssertFunction(json.Get("stringify"))
-	if err := installConsole(rt, v.strfy, p.opts.Logger.With("script", p.name)); err != nil {
-		return nil, err
-	}
-	if p.opts.Inference != nil {
-		b := &bindings{pool: p, vm: v}
-		if err := rt.Set("getModelPaths", b.getModelPaths); err != nil {
-			return nil, err
-		}
-		if err := rt.Set("runInference", b.runInference); err != nil {
-			return nil, err
-		}
-	}
-	// The module's top level runs under the call deadline too.
 	ctx, cancel := context.WithTimeout(context.Background(), p.opts.CallTimeout)
 	defer cancel()
 	v.begin(ctx)
@@ -379,6 +732,51 @@ func (p *Pool) newVM() (*vm, error) {
 	return v, nil
 }
 
+// installGlobals sets up what every runtime has before the module runs:
+// JSON.parse and JSON.stringify captured for the host's own use, console,
+// and the host functions. Per-runtime globals belong here.
+func (p *Pool) installGlobals(v *vm) error {
+	rt := v.rt
+	// Native JSON.parse/stringify (json_native.go), installed before the
+	// module runs and captured below for the host's own use.
+	if _, err := installNativeJSON(rt); err != nil {
+		return err
+	}
+	json := rt.Get("JSON").ToObject(rt)
+	v.parse, _ = goja.AssertFunction(json.Get("parse"))
+	v.strfy, _ = goja.AssertFunction(json.Get("stringify"))
+	if err := installConsole(rt, v.strfy, p.consoleLog); err != nil {
+		return err
+	}
+	if p.opts.Inference != nil {
+		b := &bindings{pool: p, vm: v}
+		if err := rt.Set("getModelPaths", b.getModelPaths); err != nil {
+			return err
+		}
+		if err := rt.Set("runInference", b.runInference); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkRequired fails when the module does not define every
+// RequireFunctions entry as a function.
+func (p *Pool) checkRequired(v *vm) error {
+	ctx, cancel := context.WithTimeout(context.Background(), p.opts.CallTimeout)
+	defer cancel()
+	v.begin(ctx)
+	defer v.end()
+	for _, fn := range p.opts.RequireFunctions {
+		val := v.rt.Get(fn)
+		if _, ok := goja.AssertFunction(val); !ok {
+			return fmt.Errorf("%w: the module %s defines no function %s (the global %s is %s)",
+				ErrNotFunction, p.name, fn, fn, jsTypeOf(val))
+		}
+	}
+	return nil
+}
+
 func (v *vm) begin(ctx context.Context) {
 	v.mu.Lock()
 	v.ctx = ctx
@@ -391,7 +789,7 @@ func (v *vm) begin(ctx context.Context) {
 		// A timer of an earlier call that fires late must not interrupt
 		// this one.
 		if v.running && v.gen == gen {
-			v.rt.Interrupt(ctx.Err())
+			v.rt.Interrupt(context.Cause(ctx))
 		}
 		v.mu.Unlock()
 	})
@@ -401,8 +799,10 @@ func (v *vm) begin(ctx context.Context) {
 // while a host function ran, so the call ends with ErrDeadline whether or not
 // the timer goroutine got there first.
 func (v *vm) interruptIfDone() {
-	err := v.ctx.Err()
-	if dl, ok := v.ctx.Deadline(); ok && err == nil && !time.Now().Before(dl) {
+	var err error
+	if v.ctx.Err() != nil {
+		err = context.Cause(v.ctx)
+	} else if dl, ok := v.ctx.Deadline(); ok && !time.Now().Before(dl) {
 		// gRPC's own deadline timer can fire before the context's.
 		err = context.DeadlineExceeded
 	}

@@ -244,6 +244,28 @@ func TestConsoleGoesToLog(t *testing.T) {
 	}
 }
 
+// TestConsoleObject: console's methods are made on first use, and the
+// object behaves as a plain one otherwise.
+func TestConsoleObject(t *testing.T) {
+	p, err := New("console.js", `function probe() {
+  var r = [Object.keys(console).join(), typeof console.log, console.log === console.log, "log" in console];
+  console.extra = 1;
+  console.log = 7;
+  delete console.warn;
+  r.push(Object.keys(console).join(), console.log, typeof console.warn, "warn" in console, console.extra);
+  return r;
+}`, Options{Size: 1, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	out, err := p.CallJSON(context.Background(), "probe")
+	want := `["log,info,debug,warn,error","function",true,true,"log,info,debug,error,extra",7,"undefined",false,1]`
+	if err != nil || string(out) != want {
+		t.Errorf("probe() = %s, %v; want %s", out, err, want)
+	}
+}
+
 type lockedWriter struct {
 	mu *sync.Mutex
 	w  *bytes.Buffer
@@ -317,8 +339,18 @@ func TestDeadlineInsideRunInference(t *testing.T) {
 }
 
 func TestIsolateCalls(t *testing.T) {
-	for _, isolate := range []bool{false, true} {
-		p := newPool(t, Options{Size: 1, IsolateCalls: isolate})
+	for _, c := range []struct {
+		name string
+		opts Options
+		want string
+	}{
+		// The module's global call counter survives between calls only
+		// in shared runtimes.
+		{"default", Options{Size: 1}, `{"sum":2,"calls":1}`},
+		{"shared", Options{Size: 1, ShareRuntimes: true}, `{"sum":2,"calls":3}`},
+		{"IsolateCalls overrides ShareRuntimes", Options{Size: 1, ShareRuntimes: true, IsolateCalls: true}, `{"sum":2,"calls":1}`},
+	} {
+		p := newPool(t, c.opts)
 		var last string
 		for range 3 {
 			out, err := p.CallJSON(context.Background(), "add", []byte(`{"x":1}`), []byte(`{"x":1}`))
@@ -327,14 +359,8 @@ func TestIsolateCalls(t *testing.T) {
 			}
 			last = string(out)
 		}
-		// The module's global call counter survives between calls only
-		// without isolation.
-		want := `{"sum":2,"calls":3}`
-		if isolate {
-			want = `{"sum":2,"calls":1}`
-		}
-		if last != want {
-			t.Errorf("IsolateCalls=%v: third call returned %s, want %s", isolate, last, want)
+		if last != c.want {
+			t.Errorf("%s: third call returned %s, want %s", c.name, last, c.want)
 		}
 	}
 }

@@ -27,17 +27,20 @@ type config struct {
 	ModelFetchPeriod     time.Duration
 	LocalModels          []localModel
 
-	UDFCodePath     string
-	Listen          string
-	JSPoolSize      int
-	JSCallTimeout   time.Duration
-	JSIsolateCalls  bool
-	MaxRequestBytes int64
-	MaxGroups       int
-	MaxBidBytes     int
-	RequestTimeout  time.Duration
-	ShutdownGrace   time.Duration
-	LogLevel        string
+	UDFCodePath          string
+	Listen               string
+	JSPoolSize           int
+	JSCallTimeout        time.Duration
+	JSIsolateCalls       bool
+	JSRequestConcurrency int
+	JSMaxAbandoned       int
+	JSHeapBudgetMB       int
+	MaxRequestBytes      int64
+	MaxGroups            int
+	MaxBidBytes          int
+	RequestTimeout       time.Duration
+	ShutdownGrace        time.Duration
+	LogLevel             string
 }
 
 // localModel is one --inference_model_local_paths item.
@@ -92,7 +95,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "HTTP listen address")
 	fs.IntVar(&c.JSPoolSize, "js_pool_size", 0, "number of JS runtimes; 0 = GOMAXPROCS")
 	fs.DurationVar(&c.JSCallTimeout, "js_call_timeout", 0, "deadline of one generateBid call, inference included; 0 = 2s")
-	fs.BoolVar(&c.JSIsolateCalls, "js_isolate_calls", false, "run every generateBid in a fresh JS runtime, so no script state survives between calls (costs a module run per call)")
+	fs.BoolVar(&c.JSIsolateCalls, "js_isolate_calls", true, "run every generateBid in a fresh JS runtime, so that nothing one call leaves (globals, prototypes, replaced functions: one user's data) reaches another; false shares runtimes between calls and is UNSAFE")
+	fs.IntVar(&c.JSRequestConcurrency, "js_request_concurrency", 0, "most generateBid calls of one request running at once; 0 = half the JS pool, at least 1")
+	fs.IntVar(&c.JSMaxAbandoned, "js_max_abandoned", 0, "most JS runtimes abandoned at a deadline (stuck in a built-in call) still running; beyond it calls fail at once; 0 = the JS pool size")
+	fs.IntVar(&c.JSHeapBudgetMB, "js_heap_budget_mb", 1024, "heap in MiB the JS runtimes may use on top of the models the server holds; past it the longest-running call is stopped; 0 = no bound")
 	fs.Int64Var(&c.MaxRequestBytes, "max_request_bytes", 4<<20, "largest accepted generateBids body")
 	fs.IntVar(&c.MaxGroups, "max_interest_groups", 1000, "most interest groups in one generateBids request")
 	fs.IntVar(&c.MaxBidBytes, "max_bid_bytes", 1<<20, "largest JSON a generateBid call may return; larger is that group's error")
@@ -127,6 +133,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if c.MaxRequestBytes <= 0 || c.MaxGroups <= 0 || c.MaxBidBytes <= 0 || c.RequestTimeout <= 0 {
 		return c, errors.New("--max_request_bytes, --max_interest_groups, --max_bid_bytes and --request_timeout must be > 0")
+	}
+	if c.JSPoolSize < 0 || c.JSCallTimeout < 0 || c.JSRequestConcurrency < 0 || c.JSMaxAbandoned < 0 || c.JSHeapBudgetMB < 0 {
+		return c, errors.New("--js_pool_size, --js_call_timeout, --js_request_concurrency, --js_max_abandoned and --js_heap_budget_mb must be >= 0")
 	}
 	var err error
 	if c.SidecarTransport, err = sidecar.ParseTransport(transport); err != nil {

@@ -30,7 +30,16 @@
 //	                       attempted (a model that fails to load is logged, counted in /metrics
 //	                       and retried each poll; it does not hold readiness back); else 503 with reasons
 //	GET  /metrics          Prometheus: inferbid_inference_* (B&A's inference metrics),
-//	                       inferbid_sidecar_restarts_total, inferbid_js_*, inferbid_http_*, Go/process
+//	                       inferbid_sidecar_restarts_total, inferbid_js_* (calls, and the sandbox:
+//	                       abandoned runtimes, overload refusals, heap stops), inferbid_http_*, Go/process
+//
+// The JS sandbox (docs/architecture.md, "The JS sandbox"): every generateBid
+// call runs in a fresh runtime (--js_isolate_calls=false shares them, and is
+// unsafe), gets its deadline error on time even when the script is stuck in
+// a built-in (the runtime is then abandoned), runs at most
+// --js_request_concurrency calls of its request at once, and is stopped when
+// the heap passes --js_heap_budget_mb over the models the server holds. A
+// module that defines no generateBid function stops the server at start.
 //
 // SIGTERM or SIGINT stop it gracefully: requests in flight finish (up to
 // --shutdown_grace), then the sidecar gets SIGTERM.

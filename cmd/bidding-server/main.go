@@ -10,6 +10,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +23,7 @@ import (
 	"github.com/inferbid/inferbid/jsbridge"
 	"github.com/inferbid/inferbid/modelstore"
 	"github.com/inferbid/inferbid/modelstore/modelfiles"
+	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/sidecar"
 )
 
@@ -67,10 +71,41 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	m := newMetrics(reg)
 
 	srv := &server{metrics: m, gatherer: reg, logger: logger, maxBody: cfg.MaxRequestBytes, maxGroups: cfg.MaxGroups,
-		maxBidBytes: cfg.MaxBidBytes, requestTimeout: cfg.RequestTimeout}
-	popts := jsbridge.Options{Size: cfg.JSPoolSize, CallTimeout: cfg.JSCallTimeout, IsolateCalls: cfg.JSIsolateCalls, Logger: logger, Hooks: m.hooks()}
+		maxBidBytes: cfg.MaxBidBytes, requestTimeout: cfg.RequestTimeout, requestConcurrency: cfg.JSRequestConcurrency}
+	popts := jsbridge.Options{
+		Size:             cfg.JSPoolSize,
+		CallTimeout:      cfg.JSCallTimeout,
+		ShareRuntimes:    !cfg.JSIsolateCalls,
+		MaxAbandoned:     cfg.JSMaxAbandoned,
+		RequireFunctions: []string{"generateBid"},
+		Logger:           logger,
+		Hooks:            m.hooks(),
+	}
+	if !cfg.JSIsolateCalls {
+		logger.Warn("--js_isolate_calls=false: JS runtimes are shared between calls; what one call leaves in them (one user's data) reaches later calls")
+	}
+	// The models the supervisor keeps for replay are the heap's baseline;
+	// the JS budget comes on top.
+	held := &heldModels{}
+	if cfg.JSHeapBudgetMB > 0 {
+		budget := int64(cfg.JSHeapBudgetMB) << 20
+		popts.HeapBudget, popts.HeapBaseline = budget, held.bytes
+		if getenv("GOMEMLIMIT") == "" {
+			// A soft limit a little over the watchdog's, so that garbage
+			// is collected before it counts and the collector does not
+			// thrash before the watchdog acts.
+			held.onChange = func(b int64) { debug.SetMemoryLimit(b + budget + budget/4 + runtimeSlack) }
+			held.onChange(0)
+			if getenv("GOGC") == "" {
+				// With the heap bounded, collect less often: every call's
+				// fresh runtime is garbage (BenchmarkIsolation).
+				debug.SetGCPercent(gcPercent)
+			}
+		}
+	}
 
 	var sup *sidecar.Supervisor
+	var models modelstore.Registrar // the supervisor, counting what it holds
 	if cfg.SidecarBinaryPath != "" {
 		sup, err = sidecar.StartSupervisor(ctx, sidecar.SupervisorOptions{
 			BinaryPath:    cfg.SidecarBinaryPath,
@@ -84,6 +119,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			return fmt.Errorf("start sidecar %s: %w", cfg.SidecarBinaryPath, err)
 		}
 		defer sup.Close()
+		models = &countingRegistrar{Registrar: sup, held: held}
 		client := sup.Client()
 		popts.Inference = client
 		srv.models, srv.health = client, client
@@ -97,13 +133,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	defer pool.Close()
 	srv.pool = pool
+	m.registerPool(reg, pool)
 
 	bgCtx, cancelBG := context.WithCancel(ctx)
 	defer cancelBG()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		syncModels(bgCtx, cfg, sup, srv, reg, logger)
+		syncModels(bgCtx, cfg, models, srv, reg, logger)
 	}()
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -118,7 +155,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 	logger.Info("bidding-server listening", "addr", ln.Addr().String(), "inference", pool.InferenceEnabled(),
-		"js_runtimes", pool.Size(), "module", name)
+		"js_runtimes", pool.Size(), "js_isolated", pool.Isolated(), "js_heap_budget_mb", cfg.JSHeapBudgetMB, "module", name)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpSrv.Serve(ln) }()
 
@@ -143,8 +180,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 // syncModels registers the local models, runs the first bucket sync until
 // it has read the config (marking the server ready), then keeps the watcher
-// polling.
-func syncModels(ctx context.Context, cfg config, sup *sidecar.Supervisor, srv *server, reg prometheus.Registerer, logger *slog.Logger) {
+// polling. sup is nil when inference is off.
+func syncModels(ctx context.Context, cfg config, sup modelstore.Registrar, srv *server, reg prometheus.Registerer, logger *slog.Logger) {
 	if sup == nil {
 		srv.setSyncResult(nil)
 		return
@@ -212,10 +249,71 @@ func syncModels(ctx context.Context, cfg config, sup *sidecar.Supervisor, srv *s
 	}
 }
 
-func registerLocal(ctx context.Context, sup *sidecar.Supervisor, lm localModel) error {
+func registerLocal(ctx context.Context, sup modelstore.Registrar, lm localModel) error {
 	files, err := modelfiles.ReadLocal(lm.Local)
 	if err != nil {
 		return err
 	}
 	return sup.RegisterModel(ctx, lm.ModelPath, files, "")
+}
+
+// gcPercent is GOGC when a soft memory limit bounds the heap.
+const gcPercent = 400
+
+// runtimeSlack is what the Go runtime and the server hold besides the models
+// and the JS heap, in the soft memory limit.
+const runtimeSlack = 64 << 20
+
+// heldModels counts the bytes of the model files the supervisor keeps in
+// memory (for replay after a sidecar restart).
+type heldModels struct {
+	mu       sync.Mutex
+	byPath   map[string]int64
+	total    atomic.Int64
+	onChange func(total int64) // under mu
+}
+
+func (h *heldModels) bytes() int64 { return h.total.Load() }
+
+func (h *heldModels) set(path string, n int64, present bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.byPath == nil {
+		h.byPath = map[string]int64{}
+	}
+	total := h.total.Load() - h.byPath[path]
+	delete(h.byPath, path)
+	if present {
+		h.byPath[path] = n
+		total += n
+	}
+	h.total.Store(total)
+	if h.onChange != nil {
+		h.onChange(total)
+	}
+}
+
+// countingRegistrar is the supervisor, keeping heldModels up to date as
+// the supervisor keeps models: the latest files of each registered path,
+// until it is deleted.
+type countingRegistrar struct {
+	modelstore.Registrar
+	held *heldModels
+}
+
+func (r *countingRegistrar) RegisterModel(ctx context.Context, modelPath string, files runtimes.Files, warmUpJSON string) error {
+	if err := r.Registrar.RegisterModel(ctx, modelPath, files, warmUpJSON); err != nil {
+		return err
+	}
+	var n int64
+	for _, b := range files {
+		n += int64(len(b))
+	}
+	r.held.set(modelPath, n, true)
+	return nil
+}
+
+func (r *countingRegistrar) DeleteModel(ctx context.Context, modelPath string) error {
+	r.held.set(modelPath, 0, false)
+	return r.Registrar.DeleteModel(ctx, modelPath)
 }

@@ -59,7 +59,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		sidecarRestarts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "inferbid_sidecar_restarts_total", Help: "Restarts of the inference sidecar."}),
 		jsCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inferbid_js_calls_total", Help: "Calls into the JS module by function and outcome (ok, exception, deadline, error)."}, []string{"func", "outcome"}),
+			Name: "inferbid_js_calls_total", Help: "Calls into the JS module by function and outcome (ok, exception, deadline, heap_budget, overloaded, error)."}, []string{"func", "outcome"}),
 		jsCallDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "inferbid_js_call_duration_seconds", Help: "Duration of calls into the JS module.", Buckets: latency}, []string{"func"}),
 		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -112,6 +112,29 @@ func (m *metrics) hooks() jsbridge.Hooks {
 	}
 }
 
+// registerPool exports the pool's counters: abandoned runtimes (running
+// and in total), calls refused while too many run, calls the heap watchdog
+// stopped, and calls that found no ready runtime.
+func (m *metrics) registerPool(reg prometheus.Registerer, pool *jsbridge.Pool) {
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "inferbid_js_abandoned_running", Help: "JS runtimes abandoned at a deadline (stuck in a built-in call) that are still running."},
+			func() float64 { return float64(pool.Stats().AbandonedRunning) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "inferbid_js_abandoned_total", Help: "JS runtimes abandoned because they did not stop after their interrupt."},
+			func() float64 { return float64(pool.Stats().AbandonedTotal) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "inferbid_js_overload_refusals_total", Help: "Calls into JS refused because too many abandoned runtimes were still running."},
+			func() float64 { return float64(pool.Stats().Refused) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "inferbid_js_heap_stops_total", Help: "Calls into JS stopped because the heap passed the JS heap budget."},
+			func() float64 { return float64(pool.Stats().HeapStops) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "inferbid_js_inline_builds_total", Help: "Calls into JS that found no ready runtime and ran the module first."},
+			func() float64 { return float64(pool.Stats().InlineBuilds) }),
+	)
+}
+
 func callOutcome(err error) string {
 	var se *jsbridge.ScriptError
 	switch {
@@ -119,6 +142,10 @@ func callOutcome(err error) string {
 		return "ok"
 	case errors.Is(err, jsbridge.ErrDeadline):
 		return "deadline"
+	case errors.Is(err, jsbridge.ErrHeapBudget):
+		return "heap_budget"
+	case errors.Is(err, jsbridge.ErrOverloaded):
+		return "overloaded"
 	case errors.As(err, &se):
 		return "exception"
 	}

@@ -42,6 +42,9 @@ type server struct {
 	maxGroups      int
 	maxBidBytes    int           // 0 = no bound
 	requestTimeout time.Duration // 0 = none
+	// requestConcurrency bounds the generateBid calls of one request that
+	// run at once; 0 = half the pool, at least 1.
+	requestConcurrency int
 
 	// synced is set once the first model sync (bucket and local models)
 	// finished; syncErr holds the last failure before that.
@@ -127,35 +130,68 @@ func (s *server) generateBids(w http.ResponseWriter, r *http.Request) int {
 		}
 	}
 
-	// Groups run concurrently; the pool bounds how many run at once and the
-	// results keep the request order.
+	// Groups run concurrently, at most requestConcurrency of them at once,
+	// so that one request holds at most that share of the pool; the results
+	// keep the request order. Once a call of the request had to be abandoned
+	// (its runtime could not be stopped) or was stopped for the heap, the
+	// script is taken as hostile and its remaining groups are not run.
 	ctx := r.Context()
 	if s.requestTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.requestTimeout)
 		defer cancel()
 	}
-	bids := make([]bidResult, len(req.InterestGroups))
+	n := len(req.InterestGroups)
+	bids := make([]bidResult, n)
+	var next atomic.Int64
+	var cutOff atomic.Pointer[string]
 	var wg sync.WaitGroup
-	for i, ig := range req.InterestGroups {
+	for range min(s.concurrency(), n) {
 		wg.Go(func() {
-			args := append([][]byte{ig}, signals...)
-			out, err := s.pool.CallJSON(ctx, "generateBid", args...)
-			bids[i].InterestGroup = names[i]
-			if err == nil && s.maxBidBytes > 0 && len(out) > s.maxBidBytes {
-				err = fmt.Errorf("generateBid returned %d bytes of JSON, the limit is %d", len(out), s.maxBidBytes)
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				bids[i].InterestGroup = names[i]
+				if why := cutOff.Load(); why != nil {
+					bids[i].Error = *why
+					continue
+				}
+				args := append([][]byte{req.InterestGroups[i]}, signals...)
+				out, err := s.pool.CallJSON(ctx, "generateBid", args...)
+				if err == nil && s.maxBidBytes > 0 && len(out) > s.maxBidBytes {
+					err = fmt.Errorf("generateBid returned %d bytes of JSON, the limit is %d", len(out), s.maxBidBytes)
+				}
+				if err != nil {
+					bids[i].Error = bidError(err)
+					s.logger.Debug("generateBid failed", "interest_group", names[i], "err", err)
+					switch {
+					case errors.Is(err, jsbridge.ErrAbandoned):
+						why := "not run: an earlier generateBid call of this request could not be stopped at its deadline"
+						cutOff.CompareAndSwap(nil, &why)
+					case errors.Is(err, jsbridge.ErrHeapBudget):
+						why := "not run: an earlier generateBid call of this request exceeded the JS heap budget"
+						cutOff.CompareAndSwap(nil, &why)
+					}
+					continue
+				}
+				bids[i].Bid = out
 			}
-			if err != nil {
-				bids[i].Error = bidError(err)
-				s.logger.Debug("generateBid failed", "interest_group", names[i], "err", err)
-				return
-			}
-			bids[i].Bid = out
 		})
 	}
 	wg.Wait()
 	writeJSON(w, http.StatusOK, map[string]any{"bids": bids})
 	return http.StatusOK
+}
+
+// concurrency is the most generateBid calls of one request that run at
+// once.
+func (s *server) concurrency() int {
+	if s.requestConcurrency > 0 {
+		return s.requestConcurrency
+	}
+	return max(1, s.pool.Size()/2)
 }
 
 // bidError is the message a client sees for a failed group.
@@ -164,6 +200,10 @@ func bidError(err error) string {
 	switch {
 	case errors.Is(err, jsbridge.ErrDeadline):
 		return "generateBid exceeded its deadline"
+	case errors.Is(err, jsbridge.ErrHeapBudget):
+		return "generateBid exceeded the JS heap budget"
+	case errors.Is(err, jsbridge.ErrOverloaded):
+		return "not run: the server is overloaded (too many JS runtimes stuck past their deadlines)"
 	case errors.As(err, &se):
 		// The first line: the exception, without goja's stack dump.
 		msg, _, _ := strings.Cut(se.Message, "\n")

@@ -60,6 +60,8 @@ func TestParseConfig(t *testing.T) {
 		"missing local":     {"--inference_sidecar_binary_path", "x", "--inference_model_local_paths", filepath.Join(dir, "nope")},
 		"stray argument":    {"extra"},
 		"unknown transport": {"--inference_sidecar_transport", "http"},
+		"negative budget":   {"--js_heap_budget_mb", "-1"},
+		"negative share":    {"--js_request_concurrency", "-2"},
 	} {
 		if _, err := parseConfig(args, func(string) string { return "" }, io.Discard); err == nil {
 			t.Errorf("%s: accepted %q", name, args)
@@ -101,7 +103,7 @@ func newTestServer(t *testing.T) (*httptest.Server, *server) {
 	return ts, s
 }
 
-func post(t *testing.T, url, body string) (int, string) {
+func post(t testing.TB, url, body string) (int, string) {
 	t.Helper()
 	resp, err := http.Post(url, "application/json", strings.NewReader(body))
 	if err != nil {
@@ -112,7 +114,7 @@ func post(t *testing.T, url, body string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-func get(t *testing.T, url string) (int, string) {
+func get(t testing.TB, url string) (int, string) {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {

@@ -528,3 +528,28 @@ func TestOddSocketPath(t *testing.T) {
 		t.Fatalf("socket %q: %v", socket, err)
 	}
 }
+
+// TestFastLaneMetricsOnlyWhenConsented: the fast lane's handler fills
+// Metrics for consented requests only; gRPC always does.
+func TestFastLaneMetricsOnlyWhenConsented(t *testing.T) {
+	ts := startServer(t, ServerOptions{})
+	registerAffine(t, ts.client, "a/", "2 1")
+	entries := []batch.Entry{{ModelPath: "a/", Tensors: []tensor.Tensor{tensor.New("x", []int64{1, 3}, []float32{1, 2, 3})}}}
+	pb, _ := entriesToProto(entries)
+	req := &inferencepb.PredictRequest{Input: &inferencepb.PredictRequest_Batch{Batch: pb}}
+	resp, err := ts.client.fast.Predict(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.GetMetrics()) != 0 {
+		t.Errorf("fast lane, not consented: metrics %v, want none", resp.GetMetrics())
+	}
+	req.IsConsented = true
+	resp, err = ts.client.fast.Predict(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := resp.GetMetrics()["inference_duration_ms"]; !ok || len(resp.GetDebugLogs()) == 0 {
+		t.Errorf("fast lane, consented: metrics %v, debug logs %q", resp.GetMetrics(), resp.GetDebugLogs())
+	}
+}

@@ -6,12 +6,14 @@ package sidecar
 // otherwise. See package fastlane.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 
 	"google.golang.org/grpc"
 
+	"github.com/inferbid/inferbid/proto/inferencepb"
 	"github.com/inferbid/inferbid/sidecar/fastlane"
 )
 
@@ -52,10 +54,18 @@ func ParseTransport(s string) (Transport, error) {
 
 func newFastLaneServer(s *Server) (*fastlane.Server, error) {
 	return fastlane.NewServer(fastlane.ServerOptions{
-		Handler:       s.predict,
+		Handler:       s.fastPredict,
 		Logger:        s.log,
 		MaxFrameBytes: MaxMessageBytes,
 	})
+}
+
+// fastPredict is the fast lane's handler: predict, with Metrics only for
+// consented requests (the ones that ask for diagnostics). The host's
+// client (Client.Predict) never reads them, and encoding and decoding the
+// map cost about as much CPU as the rest of a one-entry answer.
+func (s *Server) fastPredict(ctx context.Context, req *inferencepb.PredictRequest) (*inferencepb.PredictResponse, error) {
+	return s.predict(ctx, req, req.GetIsConsented())
 }
 
 func newFastLaneClient(socket string, opts ClientOptions) *fastlane.Client {

@@ -62,7 +62,8 @@
 //
 // The sidecar runs a request with the function behind its gRPC Predict
 // (typed path, per-entry errors, limits, registry lookup, the retry on an
-// atomic swap, debug logs and metrics), under a context that carries the
+// atomic swap, debug logs; the sidecar fills the metrics map only for
+// consented requests here), under a context that carries the
 // request's timeout and ends when the connection ends or a cancel frame
 // for it arrives. The answer is a response frame, or an error frame that
 // carries exactly the inferr type and message the gRPC status would (see

@@ -3,6 +3,7 @@ package runtimes
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,8 +44,10 @@ func (m *echoModel) Predict(_ context.Context, in []tensor.Tensor) ([]tensor.Ten
 	if m.block != nil {
 		<-m.block
 	}
-	if len(in) > 0 && in[0].Name == "fail" {
-		return nil, errors.New("kernel exploded")
+	if len(in) > 0 {
+		if err, ok := backendErrors[in[0].Name]; ok {
+			return nil, err
+		}
 	}
 	var out []tensor.Tensor
 	for _, t := range in {
@@ -207,6 +210,37 @@ func TestBackendErrorsAreTyped(t *testing.T) {
 	}
 	if st := m.Stats(); st.Calls != 1 || st.Failures != 1 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// backendErrors are what echoModel returns for an input of that name.
+var backendErrors = map[string]error{
+	"fail":      errors.New("kernel exploded"),
+	"badinput":  fmt.Errorf("%w: rows disagree between inputs", driver.ErrInvalidInput),
+	"badoutput": fmt.Errorf("%w: output is a map", driver.ErrInvalidOutput),
+	"deadline":  fmt.Errorf("run stopped: %w", context.DeadlineExceeded),
+	"canceled":  fmt.Errorf("run stopped: %w", context.Canceled),
+}
+
+// TestErrorTypeClassifiesBackendErrors: the one classifier gives each kind
+// of backend error its type, and the error names the model path and keeps
+// the backend's words and the sentinel.
+func TestErrorTypeClassifiesBackendErrors(t *testing.T) {
+	m := loadEcho(t, Signature{Positional: true})
+	for name, want := range map[string]inferr.Type{
+		"fail":      inferr.ModelExecution,
+		"badinput":  inferr.InputParsing,
+		"badoutput": inferr.OutputParsing,
+		"deadline":  inferr.GRPC,
+		"canceled":  inferr.GRPC,
+	} {
+		_, err := m.Predict(context.Background(), []tensor.Tensor{tensor.New(name, nil, []int32{1})})
+		if got := inferr.TypeOf(err); got != want {
+			t.Errorf("%s: type %s, want %s (%v)", name, got, want, err)
+		}
+		if !errors.Is(err, backendErrors[name]) || !strings.Contains(err.Error(), `"m/"`) {
+			t.Errorf("%s: %q lost the backend error or the model path", name, err)
+		}
 	}
 }
 

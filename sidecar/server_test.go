@@ -553,3 +553,22 @@ func TestFastLaneMetricsOnlyWhenConsented(t *testing.T) {
 		t.Errorf("fast lane, consented: metrics %v, debug logs %q", resp.GetMetrics(), resp.GetDebugLogs())
 	}
 }
+
+// TestServerElementCapIsTheRuntimes: with no batch limit given, the server's
+// element cap (JSON parsing) is the runtime's, so both transports and both
+// input forms stop at the same count.
+func TestServerElementCapIsTheRuntimes(t *testing.T) {
+	rt, _ := newAffineRuntimeWith(runtimes.Config{MaxTensorElements: 30})
+	srv, err := NewServer(ServerOptions{Runtime: rt, Logger: quietLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	if got := srv.opts.Limits.MaxElements; got != 30 {
+		t.Fatalf("server element cap %d, want the runtime's 30", got)
+	}
+	entries, err := batch.Parse([]byte(`{"request":[{"model_path":"a/","tensors":[{"tensor_name":"x","data_type":"FLOAT","tensor_shape":[11,3],"tensor_content":[`+strings.Repeat("1,", 32)+`1]}]}]}`), srv.opts.Limits)
+	if err != nil || len(entries) != 1 || inferr.TypeOf(entries[0].Err) != inferr.InputParsing || !strings.Contains(entries[0].Err.Error(), "30") {
+		t.Fatalf("33 elements under the server's limits: %v, %+v", err, entries)
+	}
+}

@@ -129,19 +129,7 @@ func benchSerial(b *testing.B, call func() error) {
 	r.Report(b)
 }
 
-func benchParallel(b *testing.B, call func() error) {
-	var r benchlat.Recorder
-	var once sync.Once
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			if err := r.TimeErr(call); err != nil {
-				once.Do(func() { b.Error(err) })
-				return
-			}
-		}
-	})
-	r.Report(b)
-}
+func benchParallel(b *testing.B, call func() error) { benchParallelStats(b, call) }
 
 // BenchmarkObjectArgument compares, in-process (no sidecar), the two ways a
 // batch object becomes entries: the direct walk of runInference(object) and

@@ -28,6 +28,34 @@ func mlpInput(rows int) []float32 {
 
 func mlpBatchJSON(path string, x []float32) []byte { return []byte(floatBatchJSON(path, 8, x)) }
 
+// benchMLPConfig is the runtime config of the benchmark MLP's sidecar: one
+// thread, so the rows compare transports, not thread pools.
+const benchMLPConfig = `{"num_intraop_threads":1,"num_interop_threads":1}`
+
+// loadBenchMLP loads the benchmark MLP on ONNX Runtime in this process (the
+// bare row) and returns its files and the sidecar's runtime config; it
+// skips without the library, and everything closes when b ends.
+func loadBenchMLP(b *testing.B) (runtimes.Files, *runtimes.Model, string) {
+	lib := requireONNX(b)
+	b.Setenv("INFERBID_ONNXRUNTIME_LIB", lib)
+	files := onnxFixture(b, "mlp.onnx")
+	rtCfg, err := sidecar.ParseRuntimeConfig(benchMLPConfig)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rt, err := runtimes.Open(onnx.Name, rtCfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { rt.Close() })
+	bare, err := rt.Load(context.Background(), "mlp/", files)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { bare.Close() })
+	return files, bare, benchMLPConfig
+}
+
 // BenchmarkPredictMLP compares, for the benchmark MLP at batch 1 and 64:
 // the bare ONNX Runtime call in this process; and Predict over the Unix
 // socket to a real inference-sidecar-onnx process, on the typed path (over
@@ -36,23 +64,8 @@ func mlpBatchJSON(path string, x []float32) []byte { return []byte(floatBatchJSO
 // included). BenchmarkTransports compares the transports themselves. Each reports p50-µs, p99-µs and calls/s
 // (benchlat); the parallel run's calls/s is all callers together.
 func BenchmarkPredictMLP(b *testing.B) {
-	lib := requireONNX(b)
-	b.Setenv("INFERBID_ONNXRUNTIME_LIB", lib)
-	files := onnxFixture(b, "mlp.onnx")
+	files, bare, cfg := loadBenchMLP(b)
 	ctx := context.Background()
-	cfg := `{"num_intraop_threads":1,"num_interop_threads":1}`
-
-	rtCfg, _ := sidecar.ParseRuntimeConfig(cfg)
-	rt, err := runtimes.Open(onnx.Name, rtCfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer rt.Close()
-	bare, err := rt.Load(ctx, "mlp/", files)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer bare.Close()
 
 	bin := buildBinary(b, "inference-sidecar-onnx", true)
 	sup, err := sidecar.StartSupervisor(ctx, sidecar.SupervisorOptions{BinaryPath: bin, RuntimeConfig: cfg, SocketPath: filepath.Join(shortDir(b), "bench.sock")})

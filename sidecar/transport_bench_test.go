@@ -18,8 +18,6 @@ import (
 	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/internal/benchlat"
 	"github.com/inferbid/inferbid/proto/inferencepb"
-	"github.com/inferbid/inferbid/runtimes"
-	"github.com/inferbid/inferbid/runtimes/onnx"
 	"github.com/inferbid/inferbid/sidecar"
 	"github.com/inferbid/inferbid/sidecar/fastlane"
 	"github.com/inferbid/inferbid/tensor"
@@ -51,23 +49,8 @@ const echoBytes = 96
 // cross-process numbers move with the machine's load (idle CPUs wake up
 // slowly): compare rows of one run.
 func BenchmarkTransports(b *testing.B) {
-	lib := requireONNX(b)
-	b.Setenv("INFERBID_ONNXRUNTIME_LIB", lib)
-	files := onnxFixture(b, "mlp.onnx")
+	files, bare, cfg := loadBenchMLP(b)
 	ctx := context.Background()
-	cfg := `{"num_intraop_threads":1,"num_interop_threads":1}`
-
-	rtCfg, _ := sidecar.ParseRuntimeConfig(cfg)
-	rt, err := runtimes.Open(onnx.Name, rtCfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer rt.Close()
-	bare, err := rt.Load(ctx, "mlp/", files)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer bare.Close()
 
 	dir := shortDir(b)
 	echoSocket := startEchoChild(b, filepath.Join(dir, "echo.sock"))

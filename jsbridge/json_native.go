@@ -424,6 +424,10 @@ func (p *jsonParser) str() string {
 	return ""
 }
 
+// jsonEscapes maps the character after a backslash to what it stands for
+// (0: not a one-character escape).
+var jsonEscapes = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
+
 // strSlow unescapes the string that starts at start, from i on, exactly as
 // encoding/json's unquote.
 func (p *jsonParser) strSlow(start, i int) string {
@@ -441,26 +445,11 @@ func (p *jsonParser) strSlow(start, i int) string {
 				p.pos = len(s)
 				p.fail("Unterminated string in JSON")
 			}
-			switch e := s[i+1]; e {
-			case '"', '\\', '/':
-				b = append(b, e)
+			switch e := s[i+1]; {
+			case jsonEscapes[e] != 0:
+				b = append(b, jsonEscapes[e])
 				i += 2
-			case 'b':
-				b = append(b, '\b')
-				i += 2
-			case 'f':
-				b = append(b, '\f')
-				i += 2
-			case 'n':
-				b = append(b, '\n')
-				i += 2
-			case 'r':
-				b = append(b, '\r')
-				i += 2
-			case 't':
-				b = append(b, '\t')
-				i += 2
-			case 'u':
+			case e == 'u':
 				r := hex4(s, i+2)
 				if r < 0 {
 					p.pos = i

@@ -66,7 +66,12 @@ func BenchmarkPeerComparison(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { pool.Close() })
-	callJS := func(fn string, rows int) func() ([]float64, error) {
+	local, err := jsbridge.New("bench.js", f.script, jsbridge.Options{Inference: inProcess{path: modelPath, model: f.bare}, Logger: log})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { local.Close() })
+	callJSOn := func(pool *jsbridge.Pool, fn string, rows int) func() ([]float64, error) {
 		return func() ([]float64, error) {
 			var s []float64
 			err := pool.Do(ctx, fn, func(rt *goja.Runtime, call goja.Callable) error {
@@ -79,6 +84,7 @@ func BenchmarkPeerComparison(b *testing.B) {
 			return s, err
 		}
 	}
+	callJS := func(fn string, rows int) func() ([]float64, error) { return callJSOn(pool, fn, rows) }
 
 	tab := &table{}
 	tab.header = append(tab.header,
@@ -100,6 +106,7 @@ func BenchmarkPeerComparison(b *testing.B) {
 
 		// Every path must answer what the bare runtime answers.
 		jsString, jsObject := callJS("jsString", rows), callJS("jsObject", rows)
+		jsLocal := callJSOn(local, "jsString", rows)
 		for name, got := range map[string]func() ([]float64, error){
 			"fast-lane": func() ([]float64, error) { return resultScores(fast.Predict(ctx, req.entries)) },
 			"grpc":      func() ([]float64, error) { return resultScores(grpc.Predict(ctx, req.entries)) },
@@ -125,6 +132,7 @@ func BenchmarkPeerComparison(b *testing.B) {
 			{"grpc", func() error { _, err := resultScores(grpc.Predict(ctx, req.entries)); return err }},
 			{"js-string", func() error { _, err := jsString(); return err }},
 			{"js-object", func() error { _, err := jsObject(); return err }},
+			{"js-inproc", func() error { _, err := jsLocal(); return err }},
 		}
 		for _, r := range rowsOf {
 			b.Run(fmt.Sprintf("batch=%d/%s", rows, r.name), func(b *testing.B) {

@@ -27,6 +27,9 @@
 //	           JSON.stringify, runInference(string) (fast lane to the same
 //	           sidecar), JSON.parse of the answer
 //	js-object  the same with runInference(object), then JSON.parse
+//	js-inproc  the js-string row with runInference answered by the bare
+//	           runtime in this process (no sidecar): the JS layer's own
+//	           cost, for information
 //	node-peer  bench/peer/onnx_peer.js in Node.js 20 with onnxruntime-node
 //	           1.30.0, in-process: the same request built the same way,
 //	           JSON.stringify and JSON.parse, typed arrays, session.run, the

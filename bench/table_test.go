@@ -13,7 +13,7 @@ import (
 )
 
 // The serial rows, in the table's order.
-var serialRows = []string{"raw-echo", "runtime", "fast-lane", "grpc", "js-string", "js-object", "node-peer"}
+var serialRows = []string{"raw-echo", "runtime", "fast-lane", "grpc", "js-string", "js-object", "js-inproc", "node-peer"}
 
 // The concurrency section's rows.
 var concurrentRows = []string{"fast-lane", "runtime", "node-peer"}

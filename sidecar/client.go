@@ -30,6 +30,9 @@ type ClientOptions struct {
 	// FastLaneConns bounds the fast lane's pooled connections; callers
 	// beyond it wait. 0 = 4*GOMAXPROCS.
 	FastLaneConns int
+	// FastLaneSpinWait is how long a fast-lane call polls for its answer
+	// before it parks; 0 = fastlane.DefaultSpinWait, < 0 = never poll.
+	FastLaneSpinWait time.Duration
 }
 
 // Client talks to one sidecar socket. It is safe for concurrent use. It

@@ -42,6 +42,11 @@ type ServerOptions struct {
 	Limits        batch.Limits
 	MaxModelBytes int64        // 0 = runtimes.DefaultMaxModelBytes (2 GiB)
 	Logger        *slog.Logger // nil = slog.Default()
+	// FastLaneSpinWait is how long a fast-lane connection polls for the
+	// client's next request before it parks; 0 =
+	// fastlane.DefaultSpinWait, < 0 = never poll (a sidecar that must
+	// not spend CPU while idle).
+	FastLaneSpinWait time.Duration
 }
 
 // Server is the sidecar's gRPC InferenceService with the standard health

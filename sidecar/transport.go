@@ -57,6 +57,7 @@ func newFastLaneServer(s *Server) (*fastlane.Server, error) {
 		Handler:       s.fastPredict,
 		Logger:        s.log,
 		MaxFrameBytes: MaxMessageBytes,
+		SpinWait:      s.opts.FastLaneSpinWait,
 	})
 }
 
@@ -69,7 +70,11 @@ func (s *Server) fastPredict(ctx context.Context, req *inferencepb.PredictReques
 }
 
 func newFastLaneClient(socket string, opts ClientOptions) *fastlane.Client {
-	return fastlane.NewClient(socket, fastlane.ClientOptions{MaxConns: opts.FastLaneConns, MaxFrameBytes: MaxMessageBytes})
+	return fastlane.NewClient(socket, fastlane.ClientOptions{
+		MaxConns:      opts.FastLaneConns,
+		MaxFrameBytes: MaxMessageBytes,
+		SpinWait:      opts.FastLaneSpinWait,
+	})
 }
 
 // serve runs the fast lane's accept loop on lis and the gRPC server on the

@@ -28,6 +28,10 @@ type ClientOptions struct {
 	// MaxFrameBytes caps a frame's payload in either direction; 0 =
 	// DefaultMaxFrameBytes.
 	MaxFrameBytes int
+	// SpinWait is how long a call polls its connection for the answer
+	// before it parks (see DefaultSpinWait, false); 0 = DefaultSpinWait, < 0 =
+	// never poll.
+	SpinWait time.Duration
 }
 
 // Client is a pool of fast-lane connections to one socket. A call checks
@@ -53,6 +57,9 @@ func NewClient(socketPath string, opts ClientOptions) *Client {
 	}
 	if opts.MaxFrameBytes <= 0 {
 		opts.MaxFrameBytes = DefaultMaxFrameBytes
+	}
+	if opts.SpinWait == 0 {
+		opts.SpinWait = DefaultSpinWait
 	}
 	return &Client{
 		socket: socketPath,
@@ -180,7 +187,7 @@ func (c *Client) get(ctx context.Context) (*clientConn, bool, error) {
 	}
 	cc := &clientConn{nc: nc, max: c.opts.MaxFrameBytes}
 	cc.br = bufio.NewReaderSize(&cc.counter, 16<<10)
-	cc.counter.r = nc
+	cc.counter.r = newSpinReader(nc, c.opts.SpinWait, false)
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()

@@ -61,7 +61,7 @@ type serverConn struct {
 }
 
 func newServerConn(s *Server, nc net.Conn) *serverConn {
-	c := &serverConn{s: s, nc: nc, br: bufio.NewReaderSize(nc, 16<<10), calls: map[uint64]context.CancelFunc{}}
+	c := &serverConn{s: s, nc: nc, br: bufio.NewReaderSize(newSpinReader(nc, s.opts.SpinWait, true), 16<<10), calls: map[uint64]context.CancelFunc{}}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c
 }

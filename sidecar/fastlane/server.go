@@ -31,6 +31,10 @@ type ServerOptions struct {
 	// FrameTimeout bounds the rest of a frame once its first byte has
 	// arrived, and each write of an answer; 0 = 10s.
 	FrameTimeout time.Duration
+	// SpinWait is how long a connection's reader polls for the next
+	// request before it parks (see DefaultSpinWait); 0 = DefaultSpinWait,
+	// < 0 = never poll.
+	SpinWait time.Duration
 }
 
 // ErrServerClosed is what Serve returns when the server was stopped before
@@ -78,6 +82,9 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	}
 	if opts.FrameTimeout <= 0 {
 		opts.FrameTimeout = 10 * time.Second
+	}
+	if opts.SpinWait == 0 {
+		opts.SpinWait = DefaultSpinWait
 	}
 	return &Server{
 		opts:      opts,

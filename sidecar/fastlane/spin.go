@@ -44,6 +44,20 @@ const DefaultSpinWait = 50 * time.Microsecond
 // spinners counts the readers of this process that are polling.
 var spinners atomic.Int32
 
+// takeSpinSlot counts the caller in as polling, unless maxSpinners already
+// are; the caller gives the slot back with spinners.Add(-1).
+func takeSpinSlot() bool {
+	for {
+		n := spinners.Load()
+		if n >= maxSpinners {
+			return false
+		}
+		if spinners.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
 // maxSpinners bounds the readers that poll at once in a process: one, so
 // that the other CPUs stay free for the work being waited for.
 const maxSpinners = 1
@@ -90,10 +104,7 @@ func (r *spinReader) Read(p []byte) (int, error) {
 	}
 	r.reads++
 	spinning := !r.adaptive || !r.slow || r.reads%probeEvery == 0
-	if spinning && spinners.Add(1) > maxSpinners {
-		spinners.Add(-1)
-		spinning = false
-	}
+	spinning = spinning && takeSpinSlot()
 	start := time.Now()
 	var n int
 	var rerr error

@@ -75,6 +75,14 @@ type spinReader struct {
 	adaptive bool
 	slow     bool // the last read waited slowFactor*spin or more
 	reads    uint32
+
+	// The state of the read in progress, shared with readOnce.
+	poll     func(fd uintptr) bool // r.readOnce
+	p        []byte
+	n        int
+	rerr     error
+	spinning bool // holds a spin slot
+	start    time.Time
 }
 
 // slowFactor: an adaptive reader stops polling after a read that waited
@@ -90,6 +98,7 @@ const probeEvery = 16
 
 func newSpinReader(nc net.Conn, spin time.Duration, adaptive bool) *spinReader {
 	r := &spinReader{nc: nc, spin: spin, adaptive: adaptive}
+	r.poll = r.readOnce
 	if sc, ok := nc.(syscall.Conn); ok && spin > 0 {
 		if rc, err := sc.SyscallConn(); err == nil {
 			r.rc = rc
@@ -103,37 +112,18 @@ func (r *spinReader) Read(p []byte) (int, error) {
 		return r.nc.Read(p)
 	}
 	r.reads++
-	spinning := !r.adaptive || !r.slow || r.reads%probeEvery == 0
-	spinning = spinning && takeSpinSlot()
-	start := time.Now()
-	var n int
-	var rerr error
-	err := r.rc.Read(func(fd uintptr) bool {
-		for {
-			n, rerr = syscall.Read(int(fd), p)
-			if rerr != syscall.EAGAIN {
-				if rerr == syscall.EINTR {
-					continue
-				}
-				return true
-			}
-			if spinning && time.Since(start) < r.spin {
-				// Give the CPU to any other runnable thread (the peer,
-				// on a busy machine) before polling again.
-				syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
-				continue
-			}
-			if spinning {
-				spinning = false
-				spinners.Add(-1)
-			}
-			return false // park until readable (or the deadline)
-		}
-	})
-	if spinning {
+	r.spinning = (!r.adaptive || !r.slow || r.reads%probeEvery == 0) && takeSpinSlot()
+	r.start = time.Now()
+	r.p = p
+	err := r.rc.Read(r.poll)
+	r.p = nil
+	if r.spinning {
+		r.spinning = false
 		spinners.Add(-1)
 	}
-	r.slow = time.Since(start) >= slowFactor*r.spin
+	r.slow = time.Since(r.start) >= slowFactor*r.spin
+	n, rerr := r.n, r.rerr
+	r.n, r.rerr = 0, nil
 	if err != nil {
 		// The poller's error: a deadline passed or the connection closed.
 		return 0, err
@@ -145,4 +135,33 @@ func (r *spinReader) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	return n, nil
+}
+
+// readOnce is what RawConn.Read calls (bound once, in r.poll, so that a
+// read allocates nothing): it reads, polling while r.spinning and the
+// window lasts, and reports false to park until the socket is readable.
+func (r *spinReader) readOnce(fd uintptr) bool {
+	for {
+		r.n, r.rerr = syscall.Read(int(fd), r.p)
+		if r.rerr != syscall.EAGAIN {
+			if r.rerr == syscall.EINTR {
+				continue
+			}
+			if r.rerr != nil {
+				r.n = 0
+			}
+			return true
+		}
+		if r.spinning && time.Since(r.start) < r.spin {
+			// Give the CPU to any other runnable thread (the peer, on a
+			// busy machine) before polling again.
+			syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+			continue
+		}
+		if r.spinning {
+			r.spinning = false
+			spinners.Add(-1)
+		}
+		return false // park until readable (or the deadline)
+	}
 }

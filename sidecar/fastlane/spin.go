@@ -31,9 +31,13 @@ import (
 //     the others park at once, so many concurrent callers do not burn the
 //     CPUs the model needs;
 //   - by need: the sidecar's readers (adaptive) stop polling after a wait
-//     of slowFactor windows (a client that pauses between calls, as
+//     longer than the window (a client that pauses between calls, as
 //     bidding code does) and poll again when a probe (one read in
-//     probeEvery) or a short wait shows the client is back to back;
+//     probeEvery) or a short wait shows the client is back to back. The
+//     client always polls for its answer, so a sidecar that parked still
+//     finds it polling, and the two settle back into polling (with a
+//     client that parked too, both could stay parked: measured, round
+//     trips stuck at 75-90µs);
 //   - by courtesy: between polls the reader yields its CPU
 //     (sched_yield), so on a busy machine the peer it waits for still gets
 //     to run. Without the yield, round trips with other processes running
@@ -73,7 +77,7 @@ type spinReader struct {
 	// waiting for a client's next request); a client waiting for its
 	// answer polls every time.
 	adaptive bool
-	slow     bool // the last read waited slowFactor*spin or more
+	slow     bool // the last read waited spin or more
 	reads    uint32
 
 	// The state of the read in progress, shared with readOnce.
@@ -84,13 +88,6 @@ type spinReader struct {
 	spinning bool // holds a spin slot
 	start    time.Time
 }
-
-// slowFactor: an adaptive reader stops polling after a read that waited
-// this many windows. Not after one window: a wait a little longer than
-// the window is often the peer's own wake-up (it parked because we
-// answered late), and stopping then keeps both ends parked for good
-// (measured: round trips stuck at 75-90µs).
-const slowFactor = 4
 
 // probeEvery: a reader that has stopped polling still polls one read in
 // this many, to see whether its peer has become quick.
@@ -121,7 +118,7 @@ func (r *spinReader) Read(p []byte) (int, error) {
 		r.spinning = false
 		spinners.Add(-1)
 	}
-	r.slow = time.Since(r.start) >= slowFactor*r.spin
+	r.slow = time.Since(r.start) >= r.spin
 	n, rerr := r.n, r.rerr
 	r.n, r.rerr = 0, nil
 	if err != nil {

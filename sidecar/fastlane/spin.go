@@ -152,7 +152,7 @@ func (r *spinReader) readOnce(fd uintptr) bool {
 		if r.spinning && time.Since(r.start) < r.spin {
 			// Give the CPU to any other runnable thread (the peer, on a
 			// busy machine) before polling again.
-			syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
+			yieldCPU()
 			continue
 		}
 		if r.spinning {

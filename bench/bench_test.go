@@ -71,6 +71,11 @@ func BenchmarkPeerComparison(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { local.Close() })
+	localShared, err := jsbridge.New("bench.js", f.script, jsbridge.Options{Inference: inProcess{path: modelPath, model: f.bare}, Logger: log, ShareRuntimes: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { localShared.Close() })
 	callJSOn := func(pool *jsbridge.Pool, fn string, rows int) func() ([]float64, error) {
 		return func() ([]float64, error) {
 			var s []float64
@@ -107,11 +112,14 @@ func BenchmarkPeerComparison(b *testing.B) {
 		// Every path must answer what the bare runtime answers.
 		jsString, jsObject := callJS("jsString", rows), callJS("jsObject", rows)
 		jsLocal := callJSOn(local, "jsString", rows)
+		jsLocalShared := callJSOn(localShared, "jsString", rows)
 		for name, got := range map[string]func() ([]float64, error){
-			"fast-lane": func() ([]float64, error) { return resultScores(fast.Predict(ctx, req.entries)) },
-			"grpc":      func() ([]float64, error) { return resultScores(grpc.Predict(ctx, req.entries)) },
-			"js-string": jsString,
-			"js-object": jsObject,
+			"fast-lane":        func() ([]float64, error) { return resultScores(fast.Predict(ctx, req.entries)) },
+			"grpc":             func() ([]float64, error) { return resultScores(grpc.Predict(ctx, req.entries)) },
+			"js-string":        jsString,
+			"js-object":        jsObject,
+			"js-inproc":        jsLocal,
+			"js-inproc-shared": jsLocalShared,
 		} {
 			s, err := got()
 			if err == nil {
@@ -133,6 +141,7 @@ func BenchmarkPeerComparison(b *testing.B) {
 			{"js-string", func() error { _, err := jsString(); return err }},
 			{"js-object", func() error { _, err := jsObject(); return err }},
 			{"js-inproc", func() error { _, err := jsLocal(); return err }},
+			{"js-inproc-shared", func() error { _, err := jsLocalShared(); return err }},
 		}
 		for _, r := range rowsOf {
 			b.Run(fmt.Sprintf("batch=%d/%s", rows, r.name), func(b *testing.B) {

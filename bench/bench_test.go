@@ -133,19 +133,30 @@ func BenchmarkPeerComparison(b *testing.B) {
 		rowsOf := []struct {
 			name string
 			call func() error
+			pool *jsbridge.Pool // a JS row's pool (inline builds are reported)
 		}{
-			{"raw-echo", conn.roundTrip},
-			{"runtime", func() error { _, err := f.bare.Predict(ctx, in); return err }},
-			{"fast-lane", func() error { _, err := resultScores(fast.Predict(ctx, req.entries)); return err }},
-			{"grpc", func() error { _, err := resultScores(grpc.Predict(ctx, req.entries)); return err }},
-			{"js-string", func() error { _, err := jsString(); return err }},
-			{"js-object", func() error { _, err := jsObject(); return err }},
-			{"js-inproc", func() error { _, err := jsLocal(); return err }},
-			{"js-inproc-shared", func() error { _, err := jsLocalShared(); return err }},
+			{"raw-echo", conn.roundTrip, nil},
+			{"runtime", func() error { _, err := f.bare.Predict(ctx, in); return err }, nil},
+			{"fast-lane", func() error { _, err := resultScores(fast.Predict(ctx, req.entries)); return err }, nil},
+			{"grpc", func() error { _, err := resultScores(grpc.Predict(ctx, req.entries)); return err }, nil},
+			{"js-string", func() error { _, err := jsString(); return err }, pool},
+			{"js-object", func() error { _, err := jsObject(); return err }, pool},
+			{"js-inproc", func() error { _, err := jsLocal(); return err }, local},
+			{"js-inproc-shared", func() error { _, err := jsLocalShared(); return err }, localShared},
 		}
 		for _, r := range rowsOf {
 			b.Run(fmt.Sprintf("batch=%d/%s", rows, r.name), func(b *testing.B) {
+				var inline0 uint64
+				if r.pool != nil {
+					inline0 = r.pool.Stats().InlineBuilds
+				}
 				tab.set(rows, r.name, serial(b, r.call))
+				if r.pool != nil && r.pool.Isolated() {
+					// Calls that found no fresh runtime ready and ran the
+					// module first: back to back, calls outrun the refill
+					// when the module costs more than the call.
+					b.ReportMetric(float64(r.pool.Stats().InlineBuilds-inline0)/float64(b.N), "inline-builds/call")
+				}
 			})
 		}
 

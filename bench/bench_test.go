@@ -71,6 +71,11 @@ func BenchmarkPeerComparison(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { local.Close() })
+	localShared, err := jsbridge.New("bench.js", f.script, jsbridge.Options{Inference: inProcess{path: modelPath, model: f.bare}, Logger: log, ShareRuntimes: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { localShared.Close() })
 	callJSOn := func(pool *jsbridge.Pool, fn string, rows int) func() ([]float64, error) {
 		return func() ([]float64, error) {
 			var s []float64
@@ -107,11 +112,14 @@ func BenchmarkPeerComparison(b *testing.B) {
 		// Every path must answer what the bare runtime answers.
 		jsString, jsObject := callJS("jsString", rows), callJS("jsObject", rows)
 		jsLocal := callJSOn(local, "jsString", rows)
+		jsLocalShared := callJSOn(localShared, "jsString", rows)
 		for name, got := range map[string]func() ([]float64, error){
-			"fast-lane": func() ([]float64, error) { return resultScores(fast.Predict(ctx, req.entries)) },
-			"grpc":      func() ([]float64, error) { return resultScores(grpc.Predict(ctx, req.entries)) },
-			"js-string": jsString,
-			"js-object": jsObject,
+			"fast-lane":        func() ([]float64, error) { return resultScores(fast.Predict(ctx, req.entries)) },
+			"grpc":             func() ([]float64, error) { return resultScores(grpc.Predict(ctx, req.entries)) },
+			"js-string":        jsString,
+			"js-object":        jsObject,
+			"js-inproc":        jsLocal,
+			"js-inproc-shared": jsLocalShared,
 		} {
 			s, err := got()
 			if err == nil {
@@ -125,18 +133,30 @@ func BenchmarkPeerComparison(b *testing.B) {
 		rowsOf := []struct {
 			name string
 			call func() error
+			pool *jsbridge.Pool // a JS row's pool (inline builds are reported)
 		}{
-			{"raw-echo", conn.roundTrip},
-			{"runtime", func() error { _, err := f.bare.Predict(ctx, in); return err }},
-			{"fast-lane", func() error { _, err := resultScores(fast.Predict(ctx, req.entries)); return err }},
-			{"grpc", func() error { _, err := resultScores(grpc.Predict(ctx, req.entries)); return err }},
-			{"js-string", func() error { _, err := jsString(); return err }},
-			{"js-object", func() error { _, err := jsObject(); return err }},
-			{"js-inproc", func() error { _, err := jsLocal(); return err }},
+			{"raw-echo", conn.roundTrip, nil},
+			{"runtime", func() error { _, err := f.bare.Predict(ctx, in); return err }, nil},
+			{"fast-lane", func() error { _, err := resultScores(fast.Predict(ctx, req.entries)); return err }, nil},
+			{"grpc", func() error { _, err := resultScores(grpc.Predict(ctx, req.entries)); return err }, nil},
+			{"js-string", func() error { _, err := jsString(); return err }, pool},
+			{"js-object", func() error { _, err := jsObject(); return err }, pool},
+			{"js-inproc", func() error { _, err := jsLocal(); return err }, local},
+			{"js-inproc-shared", func() error { _, err := jsLocalShared(); return err }, localShared},
 		}
 		for _, r := range rowsOf {
 			b.Run(fmt.Sprintf("batch=%d/%s", rows, r.name), func(b *testing.B) {
+				var inline0 uint64
+				if r.pool != nil {
+					inline0 = r.pool.Stats().InlineBuilds
+				}
 				tab.set(rows, r.name, serial(b, r.call))
+				if r.pool != nil && r.pool.Isolated() {
+					// Calls that found no fresh runtime ready and ran the
+					// module first: back to back, calls outrun the refill
+					// when the module costs more than the call.
+					b.ReportMetric(float64(r.pool.Stats().InlineBuilds-inline0)/float64(b.N), "inline-builds/call")
+				}
 			})
 		}
 

@@ -30,6 +30,9 @@
 //	js-inproc  the js-string row with runInference answered by the bare
 //	           runtime in this process (no sidecar): the JS layer's own
 //	           cost, for information
+//	js-inproc-shared the js-inproc row on a pool with ShareRuntimes (warm
+//	           runtimes serving call after call): the difference to
+//	           js-inproc is what isolation costs a call
 //	node-peer  bench/peer/onnx_peer.js in Node.js 20 with onnxruntime-node
 //	           1.30.0, in-process: the same request built the same way,
 //	           JSON.stringify and JSON.parse, typed arrays, session.run, the

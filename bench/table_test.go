@@ -13,7 +13,7 @@ import (
 )
 
 // The serial rows, in the table's order.
-var serialRows = []string{"raw-echo", "runtime", "fast-lane", "grpc", "js-string", "js-object", "js-inproc", "node-peer"}
+var serialRows = []string{"raw-echo", "runtime", "fast-lane", "grpc", "js-string", "js-object", "js-inproc", "js-inproc-shared", "node-peer"}
 
 // The concurrency section's rows.
 var concurrentRows = []string{"fast-lane", "runtime", "node-peer"}
@@ -40,6 +40,8 @@ var ratios = []ratio{
 	{label: "fast-lane / runtime, p50", num: "fast-lane", den: "runtime"},
 	{label: "js-string / fast-lane, p50", num: "js-string", den: "fast-lane"},
 	{label: "runtime / node-peer, p50", num: "runtime", den: "node-peer"},
+	{label: "js-inproc / node-peer, p50", num: "js-inproc", den: "node-peer"},
+	{label: "js-inproc / js-inproc-shared, p50", num: "js-inproc", den: "js-inproc-shared"},
 }
 
 // maxTail is the p99/p50 target of every row.

@@ -3,6 +3,7 @@ package jsbridge
 import (
 	"fmt"
 	"strconv"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -24,22 +25,48 @@ type nativeJSON struct {
 	rt            *goja.Runtime
 	origParse     func(goja.FunctionCall) goja.Value
 	origStringify func(goja.FunctionCall) goja.Value
-	syntaxError   *goja.Object // the SyntaxError constructor
-	rangeError    *goja.Object // the RangeError constructor
 
-	// parse: constants and the scratch stack of array elements.
+	// parse: constants.
 	valTrue, valFalse goja.Value
-	items             []any
 
 	// stringify: the replacer function that delegations pass to goja's
-	// stringify, the delegations in progress (innermost last) and the
-	// output buffer, kept between calls.
+	// stringify (made on the first delegation) and the delegations in
+	// progress (innermost last).
 	replacer    goja.Value
 	delegations []delegation
-	buf         []byte
 
 	// parseFn and stringifyFn are the installed function objects.
 	parseFn, stringifyFn *goja.Object
+}
+
+// jsonScratch is the scratch memory of one parse or stringify: the stack of
+// array elements being read, the output buffer and the stack of objects
+// being written. It holds nothing between calls that a script could see
+// (the output is copied out, the stacks are cleared), so runtimes share it
+// through scratchPool: a fresh runtime (one per call, by default) then does
+// not grow its own buffers on every call.
+type jsonScratch struct {
+	items []any          // parse
+	buf   []byte         // stringify
+	stack []*goja.Object // stringify
+}
+
+// maxKeptScratch bounds the buffer kept for reuse, in bytes.
+const maxKeptScratch = 1 << 20
+
+var scratchPool = sync.Pool{New: func() any { return new(jsonScratch) }}
+
+func getScratch() *jsonScratch { return scratchPool.Get().(*jsonScratch) }
+
+// putScratch returns sc, cleared, for reuse; an oversized one is dropped.
+func putScratch(sc *jsonScratch) {
+	if cap(sc.buf) > maxKeptScratch || cap(sc.items) > maxKeptScratch/16 || cap(sc.stack) > maxKeptScratch/8 {
+		return
+	}
+	clear(sc.items[:cap(sc.items)])
+	clear(sc.stack[:cap(sc.stack)])
+	sc.items, sc.buf, sc.stack = sc.items[:0], sc.buf[:0], sc.stack[:0]
+	scratchPool.Put(sc)
 }
 
 // installNativeJSON replaces JSON.parse and JSON.stringify of a fresh runtime
@@ -62,13 +89,6 @@ func installNativeJSON(rt *goja.Runtime) (*nativeJSON, error) {
 	if j.origStringify, err = nativeFunc(jsonObj, "stringify"); err != nil {
 		return nil, err
 	}
-	if j.syntaxError, ok = rt.Get("SyntaxError").(*goja.Object); !ok {
-		return nil, fmt.Errorf("jsbridge: native JSON: no SyntaxError")
-	}
-	if j.rangeError, ok = rt.Get("RangeError").(*goja.Object); !ok {
-		return nil, fmt.Errorf("jsbridge: native JSON: no RangeError")
-	}
-	j.replacer = rt.ToValue(j.replace)
 	if j.parseFn, err = j.newFunction("parse", 2, j.parse); err != nil {
 		return nil, err
 	}
@@ -111,14 +131,38 @@ func (j *nativeJSON) newFunction(name string, length int, f func(goja.FunctionCa
 	return fo, nil
 }
 
-// throw throws a new error made by the constructor ctor (SyntaxError or
-// RangeError of this runtime).
-func (j *nativeJSON) throw(ctor *goja.Object, msg string) {
-	e, err := j.rt.New(ctor, j.rt.ToValue(msg))
-	if err != nil {
-		panic(err)
+// syntaxError throws a SyntaxError of this runtime with message msg.
+func (j *nativeJSON) syntaxError(msg string) {
+	// goja's parse throws one for empty text.
+	panic(j.intrinsicError(j.rt.Try(func() {
+		j.origParse(goja.FunctionCall{This: goja.Undefined(), Arguments: []goja.Value{j.rt.ToValue("")}})
+	}), msg))
+}
+
+// rangeError throws a RangeError of this runtime with message msg.
+func (j *nativeJSON) rangeError(msg string) {
+	// goja throws one for an array length that is not a uint32.
+	ex, _ := j.rt.NewArray().Set("length", -1).(*goja.Exception)
+	panic(j.intrinsicError(ex, msg))
+}
+
+// intrinsicError is the error object goja threw (ex) with its message
+// replaced by msg. goja makes its errors with the runtime's built-in
+// constructors, so this is exactly what new C(msg) makes with the built-in
+// C (the same class, prototype, own properties and stack), whatever the
+// script did to the global C since. Taking the constructors from the global
+// object before the module runs would do too, but would build the Error
+// classes in every runtime; a runtime serves one call, which rarely throws.
+func (j *nativeJSON) intrinsicError(ex *goja.Exception, msg string) *goja.Object {
+	if ex != nil {
+		if e, ok := ex.Value().(*goja.Object); ok {
+			// The attributes the constructor gives the message.
+			if err := e.DefineDataProperty("message", j.rt.ToValue(msg), goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_FALSE); err == nil {
+				return e
+			}
+		}
 	}
-	panic(e)
+	panic(fmt.Errorf("jsbridge: native JSON: cannot make the error %q", msg))
 }
 
 // parse is JSON.parse. A primitive string without a reviver is parsed here;
@@ -163,13 +207,13 @@ func (j *nativeJSON) parse(call goja.FunctionCall) goja.Value {
 
 // parseText parses JSON text into JS values as goja's JSON.parse does.
 func (j *nativeJSON) parseText(text string) goja.Value {
-	// The runtime's scratch stack (no JS runs during a parse, but take it
-	// anyway: a nested parse would find none and make its own).
-	p := jsonParser{j: j, s: text, items: j.items[:0]}
-	j.items = nil
+	// Scratch memory shared with other runtimes (no JS runs during a
+	// parse, and a nested parse would take its own).
+	sc := getScratch()
+	p := jsonParser{j: j, s: text, items: sc.items[:0]}
 	defer func() {
-		clear(p.items[:cap(p.items)])
-		j.items = p.items[:0]
+		sc.items = p.items
+		putScratch(sc)
 	}()
 	v := p.value()
 	p.ws()
@@ -545,11 +589,11 @@ func (p *jsonParser) fail(msg string) {
 }
 
 func (p *jsonParser) failf(format string, args ...any) {
-	p.j.throw(p.j.syntaxError, fmt.Sprintf(format, args...))
+	p.j.syntaxError(fmt.Sprintf(format, args...))
 }
 
 func (j *nativeJSON) tooDeepError(s string, pos int) {
-	j.throw(j.syntaxError, fmt.Sprintf("JSON nested deeper than %d levels at position %d", maxJSONDepth, utf16Offset(s, pos)))
+	j.syntaxError(fmt.Sprintf("JSON nested deeper than %d levels at position %d", maxJSONDepth, utf16Offset(s, pos)))
 }
 
 // tooDeep reports whether the arrays and objects of JSON text s nest deeper

@@ -514,6 +514,38 @@ func TestNativeJSONStringifyDepth(t *testing.T) {
 	}
 }
 
+// TestNativeJSONErrorsAreBuiltIn: the SyntaxError and RangeError the native
+// functions throw are what the built-in constructors make (new C(msg): the
+// same class, prototype, own properties and attributes, stack), also when
+// the script replaced the globals SyntaxError and RangeError, whose
+// replacements are not called.
+func TestNativeJSONErrorsAreBuiltIn(t *testing.T) {
+	p := newJSONPair(t)
+	v, err := p.native.RunString(fmt.Sprintf(`
+var S = SyntaxError, R = RangeError, called = 0;
+function describe(e, C) {
+  var d = Object.getOwnPropertyDescriptor(e, "message");
+  return [e instanceof C, Object.getPrototypeOf(e) === C.prototype, Object.prototype.toString.call(e),
+    Object.getOwnPropertyNames(e).join(), d.writable, d.enumerable, d.configurable,
+    String(e.stack).split("\n")[0], e.constructor === C].join();
+}
+function thrown(f) { try { f(); } catch (e) { return e; } return null; }
+var want = [describe(new S("Unexpected end of JSON input"), S),
+            describe(new R("JSON.stringify: value nested deeper than %d levels"), R)].join(" ");
+SyntaxError = function () { called++; };
+RangeError = function () { called++; };
+var deep = []; for (var i = 0, c = deep; i < %d; i++) { var n = []; c.push(n); c = n; }
+var got = [describe(thrown(function () { JSON.parse(""); }), S),
+           describe(thrown(function () { JSON.stringify(deep); }), R)].join(" ");
+[got === want, called, got, want].join(" | ");`, maxJSONDepth, maxJSONDepth+1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := v.String(); !strings.HasPrefix(got, "true | 0 | ") {
+		t.Errorf("the native functions' errors differ from the built-in constructors' (same | replacements called | got | want):\n%s", got)
+	}
+}
+
 // TestModuleCannotBreakHostJSON: the host parses arguments and stringifies
 // results with JSON functions captured before the module ran; a module
 // that replaces JSON or its methods does not change them.

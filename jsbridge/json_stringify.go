@@ -41,23 +41,15 @@ func (j *nativeJSON) stringify(call goja.FunctionCall) goja.Value {
 	if kindOf(v) == kindOther {
 		return j.origStringify(call)
 	}
-	// The runtime's buffer, unless a stringify further out (a toJSON
-	// calling JSON.stringify) has it.
-	s := stringifier{j: j, buf: j.buf[:0]}
-	j.buf = nil
+	sc := getScratch()
+	defer putScratch(sc)
+	s := stringifier{j: j, buf: sc.buf[:0], stack: sc.stack[:0]}
+	defer func() { sc.buf, sc.stack = s.buf, s.stack }()
 	if !s.str("", v) {
-		j.buf = s.buf
 		return goja.Undefined()
 	}
-	out := j.rt.ToValue(string(s.buf))
-	if cap(s.buf) <= maxKeptBuffer {
-		j.buf = s.buf
-	}
-	return out
+	return j.rt.ToValue(string(s.buf))
 }
-
-// maxKeptBuffer bounds the stringify buffer a runtime keeps between calls.
-const maxKeptBuffer = 1 << 20
 
 type valueKind int
 
@@ -216,7 +208,7 @@ func (s *stringifier) object(o *goja.Object, k valueKind) bool {
 		}
 	}
 	if len(s.stack) >= maxJSONDepth {
-		s.j.throw(s.j.rangeError, fmt.Sprintf("JSON.stringify: value nested deeper than %d levels", maxJSONDepth))
+		s.j.rangeError(fmt.Sprintf("JSON.stringify: value nested deeper than %d levels", maxJSONDepth))
 	}
 	if k == kindArray {
 		s.stack = append(s.stack, o)
@@ -420,6 +412,9 @@ func (s *stringifier) delegate(key string, v goja.Value, beforeToJSON bool) bool
 		j.delegations[len(j.delegations)-1] = delegation{}
 		j.delegations = j.delegations[:len(j.delegations)-1]
 	}()
+	if j.replacer == nil {
+		j.replacer = j.rt.ToValue(j.replace)
+	}
 	out := j.origStringify(goja.FunctionCall{This: goja.Undefined(), Arguments: []goja.Value{goja.Null(), j.replacer}})
 	if goja.IsUndefined(out) {
 		return false

@@ -493,19 +493,25 @@ func (p *Pool) Do(ctx context.Context, fn string, body func(rt *goja.Runtime, f 
 
 // job is a call handed to an executor.
 type job struct {
-	ctx  context.Context
 	c    *call
 	fn   string
 	body func(v *vm, f goja.Callable) error
 }
 
 // executor runs calls' JS until the pool closes, or until a call it ran was
-// abandoned (a replacement started then).
+// abandoned (a replacement started then). Its timer ends each call it runs
+// at the call's deadline: one timer per executor, reset per call, instead
+// of a context.WithTimeout (a timer, contexts and a goroutine wake-up of
+// their own) per call.
 func (p *Pool) executor() {
+	e := &executor{}
+	e.timer = time.AfterFunc(time.Hour, e.deadline)
+	e.timer.Stop()
+	defer e.timer.Stop()
 	for {
 		select {
 		case j := <-p.jobs:
-			if !p.exec(j.ctx, j.c, j.fn, j.body) {
+			if !p.exec(e, j.c, j.fn, j.body) {
 				return
 			}
 		case <-p.closed:
@@ -514,17 +520,96 @@ func (p *Pool) executor() {
 	}
 }
 
+// executor is the deadline timer of an executor goroutine and the call it
+// runs.
+type executor struct {
+	timer *time.Timer
+	cur   atomic.Pointer[call]
+}
+
+// deadline ends the running call when its deadline has passed (the timer
+// may fire late, for a call that ended already: the next call's deadline
+// is later).
+func (e *executor) deadline() {
+	if c := e.cur.Load(); c != nil && !time.Now().Before(c.ctx.deadline) {
+		c.end(context.DeadlineExceeded)
+	}
+}
+
 // call is one call into JS, shared by the caller and the executor that runs
 // the JS.
 type call struct {
-	v     *vm
+	v     atomic.Pointer[vm] // its runtime, until the JS returned
 	start time.Time
-	stop  context.CancelCauseFunc // ends the call with a cause (the heap watchdog)
-	done  chan error              // the result, when the caller still waits
-	ended chan struct{}           // closed when the JS goroutine is done
-	state atomic.Int32            // callRunning, callFinished or callAbandoned
+	// ctx is the call's context: done when the caller's ctx is, at the
+	// deadline and when the heap watchdog stops the call.
+	ctx        callCtx
+	cancel     context.CancelCauseFunc
+	stopParent func() bool   // unhooks it from the caller's ctx
+	done       chan error    // the result, when the caller still waits
+	ended      chan struct{} // closed when the JS goroutine is done
+	state      atomic.Int32  // callRunning, callFinished or callAbandoned
 	// stopped is set (under Pool.callsMu) once the heap watchdog stopped it.
 	stopped bool
+}
+
+// newCall makes the call of runtime v, started at start, under the caller's
+// ctx and the pool's deadline.
+func (p *Pool) newCall(ctx context.Context, v *vm, start time.Time) *call {
+	c := &call{start: start, done: make(chan error, 1), ended: make(chan struct{})}
+	c.v.Store(v)
+	c.ctx.deadline = start.Add(p.opts.CallTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(c.ctx.deadline) {
+		c.ctx.deadline = d
+	}
+	base := ctx
+	cancelable := ctx.Done() != nil
+	if cancelable {
+		// The call's context is cancelled by end only, which interrupts
+		// the runtime too.
+		base = context.WithoutCancel(ctx)
+	}
+	c.ctx.Context, c.cancel = context.WithCancelCause(base)
+	if cancelable {
+		c.stopParent = context.AfterFunc(ctx, func() { c.end(context.Cause(ctx)) })
+	}
+	return c
+}
+
+// end ends the call with cause: its context is cancelled (host functions'
+// RPCs stop, the caller wakes) and its runtime interrupted.
+func (c *call) end(cause error) {
+	c.cancel(cause)
+	if v := c.v.Load(); v != nil {
+		v.interrupt(&c.ctx, cause)
+	}
+}
+
+// release frees what the call holds of the caller's ctx and cancels its
+// context, once the caller has its result.
+func (c *call) release() {
+	if c.stopParent != nil {
+		c.stopParent()
+	}
+	c.cancel(nil)
+}
+
+// callCtx is a call's context: a context.WithCancelCause that reports the
+// call's deadline, and DeadlineExceeded as its error once the deadline
+// ended it, as a context.WithTimeout would.
+type callCtx struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c *callCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+
+func (c *callCtx) Err() error {
+	err := c.Context.Err()
+	if err != nil && errors.Is(context.Cause(c.Context), context.DeadlineExceeded) {
+		return context.DeadlineExceeded
+	}
+	return err
 }
 
 const (
@@ -552,13 +637,11 @@ func (p *Pool) run(ctx context.Context, fn string, body func(v *vm, f goja.Calla
 		}
 	}()
 
-	ctx, stop := context.WithCancelCause(ctx)
-	defer stop(nil)
-	ctx, cancel := context.WithTimeout(ctx, p.opts.CallTimeout)
-	defer cancel()
-	c := &call{v: v, start: start, stop: stop, done: make(chan error, 1), ended: make(chan struct{})}
+	c := p.newCall(ctx, v, start)
+	defer c.release()
+	ctx = &c.ctx
 	select {
-	case p.jobs <- job{ctx, c, fn, body}:
+	case p.jobs <- job{c, fn, body}:
 	case <-p.closed:
 		return ErrClosed
 	}
@@ -588,12 +671,15 @@ func (p *Pool) run(ctx context.Context, fn string, body func(v *vm, f goja.Calla
 	return fmt.Errorf("%w (%w: it did not stop within %v of the interrupt)", p.causeError(fn, ctx, nil), ErrAbandoned, p.opts.InterruptGrace)
 }
 
-// exec runs a call's JS on an executor; false when the call was abandoned.
-func (p *Pool) exec(ctx context.Context, c *call, fn string, body func(v *vm, f goja.Callable) error) bool {
+// exec runs a call's JS on executor e; false when the call was abandoned.
+func (p *Pool) exec(e *executor, c *call, fn string, body func(v *vm, f goja.Callable) error) bool {
 	defer close(c.ended)
-	err := p.callJS(ctx, c, fn, body)
-	v := c.v
-	c.v = nil // the heap watchdog collects a stopped call's runtime after ended
+	e.cur.Store(c)
+	e.timer.Reset(time.Until(c.ctx.deadline))
+	err := p.callJS(c, fn, body)
+	e.timer.Stop()
+	e.cur.Store(nil)
+	v := c.v.Swap(nil) // the heap watchdog collects a stopped call's runtime after ended
 	if c.state.CompareAndSwap(callRunning, callFinished) {
 		p.release(v, !v.broken && !errors.Is(err, ErrHeapBudget))
 		c.done <- err
@@ -606,9 +692,15 @@ func (p *Pool) exec(ctx context.Context, c *call, fn string, body func(v *vm, f 
 	return false
 }
 
-func (p *Pool) callJS(ctx context.Context, c *call, fn string, body func(v *vm, f goja.Callable) error) (err error) {
-	v := c.v
+func (p *Pool) callJS(c *call, fn string, body func(v *vm, f goja.Callable) error) (err error) {
+	v := c.v.Load()
+	ctx := &c.ctx
 	v.begin(ctx)
+	// Ended before it began (end's interrupt found the runtime not
+	// running this call).
+	if err := ctx.Err(); err != nil {
+		v.interrupt(ctx, context.Cause(ctx))
+	}
 	p.track(c, true)
 	defer p.track(c, false)
 	defer v.end()
@@ -704,8 +796,6 @@ type vm struct {
 	// late timer never interrupts the runtime's next user.
 	mu      sync.Mutex
 	running bool
-	gen     uint64 // counts calls, so a late timer knows it is late
-	stop    func() bool
 }
 
 // newVM builds a runtime: the globals the pool provides, then the module,
@@ -720,7 +810,9 @@ func (p *Pool) newVM() (*vm, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.opts.CallTimeout)
 	defer cancel()
 	v.begin(ctx)
+	stop := v.interruptWhenDone(ctx)
 	_, err := rt.RunProgram(p.prog)
+	stop()
 	v.end()
 	if err = p.translate("", ctx, err); err != nil {
 		var se *ScriptError
@@ -767,6 +859,7 @@ func (p *Pool) checkRequired(v *vm) error {
 	defer cancel()
 	v.begin(ctx)
 	defer v.end()
+	defer v.interruptWhenDone(ctx)()
 	for _, fn := range p.opts.RequireFunctions {
 		val := v.rt.Get(fn)
 		if _, ok := goja.AssertFunction(val); !ok {
@@ -777,22 +870,28 @@ func (p *Pool) checkRequired(v *vm) error {
 	return nil
 }
 
+// begin starts a use of the runtime under ctx.
 func (v *vm) begin(ctx context.Context) {
 	v.mu.Lock()
 	v.ctx = ctx
 	v.running = true
-	v.gen++
-	gen := v.gen
 	v.mu.Unlock()
-	v.stop = context.AfterFunc(ctx, func() {
-		v.mu.Lock()
-		// A timer of an earlier call that fires late must not interrupt
-		// this one.
-		if v.running && v.gen == gen {
-			v.rt.Interrupt(context.Cause(ctx))
-		}
-		v.mu.Unlock()
-	})
+}
+
+// interrupt interrupts the runtime with cause while it runs under ctx: a
+// late timer or stop never interrupts the runtime's next use.
+func (v *vm) interrupt(ctx context.Context, cause error) {
+	v.mu.Lock()
+	if v.running && v.ctx == ctx {
+		v.rt.Interrupt(cause)
+	}
+	v.mu.Unlock()
+}
+
+// interruptWhenDone interrupts the runtime when ctx ends (for the module's
+// run; calls are ended by their executor's timer and call.end).
+func (v *vm) interruptWhenDone(ctx context.Context) (stop func() bool) {
+	return context.AfterFunc(ctx, func() { v.interrupt(ctx, context.Cause(ctx)) })
 }
 
 // interruptIfDone interrupts the runtime now when the call's deadline passed
@@ -812,7 +911,6 @@ func (v *vm) interruptIfDone() {
 }
 
 func (v *vm) end() {
-	v.stop()
 	v.mu.Lock()
 	v.running = false
 	v.ctx = context.Background()

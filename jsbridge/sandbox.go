@@ -121,7 +121,7 @@ func (p *Pool) watchHeap() {
 		p.heapStops.Add(1)
 		p.opts.Logger.Warn("jsbridge: the heap is over its limit; stopping the longest-running call",
 			"heap_objects_mib", objects>>20, "heap_live_mib", live>>20, "limit_mib", limit>>20, "call_ran", time.Since(c.start))
-		c.stop(ErrHeapBudget)
+		c.end(ErrHeapBudget)
 		// Once its runtime is dropped its memory is garbage: collect it, so
 		// that the next look at the heap does not blame another call.
 		select {

@@ -102,6 +102,15 @@ func NewClient(socketPath string, opts ClientOptions) (*Client, error) {
 // SocketPath is the absolute path of the socket the client talks to.
 func (c *Client) SocketPath() string { return c.socket }
 
+// Wake tells the sidecar that a Predict is likely to follow soon (see
+// fastlane.Client.Wake): its wake-up then overlaps the caller's own work.
+// It does nothing on the gRPC transport, and never blocks.
+func (c *Client) Wake() {
+	if c.fast != nil {
+		c.fast.Wake()
+	}
+}
+
 // Predict runs a typed batch, over the fast lane unless the client was made
 // with TransportGRPC. Entries whose Err is set are not sent; their result
 // carries that error. The returned error is a whole-batch error

@@ -229,3 +229,26 @@ func TestClientClose(t *testing.T) {
 		t.Errorf("after Close: %v", err)
 	}
 }
+
+// Wake with no connection yet does nothing; after a call, it writes a wake
+// frame on the idle connection, which the next call reuses.
+func TestClientWake(t *testing.T) {
+	ts := startServer(t, ServerOptions{})
+	c := NewClient(ts.socket, ClientOptions{})
+	defer c.Close()
+	c.Wake()
+	if n := len(c.all); n != 0 {
+		t.Fatalf("Wake dialled: %d connections", n)
+	}
+	for i := range 3 {
+		if _, err := c.Predict(context.Background(), batchOf("a/")); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		c.Wake()
+	}
+	if n := len(c.all); n != 1 {
+		t.Errorf("%d connections after sequential calls and wakes, want 1", n)
+	}
+	c.Close()
+	c.Wake() // a closed client: nothing, no panic
+}

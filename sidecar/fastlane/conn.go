@@ -41,6 +41,7 @@ type serverConn struct {
 	s      *Server
 	nc     net.Conn
 	br     *bufio.Reader
+	sr     *spinReader     // under br
 	ctx    context.Context // cancelled when the connection ends
 	cancel context.CancelFunc
 
@@ -61,7 +62,8 @@ type serverConn struct {
 }
 
 func newServerConn(s *Server, nc net.Conn) *serverConn {
-	c := &serverConn{s: s, nc: nc, br: bufio.NewReaderSize(newSpinReader(nc, s.opts.SpinWait, true), 16<<10), calls: map[uint64]*serverCall{}}
+	sr := newSpinReader(nc, s.opts.SpinWait, true)
+	c := &serverConn{s: s, nc: nc, sr: sr, br: bufio.NewReaderSize(sr, 16<<10), calls: map[uint64]*serverCall{}}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c
 }
@@ -104,6 +106,8 @@ func (c *serverConn) read() {
 			if !c.inline.CompareAndSwap(tok, 0) {
 				return // the watchdog handed the reading to a new goroutine
 			}
+		case KindWake:
+			c.sr.wake(c.s.opts.WakeSpinWait)
 		case KindCancel:
 			c.mu.Lock()
 			if sc := c.calls[f.ID]; sc != nil {

@@ -41,6 +41,10 @@ const (
 	// KindCancel (client to server), with no payload, cancels the call with
 	// the same id; its answer still comes, typically a GRPC error.
 	KindCancel Kind = 4
+	// KindWake (client to server), with no payload and id 0, says a
+	// request is likely to follow soon: the server's reader polls for it
+	// (WakeSpinWait) instead of parking. It is answered by nothing.
+	KindWake Kind = 5
 )
 
 func (k Kind) String() string {
@@ -53,6 +57,8 @@ func (k Kind) String() string {
 		return "error"
 	case KindCancel:
 		return "cancel"
+	case KindWake:
+		return "wake"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -122,14 +128,16 @@ func ParseHeader(h []byte, maxPayload int) (Frame, int, error) {
 	}
 	n := binary.LittleEndian.Uint32(h[4:])
 	switch {
-	case f.Kind < KindRequest || f.Kind > KindCancel:
+	case f.Kind < KindRequest || f.Kind > KindWake:
 		return Frame{}, 0, fmt.Errorf("%w: unknown kind %d", ErrBadHeader, h[0])
 	case h[1] != 0 || h[2] != 0 || h[3] != 0:
 		return Frame{}, 0, fmt.Errorf("%w: flags/reserved bytes %x, want 0", ErrBadHeader, h[1:4])
 	case f.Kind != KindRequest && f.TimeoutMicros != 0:
 		return Frame{}, 0, fmt.Errorf("%w: a %s frame with a timeout", ErrBadHeader, f.Kind)
-	case f.Kind == KindCancel && n != 0:
-		return Frame{}, 0, fmt.Errorf("%w: a cancel frame with %d payload bytes", ErrBadHeader, n)
+	case (f.Kind == KindCancel || f.Kind == KindWake) && n != 0:
+		return Frame{}, 0, fmt.Errorf("%w: a %s frame with %d payload bytes", ErrBadHeader, f.Kind, n)
+	case f.Kind == KindWake && f.ID != 0:
+		return Frame{}, 0, fmt.Errorf("%w: a wake frame with id %d, want 0", ErrBadHeader, f.ID)
 	case uint64(n) > uint64(max(maxPayload, 0)):
 		return Frame{}, 0, fmt.Errorf("%w: %d bytes, the cap is %d", ErrFrameTooLarge, n, maxPayload)
 	}

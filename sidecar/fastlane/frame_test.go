@@ -18,6 +18,7 @@ func TestFrameRoundTrip(t *testing.T) {
 		{Kind: KindResponse, ID: 7, Payload: bytes.Repeat([]byte{0xab}, 5000)},
 		{Kind: KindError, ID: 8, Payload: []byte("error")},
 		{Kind: KindCancel, ID: 9},
+		{Kind: KindWake},
 	}
 	var stream []byte
 	for _, f := range frames {
@@ -68,7 +69,10 @@ func TestParseHeaderRejects(t *testing.T) {
 		want error
 	}{
 		{"kind 0", header(0, 0, 0, 0, 1, 0), ErrBadHeader},
-		{"kind 5", header(5, 0, 0, 0, 1, 0), ErrBadHeader},
+		{"kind 6", header(6, 0, 0, 0, 1, 0), ErrBadHeader},
+		{"payload on a wake", header(5, 0, 0, 1, 0, 0), ErrBadHeader},
+		{"id on a wake", header(5, 0, 0, 0, 1, 0), ErrBadHeader},
+		{"timeout on a wake", header(5, 0, 0, 0, 0, 5), ErrBadHeader},
 		{"flags", header(1, 1, 0, 0, 1, 0), ErrBadHeader},
 		{"reserved", header(1, 0, 1, 0, 1, 0), ErrBadHeader},
 		{"timeout on a response", header(2, 0, 0, 0, 1, 5), ErrBadHeader},

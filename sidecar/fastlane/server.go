@@ -35,6 +35,9 @@ type ServerOptions struct {
 	// request before it parks (see DefaultSpinWait); 0 = DefaultSpinWait,
 	// < 0 = never poll.
 	SpinWait time.Duration
+	// WakeSpinWait is how long a reader polls for the request a wake frame
+	// announced; 0 = DefaultWakeSpinWait, < 0 = wake frames are ignored.
+	WakeSpinWait time.Duration
 }
 
 // ErrServerClosed is what Serve returns when the server was stopped before
@@ -85,6 +88,9 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	}
 	if opts.SpinWait == 0 {
 		opts.SpinWait = DefaultSpinWait
+	}
+	if opts.WakeSpinWait == 0 {
+		opts.WakeSpinWait = DefaultWakeSpinWait
 	}
 	return &Server{
 		opts:      opts,

@@ -214,6 +214,29 @@ func TestRawRequestsAnswered(t *testing.T) {
 	}
 }
 
+// A wake frame is answered by nothing; the request after it is answered,
+// on the same connection, and so is one after a wake that no request
+// followed.
+func TestWakeFrames(t *testing.T) {
+	ts := startServer(t, ServerOptions{})
+	c := dialRaw(t, ts.socket)
+	c.send(Frame{Kind: KindWake})
+	c.request(1, 0, batchOf("a/"))
+	f, err := c.recv()
+	if err != nil || f.ID != 1 || f.Kind != KindResponse {
+		t.Fatalf("the answer after a wake: %+v, %v", f, err)
+	}
+	if got := answerPaths(t, f); strings.Join(got, ",") != "a/" {
+		t.Errorf("answered %v", got)
+	}
+	c.send(Frame{Kind: KindWake})
+	time.Sleep(2 * DefaultWakeSpinWait) // the request comes after the window
+	c.request(2, 0, batchOf("b/"))
+	if f, err := c.recv(); err != nil || f.ID != 2 {
+		t.Fatalf("the answer after a wake the request came late for: %+v, %v", f, err)
+	}
+}
+
 func TestRequestTimeoutReachesHandler(t *testing.T) {
 	ts := startServer(t, ServerOptions{})
 	c := dialRaw(t, ts.socket)

@@ -45,6 +45,12 @@ import (
 //     scheduler preempted it); with it, 21-25µs.
 const DefaultSpinWait = 50 * time.Microsecond
 
+// DefaultWakeSpinWait is how long a server's reader polls for the request
+// a wake frame announced (Client.Wake). Longer than DefaultSpinWait: a
+// bidding script builds its request between the wake and the request,
+// and at batch 64 that takes tens of microseconds in goja.
+const DefaultWakeSpinWait = 200 * time.Microsecond
+
 // spinners counts the readers of this process that are polling.
 var spinners atomic.Int32
 
@@ -77,7 +83,8 @@ type spinReader struct {
 	// waiting for a client's next request); a client waiting for its
 	// answer polls every time.
 	adaptive bool
-	slow     bool // the last read waited spin or more
+	slow     bool          // the last read waited spin or more
+	woken    time.Duration // > 0: poll the next read this long (a wake frame came)
 	reads    uint32
 
 	// The state of the read in progress, shared with readOnce.
@@ -87,6 +94,7 @@ type spinReader struct {
 	rerr     error
 	spinning bool // holds a spin slot
 	start    time.Time
+	window   time.Duration
 }
 
 // probeEvery: a reader that has stopped polling still polls one read in
@@ -109,6 +117,12 @@ func (r *spinReader) Read(p []byte) (int, error) {
 		return r.nc.Read(p)
 	}
 	r.reads++
+	spin := r.spin
+	if r.woken > 0 {
+		spin, r.woken = r.woken, 0
+		r.slow = false
+	}
+	r.window = spin
 	r.spinning = (!r.adaptive || !r.slow || r.reads%probeEvery == 0) && takeSpinSlot()
 	r.start = time.Now()
 	r.p = p
@@ -134,6 +148,14 @@ func (r *spinReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// wake makes the next read poll for d (when d > 0 and polling is on):
+// the peer said a frame is coming.
+func (r *spinReader) wake(d time.Duration) {
+	if r.rc != nil && d > 0 {
+		r.woken = d
+	}
+}
+
 // readOnce is what RawConn.Read calls (bound once, in r.poll, so that a
 // read allocates nothing): it reads, polling while r.spinning and the
 // window lasts, and reports false to park until the socket is readable.
@@ -149,7 +171,7 @@ func (r *spinReader) readOnce(fd uintptr) bool {
 			}
 			return true
 		}
-		if r.spinning && time.Since(r.start) < r.spin {
+		if r.spinning && time.Since(r.start) < r.window {
 			// Give the CPU to any other runnable thread (the peer, on a
 			// busy machine) before polling again.
 			yieldCPU()

@@ -77,6 +77,13 @@ func TestSpinReaderStopsPollingForASlowPeerAndResumesForAQuickOne(t *testing.T) 
 	w, rc := unixPair(t)
 	r := newSpinReader(rc, DefaultSpinWait, true)
 	buf := make([]byte, 1)
+	readNow := func() {
+		t.Helper()
+		w.Write([]byte{2}) // already there when the read starts
+		if _, err := r.Read(buf); err != nil {
+			t.Fatal(err)
+		}
+	}
 	read := func(delay time.Duration) {
 		t.Helper()
 		go func() {
@@ -87,7 +94,7 @@ func TestSpinReaderStopsPollingForASlowPeerAndResumesForAQuickOne(t *testing.T) 
 			t.Fatal(err)
 		}
 	}
-	read(0)
+	readNow()
 	if r.slow {
 		t.Fatal("slow after a read whose data was already there")
 	}
@@ -95,13 +102,19 @@ func TestSpinReaderStopsPollingForASlowPeerAndResumesForAQuickOne(t *testing.T) 
 	if !r.slow {
 		t.Fatalf("not slow after a read that waited %v (window %v)", 20*DefaultSpinWait, DefaultSpinWait)
 	}
-	w.Write([]byte{2}) // already there when the next read starts
-	time.Sleep(time.Millisecond)
-	if _, err := r.Read(buf); err != nil {
-		t.Fatal(err)
-	}
+	readNow()
 	if r.slow {
 		t.Error("still slow after a read that did not wait")
+	}
+	// A wake makes the next read poll however slow the last one was.
+	read(20 * DefaultSpinWait)
+	r.wake(DefaultWakeSpinWait)
+	if r.woken != DefaultWakeSpinWait {
+		t.Fatalf("woken = %v after wake(%v)", r.woken, DefaultWakeSpinWait)
+	}
+	readNow()
+	if r.woken != 0 || r.slow {
+		t.Errorf("after the woken read: woken %v, slow %v; want 0, false", r.woken, r.slow)
 	}
 }
 

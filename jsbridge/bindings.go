@@ -36,6 +36,9 @@ func (b *bindings) getModelPaths(goja.FunctionCall) goja.Value {
 // runInference is the batch JSON contract: a string (or, as an extension, a
 // plain object) in, a JSON string out, never an exception.
 func (b *bindings) runInference(call goja.FunctionCall) goja.Value {
+	if !b.pool.inferenceUsed.Load() {
+		b.pool.inferenceUsed.Store(true)
+	}
 	start := time.Now()
 	ev := InferenceEvent{}
 	out := b.infer(call.Argument(0), &ev)

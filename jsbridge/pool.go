@@ -36,6 +36,14 @@ type Inference interface {
 	ModelPaths(ctx context.Context) ([]string, error)
 }
 
+// Waker is implemented by an Inference that can prepare for a call about
+// to come (*sidecar.Client: it wakes the sidecar's reader, so that the
+// request finds it polling). A pool whose module has called runInference
+// wakes it as each call starts.
+type Waker interface {
+	Wake()
+}
+
 // Options configure a Pool. The zero value of every field means its default,
 // and the defaults are the safe settings: every call gets a fresh runtime.
 type Options struct {
@@ -198,6 +206,10 @@ type Pool struct {
 
 	callsMu sync.Mutex
 	calls   map[*call]struct{} // running, for the heap watchdog
+
+	// inferenceUsed: the module has called runInference (so calls start
+	// by waking the sidecar, see Waker).
+	inferenceUsed atomic.Bool
 
 	abandonedRunning atomic.Int64
 	abandonedTotal   atomic.Uint64
@@ -637,6 +649,13 @@ func (p *Pool) run(ctx context.Context, fn string, body func(v *vm, f goja.Calla
 		}
 	}()
 
+	if p.inferenceUsed.Load() {
+		// The module calls runInference: let the sidecar wake up while
+		// the script prepares its request.
+		if w, ok := p.opts.Inference.(Waker); ok {
+			w.Wake()
+		}
+	}
 	c := p.newCall(ctx, v, start)
 	defer c.release()
 	ctx = &c.ctx

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -362,5 +363,44 @@ func TestIsolateCalls(t *testing.T) {
 		if last != c.want {
 			t.Errorf("%s: third call returned %s, want %s", c.name, last, c.want)
 		}
+	}
+}
+
+// wakeCounter is an Inference that counts Wake calls.
+type wakeCounter struct {
+	noInference
+	wakes atomic.Int32
+}
+
+func (w *wakeCounter) Wake() { w.wakes.Add(1) }
+
+// A pool wakes its Inference as each call starts, once the module has
+// called runInference, and not before.
+func TestPoolWakesTheSidecarForModulesThatInfer(t *testing.T) {
+	inf := &wakeCounter{}
+	p, err := New("wake.js", `
+function idle() { return 1; }
+function infer() { runInference("{}"); return 2; }
+`, Options{Size: 1, Inference: inf, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx := context.Background()
+	for range 2 {
+		if _, err := p.CallJSON(ctx, "idle"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := inf.wakes.Load(); n != 0 {
+		t.Fatalf("%d wakes before the module ever called runInference", n)
+	}
+	for range 3 {
+		if _, err := p.CallJSON(ctx, "infer"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := inf.wakes.Load(); n != 2 {
+		t.Errorf("%d wakes for three calls of a module that infers, want 2 (all but the first)", n)
 	}
 }

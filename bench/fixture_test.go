@@ -4,9 +4,11 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/dop251/goja"
@@ -36,10 +38,11 @@ const (
 // and what the harness asks of JS.
 const benchJS = `
 var MODEL = "pctr/v1/";
-// Computed when the module runs, as the peer computes them once: with
-// isolation (the default) every call sees the module freshly evaluated, so
-// a cache filled during a call would not outlive it.
-var FEATURES = { 1: benchFeatures(1), 64: benchFeatures(64) };
+// FEATURES (defined before this, see featuresJS) are the values of
+// benchFeatures(1) and benchFeatures(64) as a literal: the peer computes
+// them once, and bidding code gets its features with the call; computing
+// them in every isolated runtime (which evaluates the module afresh) would
+// measure benchFeatures, not the call.
 function features(rows) { return FEATURES[rows] || benchFeatures(rows); }
 
 // The request as the Go rows get it (batch.Parse of this JSON).
@@ -92,7 +95,7 @@ func newFixture(tb testing.TB) *fixture {
 		modelFile: filepath.Join(testhelp.ModuleRoot(tb), filepath.FromSlash(modelRel)),
 		files:     files,
 		bare:      bare,
-		script:    string(testhelp.ReadFile(tb, requestJS)) + benchJS,
+		script:    string(testhelp.ReadFile(tb, requestJS)) + featuresJS(1, 64) + benchJS,
 	}
 }
 
@@ -189,4 +192,34 @@ func maxDiff(a, b []float64) float64 {
 		m = max(m, math.Abs(a[i]-b[i]))
 	}
 	return m
+}
+
+// featuresJS defines FEATURES, the values request.js's benchFeatures
+// computes for each row count, as a JS literal (the same arithmetic in
+// float64, so the same numbers; the harness checks every JS row's scores
+// against the bare runtime's).
+func featuresJS(rowCounts ...int) string {
+	type features struct {
+		Rows   int       `json:"rows"`
+		Dense  []float64 `json:"dense"`
+		AdIDs  []float64 `json:"adIds"`
+		Floors []float64 `json:"floors"`
+	}
+	all := map[string]features{}
+	for _, rows := range rowCounts {
+		f := features{Rows: rows}
+		for r := range rows {
+			for i := range 8 {
+				f.Dense = append(f.Dense, float64((r*8+i)%10)/10)
+			}
+			f.AdIDs = append(f.AdIDs, float64(1000003+7919*r))
+			f.Floors = append(f.Floors, 0.25+0.01*float64(r))
+		}
+		all[strconv.Itoa(rows)] = f
+	}
+	b, err := json.Marshal(all)
+	if err != nil {
+		panic(err)
+	}
+	return "\nvar FEATURES = " + string(b) + ";\n"
 }

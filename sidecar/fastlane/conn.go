@@ -321,8 +321,11 @@ func (c *serverConn) close() {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
-	c.cancel()
+	// The connection first: a call that its cancellation ends must not get
+	// its answer out (the client would read the handler's "canceled" as
+	// the sidecar's answer instead of seeing the connection end).
 	c.nc.Close()
+	c.cancel()
 }
 
 // busy wakes the watchdog if it sleeps. Called when a call or a write

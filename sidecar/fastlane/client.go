@@ -10,6 +10,7 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -42,6 +43,8 @@ type Client struct {
 	socket string
 	opts   ClientOptions
 	slots  chan struct{} // one per connection a caller may hold
+
+	inFlight atomic.Int32 // calls in Predict
 
 	mu     sync.Mutex
 	idle   []*clientConn // most recently used last
@@ -83,6 +86,8 @@ func (c *Client) Predict(ctx context.Context, req *inferencepb.PredictRequest) (
 	if err := ctx.Err(); err != nil {
 		return nil, c.ctxError(ctx)
 	}
+	c.inFlight.Add(1)
+	defer c.inFlight.Add(-1)
 	select {
 	case c.slots <- struct{}{}:
 	default:
@@ -219,7 +224,7 @@ func (c *Client) get(ctx context.Context) (*clientConn, bool, error) {
 	}
 	cc := &clientConn{nc: nc, max: c.opts.MaxFrameBytes}
 	cc.br = bufio.NewReaderSize(&cc.counter, 16<<10)
-	cc.counter.r = newSpinReader(nc, c.opts.SpinWait, false)
+	cc.counter.r = newSpinReader(nc, c.opts.SpinWait, false, &c.inFlight, 1)
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()

@@ -62,7 +62,7 @@ type serverConn struct {
 }
 
 func newServerConn(s *Server, nc net.Conn) *serverConn {
-	sr := newSpinReader(nc, s.opts.SpinWait, true)
+	sr := newSpinReader(nc, s.opts.SpinWait, true, &s.inFlight, 0)
 	c := &serverConn{s: s, nc: nc, sr: sr, br: bufio.NewReaderSize(sr, 16<<10), calls: map[uint64]*serverCall{}}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c
@@ -192,6 +192,7 @@ func (c *serverConn) start(f Frame) (context.Context, bool) {
 	}
 	c.calls[f.ID] = sc
 	c.s.handlers.Add(1)
+	c.s.inFlight.Add(1)
 	c.mu.Unlock()
 	c.s.busy()
 	return ctx, true
@@ -230,6 +231,7 @@ func (c *deadlineCtx) Err() error {
 // run decodes and runs a request and writes its answer.
 func (c *serverConn) run(ctx context.Context, f Frame) {
 	defer c.s.handlers.Done()
+	defer c.s.inFlight.Add(-1)
 	defer c.finish(f.ID)
 	req := &inferencepb.PredictRequest{}
 	if err := proto.Unmarshal(f.Payload, req); err != nil {

@@ -62,6 +62,7 @@ type Server struct {
 
 	readers  sync.WaitGroup // connection goroutines: sniffing, then reading frames
 	handlers sync.WaitGroup // calls in flight
+	inFlight atomic.Int32   // the same, counted (for the readers' polling)
 
 	watchIdle atomic.Bool   // the watchdog sleeps until watchWake
 	watchWake chan struct{} // buffered 1

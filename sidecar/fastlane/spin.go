@@ -27,9 +27,11 @@ import (
 //
 // The price is CPU while polling, so polling is bounded:
 //   - in time: SpinWait per read, then the reader parks;
-//   - in number: at most maxSpinners readers of a process poll at once;
-//     the others park at once, so many concurrent callers do not burn the
-//     CPUs the model needs;
+//   - in number: at most maxSpinners readers of a process poll at once,
+//     and none while other calls of its client (or server) are in flight:
+//     then the CPUs are theirs, and a polling reader would be served
+//     ahead of the rest (measured with 8 callers: the same throughput,
+//     but p99 4.5ms where it is 1.1-1.3ms without polling);
 //   - by need: the sidecar's readers (adaptive) stop polling after a wait
 //     longer than the window (a client that pauses between calls, as
 //     bidding code does) and poll again when a probe (one read in
@@ -83,6 +85,8 @@ type spinReader struct {
 	// waiting for a client's next request); a client waiting for its
 	// answer polls every time.
 	adaptive bool
+	busy     *atomic.Int32 // calls in flight; nil: not counted
+	alone    int32         // poll only while *busy <= alone
 	slow     bool          // the last read waited spin or more
 	woken    time.Duration // > 0: poll the next read this long (a wake frame came)
 	reads    uint32
@@ -101,8 +105,14 @@ type spinReader struct {
 // this many, to see whether its peer has become quick.
 const probeEvery = 16
 
-func newSpinReader(nc net.Conn, spin time.Duration, adaptive bool) *spinReader {
-	r := &spinReader{nc: nc, spin: spin, adaptive: adaptive}
+// newSpinReader returns a reader of nc that polls for up to spin, and
+// only while busy (the calls in flight of its client or server) is at
+// most alone: with other calls in flight, the CPU polling would take is
+// theirs, and the one reader allowed to poll would be served ahead of the
+// others (measured with 8 callers: p50 17µs, p99 4.5ms; without polling
+// under load, the same throughput with p99 1ms).
+func newSpinReader(nc net.Conn, spin time.Duration, adaptive bool, busy *atomic.Int32, alone int32) *spinReader {
+	r := &spinReader{nc: nc, spin: spin, adaptive: adaptive, busy: busy, alone: alone}
 	r.poll = r.readOnce
 	if sc, ok := nc.(syscall.Conn); ok && spin > 0 {
 		if rc, err := sc.SyscallConn(); err == nil {
@@ -123,7 +133,8 @@ func (r *spinReader) Read(p []byte) (int, error) {
 		r.slow = false
 	}
 	r.window = spin
-	r.spinning = (!r.adaptive || !r.slow || r.reads%probeEvery == 0) && takeSpinSlot()
+	r.spinning = (!r.adaptive || !r.slow || r.reads%probeEvery == 0) &&
+		(r.busy == nil || r.busy.Load() <= r.alone) && takeSpinSlot()
 	r.start = time.Now()
 	r.p = p
 	err := r.rc.Read(r.poll)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -42,7 +43,7 @@ func unixPair(t *testing.T) (client, server net.Conn) {
 func TestSpinReaderReadsWhatArrivesWhileItPollsAndAfterItParks(t *testing.T) {
 	for _, adaptive := range []bool{false, true} {
 		w, rc := unixPair(t)
-		r := newSpinReader(rc, DefaultSpinWait, adaptive)
+		r := newSpinReader(rc, DefaultSpinWait, adaptive, nil, 0)
 		if r.rc == nil {
 			t.Fatal("a Unix connection has no raw fd: the reader would never poll")
 		}
@@ -75,7 +76,7 @@ func TestSpinReaderReadsWhatArrivesWhileItPollsAndAfterItParks(t *testing.T) {
 
 func TestSpinReaderStopsPollingForASlowPeerAndResumesForAQuickOne(t *testing.T) {
 	w, rc := unixPair(t)
-	r := newSpinReader(rc, DefaultSpinWait, true)
+	r := newSpinReader(rc, DefaultSpinWait, true, nil, 0)
 	buf := make([]byte, 1)
 	readNow := func() {
 		t.Helper()
@@ -120,7 +121,7 @@ func TestSpinReaderStopsPollingForASlowPeerAndResumesForAQuickOne(t *testing.T) 
 
 func TestSpinReaderHonoursDeadlinesAndClose(t *testing.T) {
 	_, rc := unixPair(t)
-	r := newSpinReader(rc, DefaultSpinWait, false)
+	r := newSpinReader(rc, DefaultSpinWait, false, nil, 0)
 	rc.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
 	start := time.Now()
 	_, err := r.Read(make([]byte, 8))
@@ -151,7 +152,7 @@ func TestSpinReaderHonoursDeadlinesAndClose(t *testing.T) {
 
 func TestSpinReaderReportsAReset(t *testing.T) {
 	w, rc := unixPair(t)
-	r := newSpinReader(rc, DefaultSpinWait, false)
+	r := newSpinReader(rc, DefaultSpinWait, false, nil, 0)
 	// Unread data at close makes the kernel reset the connection.
 	if _, err := rc.Write([]byte("unread")); err != nil {
 		t.Fatal(err)
@@ -183,7 +184,7 @@ func TestSpinReadersPollOneAtATime(t *testing.T) {
 	}()
 	for range readers {
 		w, rc := unixPair(t)
-		r := newSpinReader(rc, 5*time.Millisecond, false)
+		r := newSpinReader(rc, 5*time.Millisecond, false, nil, 0)
 		wg.Go(func() {
 			buf := make([]byte, 1)
 			for range 20 {
@@ -203,5 +204,47 @@ func TestSpinReadersPollOneAtATime(t *testing.T) {
 	}
 	if s := spinners.Load(); s != 0 {
 		t.Errorf("%d readers still counted as polling", s)
+	}
+}
+
+// A reader does not poll while other calls are in flight: the CPU is
+// theirs, and polling would serve it ahead of them.
+func TestSpinReaderDoesNotPollWhileOthersAreInFlight(t *testing.T) {
+	w, rc := unixPair(t)
+	var busy atomic.Int32
+	busy.Store(2)
+	r := newSpinReader(rc, 50*time.Millisecond, false, &busy, 1)
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.Read(make([]byte, 1))
+		done <- err
+	}()
+	for deadline := time.Now().Add(20 * time.Millisecond); time.Now().Before(deadline); {
+		if s := spinners.Load(); s != 0 {
+			t.Fatalf("%d readers polling with 2 calls in flight (alone = 1)", s)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	w.Write([]byte{1})
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	// Alone, it polls.
+	busy.Store(1)
+	go func() {
+		_, err := r.Read(make([]byte, 1))
+		done <- err
+	}()
+	polled := false
+	for deadline := time.Now().Add(40 * time.Millisecond); time.Now().Before(deadline) && !polled; {
+		polled = spinners.Load() == 1
+	}
+	w.Write([]byte{1})
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !polled {
+		t.Error("a reader alone never polled")
 	}
 }

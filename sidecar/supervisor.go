@@ -56,6 +56,10 @@ type SupervisorOptions struct {
 	// Transport carries the Client's Predict (ClientOptions.Transport):
 	// the zero value is the fast lane.
 	Transport Transport
+	// FastLaneSpinWait is how long both ends of the fast lane poll before
+	// they park (ClientOptions/ServerOptions.FastLaneSpinWait; the sidecar
+	// gets it as --fast_lane_spin_wait): 0 = the default, < 0 = never.
+	FastLaneSpinWait time.Duration
 }
 
 // Supervisor starts the sidecar binary, waits for its health, restarts it
@@ -147,7 +151,7 @@ func StartSupervisor(ctx context.Context, opts SupervisorOptions) (*Supervisor, 
 		s.tmpDir = dir
 		s.opts.SocketPath = filepath.Join(dir, "sidecar.sock")
 	}
-	client, err := NewClient(s.opts.SocketPath, ClientOptions{Logger: opts.Logger, Transport: opts.Transport})
+	client, err := NewClient(s.opts.SocketPath, ClientOptions{Logger: opts.Logger, Transport: opts.Transport, FastLaneSpinWait: opts.FastLaneSpinWait})
 	if err != nil {
 		s.cleanup()
 		return nil, err
@@ -300,6 +304,9 @@ func (s *Supervisor) spawn() (*child, error) {
 	args := []string{"--socket", s.opts.SocketPath}
 	if s.opts.RuntimeConfig != "" {
 		args = append(args, "--runtime_config", s.opts.RuntimeConfig)
+	}
+	if s.opts.FastLaneSpinWait != 0 {
+		args = append(args, "--fast_lane_spin_wait", s.opts.FastLaneSpinWait.String())
 	}
 	cmd := exec.Command(s.opts.BinaryPath, args...)
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, RlimitEnv+"=") })

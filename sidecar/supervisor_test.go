@@ -72,6 +72,9 @@ func TestSupervisorRestartReplaysModels(t *testing.T) {
 		MinBackoff:    50 * time.Millisecond,
 		Logger:        slog.New(slog.NewTextHandler(tLogWriter{t}, nil)),
 		OnRestart:     func() { restarted.Add(1) },
+		// Passed to the sidecar as --fast_lane_spin_wait (which it must
+		// accept) and used by the client: polling off on both ends.
+		FastLaneSpinWait: -1,
 	})
 	if err != nil {
 		t.Fatal(err)

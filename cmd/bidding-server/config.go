@@ -22,6 +22,7 @@ type config struct {
 	SidecarRuntimeConfig string
 	SidecarRlimitMB      int
 	SidecarTransport     sidecar.Transport
+	SidecarSpinWait      time.Duration
 	ModelBucketName      string
 	ModelConfigPath      string
 	ModelFetchPeriod     time.Duration
@@ -55,6 +56,7 @@ var envFlags = []string{
 	"inference_sidecar_runtime_config",
 	"inference_sidecar_rlimit_mb",
 	"inference_sidecar_transport",
+	"inference_sidecar_spin_wait",
 	"inference_model_bucket_name",
 	"inference_model_config_path",
 	"inference_model_fetch_period_ms",
@@ -87,6 +89,7 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.StringVar(&c.SidecarRuntimeConfig, "inference_sidecar_runtime_config", "", `the sidecar's runtime config JSON ({"num_interop_threads":..,"num_intraop_threads":..,"module_name":..,"cpuset":[..]})`)
 	fs.IntVar(&c.SidecarRlimitMB, "inference_sidecar_rlimit_mb", 0, "address-space limit of the sidecar in MiB; 0 = none")
 	fs.StringVar(&transport, "inference_sidecar_transport", "fastlane", "how runInference batches reach the sidecar: fastlane (length-prefixed frames on pooled connections) or grpc; everything else is gRPC")
+	fs.DurationVar(&c.SidecarSpinWait, "inference_sidecar_spin_wait", 0, "how long each end of the fast lane polls its socket before it parks (a wake-up costs tens of µs; polling costs CPU, bounded and off under concurrency); 0 = the default (50µs), negative = never")
 	fs.StringVar(&c.ModelBucketName, "inference_model_bucket_name", "", "the model bucket as a gocloud URL: file:///dir, s3://bucket?..., gs://bucket; empty = no bucket sync")
 	fs.StringVar(&c.ModelConfigPath, "inference_model_config_path", "", "the model_metadata config object in the bucket (e.g. model_config.json)")
 	fs.IntVar(&fetchMS, "inference_model_fetch_period_ms", 0, "bucket poll period in milliseconds; 0 = the watcher's default")

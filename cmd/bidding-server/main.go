@@ -108,12 +108,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	var models modelstore.Registrar // the supervisor, counting what it holds
 	if cfg.SidecarBinaryPath != "" {
 		sup, err = sidecar.StartSupervisor(ctx, sidecar.SupervisorOptions{
-			BinaryPath:    cfg.SidecarBinaryPath,
-			RuntimeConfig: cfg.SidecarRuntimeConfig,
-			RlimitMB:      cfg.SidecarRlimitMB,
-			Transport:     cfg.SidecarTransport,
-			Logger:        logger,
-			OnRestart:     m.sidecarRestarts.Inc,
+			BinaryPath:       cfg.SidecarBinaryPath,
+			RuntimeConfig:    cfg.SidecarRuntimeConfig,
+			RlimitMB:         cfg.SidecarRlimitMB,
+			Transport:        cfg.SidecarTransport,
+			FastLaneSpinWait: cfg.SidecarSpinWait,
+			Logger:           logger,
+			OnRestart:        m.sidecarRestarts.Inc,
 		})
 		if err != nil {
 			return fmt.Errorf("start sidecar %s: %w", cfg.SidecarBinaryPath, err)

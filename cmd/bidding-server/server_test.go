@@ -35,6 +35,7 @@ func TestParseConfig(t *testing.T) {
 		"INFERENCE_MODEL_FETCH_PERIOD_MS": "1500",
 		"INFERENCE_SIDECAR_RLIMIT_MB":     "512",
 		"INFERENCE_SIDECAR_TRANSPORT":     "grpc",
+		"INFERENCE_SIDECAR_SPIN_WAIT":     "-1ns",
 		"INFERENCE_MODEL_LOCAL_PATHS":     modelDir + "," + modelFile + ",custom/path/=" + modelDir,
 	}
 	getenv := func(k string) string { return env[k] }
@@ -45,7 +46,7 @@ func TestParseConfig(t *testing.T) {
 	if c.ModelBucketName != "file:///flag/bucket" {
 		t.Errorf("bucket %q: the flag must win over the environment", c.ModelBucketName)
 	}
-	if c.SidecarBinaryPath != "/env/sidecar" || c.ModelConfigPath != "env.json" || c.ModelFetchPeriod != 1500*time.Millisecond || c.SidecarRlimitMB != 512 || c.SidecarTransport != sidecar.TransportGRPC {
+	if c.SidecarBinaryPath != "/env/sidecar" || c.ModelConfigPath != "env.json" || c.ModelFetchPeriod != 1500*time.Millisecond || c.SidecarRlimitMB != 512 || c.SidecarTransport != sidecar.TransportGRPC || c.SidecarSpinWait != -time.Nanosecond {
 		t.Errorf("environment not applied: %+v", c)
 	}
 	want := []localModel{{"pctr_v3/", modelDir}, {"mlp.onnx", modelFile}, {"custom/path/", modelDir}}
@@ -54,14 +55,15 @@ func TestParseConfig(t *testing.T) {
 	}
 
 	for name, args := range map[string][]string{
-		"bad period":        {"--inference_sidecar_binary_path", "x", "--inference_model_fetch_period_ms", "-1"},
-		"bucket, no config": {"--inference_sidecar_binary_path", "x", "--inference_model_bucket_name", "file:///b"},
-		"models, no binary": {"--inference_model_local_paths", modelFile},
-		"missing local":     {"--inference_sidecar_binary_path", "x", "--inference_model_local_paths", filepath.Join(dir, "nope")},
-		"stray argument":    {"extra"},
-		"unknown transport": {"--inference_sidecar_transport", "http"},
-		"negative budget":   {"--js_heap_budget_mb", "-1"},
-		"negative share":    {"--js_request_concurrency", "-2"},
+		"bad period":         {"--inference_sidecar_binary_path", "x", "--inference_model_fetch_period_ms", "-1"},
+		"bucket, no config":  {"--inference_sidecar_binary_path", "x", "--inference_model_bucket_name", "file:///b"},
+		"models, no binary":  {"--inference_model_local_paths", modelFile},
+		"missing local":      {"--inference_sidecar_binary_path", "x", "--inference_model_local_paths", filepath.Join(dir, "nope")},
+		"stray argument":     {"extra"},
+		"unknown transport":  {"--inference_sidecar_transport", "http"},
+		"spin wait, no unit": {"--inference_sidecar_spin_wait", "50"},
+		"negative budget":    {"--js_heap_budget_mb", "-1"},
+		"negative share":     {"--js_request_concurrency", "-2"},
 	} {
 		if _, err := parseConfig(args, func(string) string { return "" }, io.Discard); err == nil {
 			t.Errorf("%s: accepted %q", name, args)

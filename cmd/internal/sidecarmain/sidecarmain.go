@@ -38,6 +38,7 @@ func Run(ctx context.Context, runtimeName string, args []string, stdin io.Reader
 	maxEntries := fs.Int("max_batch_entries", 0, "most entries per Predict batch (0 = default 4096)")
 	stopGrace := fs.Duration("stop_grace", 10*time.Second, "how long a SIGTERM waits for calls in flight")
 	logLevel := fs.String("log_level", "info", "debug, info, warn or error")
+	spinWait := fs.Duration("fast_lane_spin_wait", 0, "how long a fast-lane connection polls for the next request before it parks; 0 = the default (50µs), negative = never (no CPU spent polling)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: %s --socket PATH [--runtime_config JSON]\n", prog)
 		fs.PrintDefaults()
@@ -75,10 +76,11 @@ func Run(ctx context.Context, runtimeName string, args []string, stdin io.Reader
 	}
 	defer rt.Close()
 	srv, err := sidecar.NewServer(sidecar.ServerOptions{
-		Runtime:       rt,
-		Limits:        batch.Limits{MaxElements: cfg.MaxTensorElements, MaxEntries: *maxEntries},
-		MaxModelBytes: *maxModelBytes,
-		Logger:        log,
+		Runtime:          rt,
+		Limits:           batch.Limits{MaxElements: cfg.MaxTensorElements, MaxEntries: *maxEntries},
+		MaxModelBytes:    *maxModelBytes,
+		Logger:           log,
+		FastLaneSpinWait: *spinWait,
 	})
 	if err != nil {
 		return err

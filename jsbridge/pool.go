@@ -14,6 +14,7 @@ import (
 	"github.com/dop251/goja"
 
 	"github.com/inferbid/inferbid/batch"
+	"github.com/inferbid/inferbid/internal/timerless"
 )
 
 // Defaults for Options.
@@ -543,7 +544,7 @@ type executor struct {
 // may fire late, for a call that ended already: the next call's deadline
 // is later).
 func (e *executor) deadline() {
-	if c := e.cur.Load(); c != nil && !time.Now().Before(c.ctx.deadline) {
+	if c := e.cur.Load(); c != nil && !time.Now().Before(c.ctx.At) {
 		c.end(context.DeadlineExceeded)
 	}
 }
@@ -555,7 +556,7 @@ type call struct {
 	start time.Time
 	// ctx is the call's context: done when the caller's ctx is, at the
 	// deadline and when the heap watchdog stops the call.
-	ctx        callCtx
+	ctx        timerless.Context // ended by end; the executor's timer ends it at the deadline
 	cancel     context.CancelCauseFunc
 	stopParent func() bool   // unhooks it from the caller's ctx
 	done       chan error    // the result, when the caller still waits
@@ -570,9 +571,9 @@ type call struct {
 func (p *Pool) newCall(ctx context.Context, v *vm, start time.Time) *call {
 	c := &call{start: start, done: make(chan error, 1), ended: make(chan struct{})}
 	c.v.Store(v)
-	c.ctx.deadline = start.Add(p.opts.CallTimeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(c.ctx.deadline) {
-		c.ctx.deadline = d
+	c.ctx.At = start.Add(p.opts.CallTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(c.ctx.At) {
+		c.ctx.At = d
 	}
 	base := ctx
 	cancelable := ctx.Done() != nil
@@ -604,24 +605,6 @@ func (c *call) release() {
 		c.stopParent()
 	}
 	c.cancel(nil)
-}
-
-// callCtx is a call's context: a context.WithCancelCause that reports the
-// call's deadline, and DeadlineExceeded as its error once the deadline
-// ended it, as a context.WithTimeout would.
-type callCtx struct {
-	context.Context
-	deadline time.Time
-}
-
-func (c *callCtx) Deadline() (time.Time, bool) { return c.deadline, true }
-
-func (c *callCtx) Err() error {
-	err := c.Context.Err()
-	if err != nil && errors.Is(context.Cause(c.Context), context.DeadlineExceeded) {
-		return context.DeadlineExceeded
-	}
-	return err
 }
 
 const (
@@ -694,7 +677,7 @@ func (p *Pool) run(ctx context.Context, fn string, body func(v *vm, f goja.Calla
 func (p *Pool) exec(e *executor, c *call, fn string, body func(v *vm, f goja.Callable) error) bool {
 	defer close(c.ended)
 	e.cur.Store(c)
-	e.timer.Reset(time.Until(c.ctx.deadline))
+	e.timer.Reset(time.Until(c.ctx.At))
 	err := p.callJS(c, fn, body)
 	e.timer.Stop()
 	e.cur.Store(nil)

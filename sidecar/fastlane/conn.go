@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/internal/timerless"
 	"github.com/inferbid/inferbid/proto/inferencepb"
 )
 
@@ -182,13 +183,20 @@ func (c *serverConn) start(f Frame) (context.Context, bool) {
 		c.writeError(f.ID, inferr.Errorf(inferr.GRPC, "the sidecar is shutting down"))
 		return nil, true
 	}
+	// A call with a timeout has no timer of its own (arming one per call
+	// cost the round trip microseconds: BenchmarkRoundTrip/
+	// fastlane-deadline): the watchdog, ticking every handoffDelay while
+	// calls are in flight, ends it once its deadline has passed. Its
+	// caller has had its error by then (the client keeps its own deadline
+	// exactly), so stopping a few milliseconds late costs only work.
 	sc := &serverCall{}
 	var ctx context.Context
-	ctx, sc.cancel = context.WithCancelCause(c.ctx)
 	if f.TimeoutMicros > 0 {
 		timeout := time.Duration(min(f.TimeoutMicros, uint64(1<<62)/1000)) * time.Microsecond
 		sc.deadline = nanotime() + int64(timeout)
-		ctx = &deadlineCtx{Context: ctx, deadline: time.Now().Add(timeout)}
+		ctx, sc.cancel = timerless.WithDeadline(c.ctx, time.Now().Add(timeout))
+	} else {
+		ctx, sc.cancel = context.WithCancelCause(c.ctx)
 	}
 	c.calls[f.ID] = sc
 	c.s.handlers.Add(1)
@@ -202,30 +210,6 @@ func (c *serverConn) start(f Frame) (context.Context, bool) {
 type serverCall struct {
 	cancel   context.CancelCauseFunc
 	deadline int64 // nanotime; 0 = none
-}
-
-// deadlineCtx is a call's context when its request carries a timeout. It
-// has the deadline but no timer of its own: the watchdog, which ticks
-// every handoffDelay while calls are in flight, cancels it (cause
-// context.DeadlineExceeded) once the deadline has passed. A timer per
-// call cost the round trip microseconds (arming one wakes the poller;
-// measured with BenchmarkRoundTrip/fastlane-deadline), and a call past its
-// deadline here is one whose caller has already had its error (the client
-// keeps its own deadline exactly): stopping its work a few milliseconds
-// late costs only that work.
-type deadlineCtx struct {
-	context.Context
-	deadline time.Time
-}
-
-func (c *deadlineCtx) Deadline() (time.Time, bool) { return c.deadline, true }
-
-func (c *deadlineCtx) Err() error {
-	err := c.Context.Err()
-	if err != nil && errors.Is(context.Cause(c.Context), context.DeadlineExceeded) {
-		return context.DeadlineExceeded
-	}
-	return err
 }
 
 // run decodes and runs a request and writes its answer.

@@ -162,16 +162,17 @@ func (c *Client) Wake() {
 	c.idle = c.idle[:n-1]
 	c.mu.Unlock()
 	var b [len(Magic) + HeaderLen]byte
-	w := AppendHeader(b[:0], Frame{Kind: KindWake}, 0)
-	if !cc.hello { // not reached: an idle connection has carried a call
-		w = AppendHeader(append(b[:0], Magic...), Frame{Kind: KindWake}, 0)
-		cc.hello = true
+	w := b[:0]
+	if !cc.hello { // its first call failed before writing (an encoding error)
+		w = append(w, Magic...)
 	}
+	w = AppendHeader(w, Frame{Kind: KindWake}, 0)
 	// An idle connection's send buffer is empty, so 24 bytes never block.
 	if _, err := cc.nc.Write(w); err != nil {
 		c.discard(cc)
 		return
 	}
+	cc.hello = true
 	c.put(cc)
 }
 

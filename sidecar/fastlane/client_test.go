@@ -251,4 +251,24 @@ func TestClientWake(t *testing.T) {
 	}
 	c.Close()
 	c.Wake() // a closed client: nothing, no panic
+
+	// A connection whose first call failed before writing (a request that
+	// does not encode: invalid UTF-8 in a string) has not sent the magic;
+	// a wake on it sends it first, and the next call works on it.
+	c = NewClient(ts.socket, ClientOptions{})
+	defer c.Close()
+	if _, err := c.Predict(context.Background(), batchOf("\xff/")); inferr.TypeOf(err) != inferr.InputParsing {
+		t.Fatalf("a request that does not encode: %v, want INPUT_PARSING", err)
+	}
+	if len(c.idle) != 1 || c.idle[0].hello {
+		t.Fatalf("idle connections after the failed call: %d (hello %v), want 1 that sent nothing", len(c.idle), len(c.idle) == 1 && c.idle[0].hello)
+	}
+	woken := c.idle[0]
+	c.Wake()
+	if _, err := c.Predict(context.Background(), batchOf("a/")); err != nil {
+		t.Fatalf("the call after a wake on a fresh connection: %v", err)
+	}
+	if len(c.idle) != 1 || c.idle[0] != woken {
+		t.Errorf("the call did not reuse the woken connection (the server closed it?)")
+	}
 }

@@ -102,8 +102,7 @@ func (c *serverConn) read() {
 			tok := c.seq
 			c.inlineSince.Store(nanotime())
 			c.inline.Store(tok)
-			c.s.busy()
-			c.run(ctx, f)
+			c.run(ctx, f) // start woke the watchdog
 			if !c.inline.CompareAndSwap(tok, 0) {
 				return // the watchdog handed the reading to a new goroutine
 			}

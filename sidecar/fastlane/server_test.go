@@ -237,6 +237,28 @@ func TestWakeFrames(t *testing.T) {
 	}
 }
 
+// A wake frame makes the reader poll for the request it announces, even
+// when the client had paused long enough for the reader to stop polling.
+func TestWakeFrameMakesTheReaderPoll(t *testing.T) {
+	ts := startServer(t, ServerOptions{SpinWait: time.Microsecond, WakeSpinWait: time.Minute})
+	c := dialRaw(t, ts.socket)
+	c.request(1, 0, batchOf("a/"))
+	if f, err := c.recv(); err != nil || f.ID != 1 {
+		t.Fatalf("first answer: %+v, %v", f, err)
+	}
+	time.Sleep(20 * time.Millisecond) // the reader waits past its window, then parks
+	if n := spinners.Load(); n != 0 {
+		t.Fatalf("%d readers polling after a pause", n)
+	}
+	c.send(Frame{Kind: KindWake})
+	waitFor(t, "the reader to poll after a wake frame", func() bool { return spinners.Load() == 1 })
+	c.request(2, 0, batchOf("b/"))
+	if f, err := c.recv(); err != nil || f.ID != 2 {
+		t.Fatalf("the announced request: %+v, %v", f, err)
+	}
+	waitFor(t, "the reader to stop polling once the request came", func() bool { return spinners.Load() == 0 })
+}
+
 func TestRequestTimeoutReachesHandler(t *testing.T) {
 	ts := startServer(t, ServerOptions{})
 	c := dialRaw(t, ts.socket)

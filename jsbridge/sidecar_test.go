@@ -3,7 +3,6 @@ package jsbridge
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"math"
@@ -39,30 +38,9 @@ const sidecarEnv = "JSBRIDGE_TEST_SIDECAR"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(sidecarEnv) == "1" {
-		os.Exit(runChildSidecar(os.Args[1:]))
+		os.Exit(sidecartest.ServeChild(os.Args[1:], testRuntime()))
 	}
 	os.Exit(m.Run())
-}
-
-// runChildSidecar is the sidecar main of the re-executed test binary.
-func runChildSidecar(args []string) int {
-	fs := flag.NewFlagSet("sidecar", flag.ContinueOnError)
-	socket := fs.String("socket", "", "")
-	_ = fs.String("runtime_config", "", "")
-	if err := fs.Parse(args); err != nil || *socket == "" {
-		fmt.Fprintln(os.Stderr, "test sidecar: bad args", args, err)
-		return 2
-	}
-	srv, err := sidecar.NewServer(sidecar.ServerOptions{Runtime: testRuntime()})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "test sidecar:", err)
-		return 1
-	}
-	if err := srv.Serve(*socket); err != nil {
-		fmt.Fprintln(os.Stderr, "test sidecar:", err)
-		return 1
-	}
-	return 0
 }
 
 // runtimeEnv selects the child sidecar's runtime: "tensorflow" for the

@@ -1,19 +1,18 @@
 package sidecar
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"math"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/internal/testhelp"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/runtimes/driver"
 	"github.com/inferbid/inferbid/tensor"
@@ -109,29 +108,11 @@ func (m *rowsModel) Predict(ctx context.Context, in []tensor.Tensor) ([]tensor.T
 
 func (m *rowsModel) Close() error { return nil }
 
-// syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // batchingRegistry builds a registry over rt as NewServer does, logging to
 // the returned buffer, and closes it when the test ends.
-func batchingRegistry(t *testing.T, rt *runtimes.Runtime) (*registry, *syncBuffer) {
+func batchingRegistry(t *testing.T, rt *runtimes.Runtime) (*registry, *testhelp.SyncBuffer) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testhelp.SyncBuffer{}
 	r := newRegistry(rt, runtimes.DefaultMaxModelBytes, batch.Limits{}.WithDefaults(), slog.New(slog.NewTextHandler(logs, nil)))
 	t.Cleanup(r.close)
 	return r, logs
@@ -241,7 +222,7 @@ func sameAnswer(out []tensor.Tensor, err error, wantOut []tensor.Tensor, wantErr
 	return sameBits(out, wantOut)
 }
 
-func wantLog(t *testing.T, logs *syncBuffer, fragment string, times int) {
+func wantLog(t *testing.T, logs *testhelp.SyncBuffer, fragment string, times int) {
 	t.Helper()
 	if got := strings.Count(logs.String(), fragment); got != times {
 		t.Errorf("log has %q %d times, want %d:\n%s", fragment, got, times, logs)

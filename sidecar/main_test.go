@@ -2,8 +2,6 @@ package sidecar_test
 
 import (
 	"context"
-	"flag"
-	"fmt"
 	"net"
 	"os"
 	"testing"
@@ -12,6 +10,7 @@ import (
 	"github.com/inferbid/inferbid/proto/inferencepb"
 	"github.com/inferbid/inferbid/sidecar"
 	"github.com/inferbid/inferbid/sidecar/fastlane"
+	"github.com/inferbid/inferbid/sidecar/sidecartest"
 )
 
 // echoSocketEnv makes this test binary a raw Unix-socket echo server on the
@@ -32,29 +31,9 @@ func TestMain(m *testing.M) {
 		return
 	}
 	if os.Getenv(childSidecarEnv) == "1" {
-		os.Exit(serveChildSidecar(os.Args[1:]))
+		os.Exit(sidecartest.ServeChild(os.Args[1:], sidecar.NewAffineRuntime()))
 	}
 	testhelp.Main(m)
-}
-
-// serveChildSidecar is the sidecar main of the re-executed test binary.
-func serveChildSidecar(args []string) int {
-	fs := flag.NewFlagSet("sidecar", flag.ContinueOnError)
-	socket := fs.String("socket", "", "")
-	_ = fs.String("runtime_config", "", "")
-	if err := fs.Parse(args); err != nil || *socket == "" {
-		fmt.Fprintln(os.Stderr, "test sidecar: bad args", args, err)
-		return 2
-	}
-	srv, err := sidecar.NewServer(sidecar.ServerOptions{Runtime: sidecar.NewAffineRuntime()})
-	if err == nil {
-		err = srv.Serve(*socket)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "test sidecar:", err)
-		return 1
-	}
-	return 0
 }
 
 // buildBinary go-builds ./cmd/<name> of this module once per test run.

@@ -1,6 +1,7 @@
 package testhelp
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -190,4 +191,23 @@ func Main(m *testing.M) {
 	code := m.Run()
 	RemoveBinaries()
 	os.Exit(code)
+}
+
+// SyncBuffer is a bytes.Buffer safe for concurrent Write and String: a log
+// destination that a test reads while the code under test still writes.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -2,10 +2,14 @@ package sidecartest
 
 import (
 	"context"
+	"flag"
+	"fmt"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/inferbid/inferbid/internal/testhelp"
+	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/sidecar"
 )
 
@@ -43,4 +47,30 @@ func Serve(tb testing.TB, opts sidecar.ServerOptions, clientOpts sidecar.ClientO
 		tb.Fatalf("in-process sidecar never became healthy: %v", err)
 	}
 	return client
+}
+
+// ServeChild is the main of a test binary that a sidecar.Supervisor runs
+// as its sidecar (the binary re-executed with an environment variable its
+// TestMain checks): it reads the flags the supervisor passes, as the real
+// sidecars do (--socket, --runtime_config, --fast_lane_spin_wait), serves
+// rt on the socket until the process is killed, and returns the exit
+// status: 2 for bad flags, 1 when serving fails.
+func ServeChild(args []string, rt *runtimes.Runtime) int {
+	fs := flag.NewFlagSet("test-sidecar", flag.ContinueOnError)
+	socket := fs.String("socket", "", "")
+	fs.String("runtime_config", "", "")
+	spinWait := fs.Duration("fast_lane_spin_wait", 0, "")
+	if err := fs.Parse(args); err != nil || *socket == "" || fs.NArg() > 0 {
+		fmt.Fprintln(os.Stderr, "test sidecar: bad args", args, err)
+		return 2
+	}
+	srv, err := sidecar.NewServer(sidecar.ServerOptions{Runtime: rt, FastLaneSpinWait: *spinWait})
+	if err == nil {
+		err = srv.Serve(*socket)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "test sidecar:", err)
+		return 1
+	}
+	return 0
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,24 +14,6 @@ import (
 	_ "github.com/inferbid/inferbid/runtimes/tensorflow"
 	"github.com/inferbid/inferbid/sidecar"
 )
-
-// syncBuffer is a bytes.Buffer the server's logger and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestRunBadCommandLines(t *testing.T) {
 	t.Setenv("INFERENCE_SIDECAR_RUNTIME_CONFIG", "")
@@ -79,7 +60,7 @@ func TestRunStopsWhenContextEnds(t *testing.T) {
 	socket := testhelp.SocketPath(t, "s.sock")
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-	var stderr syncBuffer
+	var stderr testhelp.SyncBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- Run(ctx, "tensorflow", []string{"--socket", socket, "--stop_grace", "5s"}, nil, nil, &stderr)
@@ -126,7 +107,7 @@ func TestRunContextEndedDuringStartUp(t *testing.T) {
 	for range 20 {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
-		var stderr syncBuffer
+		var stderr testhelp.SyncBuffer
 		if err := Run(ctx, "tensorflow", []string{"--socket", testhelp.SocketPath(t, "s.sock")}, nil, nil, &stderr); err != nil {
 			t.Fatalf("Run with an ended context: %v\nstderr:\n%s", err, stderr.String())
 		}

@@ -4,11 +4,9 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"path/filepath"
-	"strconv"
 	"testing"
 
 	"github.com/dop251/goja"
@@ -90,12 +88,13 @@ func newFixture(tb testing.TB) *fixture {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { bare.Close() })
+	request := string(testhelp.ReadFile(tb, requestJS))
 	return &fixture{
 		lib:       lib,
 		modelFile: filepath.Join(testhelp.ModuleRoot(tb), filepath.FromSlash(modelRel)),
 		files:     files,
 		bare:      bare,
-		script:    string(testhelp.ReadFile(tb, requestJS)) + featuresJS(1, 64) + benchJS,
+		script:    request + featuresJS(tb, request) + benchJS,
 	}
 }
 
@@ -194,32 +193,15 @@ func maxDiff(a, b []float64) float64 {
 	return m
 }
 
-// featuresJS defines FEATURES, the values request.js's benchFeatures
-// computes for each row count, as a JS literal (the same arithmetic in
-// float64, so the same numbers; the harness checks every JS row's scores
-// against the bare runtime's).
-func featuresJS(rowCounts ...int) string {
-	type features struct {
-		Rows   int       `json:"rows"`
-		Dense  []float64 `json:"dense"`
-		AdIDs  []float64 `json:"adIds"`
-		Floors []float64 `json:"floors"`
-	}
-	all := map[string]features{}
-	for _, rows := range rowCounts {
-		f := features{Rows: rows}
-		for r := range rows {
-			for i := range 8 {
-				f.Dense = append(f.Dense, float64((r*8+i)%10)/10)
-			}
-			f.AdIDs = append(f.AdIDs, float64(1000003+7919*r))
-			f.Floors = append(f.Floors, 0.25+0.01*float64(r))
-		}
-		all[strconv.Itoa(rows)] = f
-	}
-	b, err := json.Marshal(all)
+// featuresJS defines FEATURES: the values of request.js's benchFeatures
+// for 1 and 64 rows, computed once by request.js itself (in a runtime of
+// their own) and written as a JS literal.
+func featuresJS(tb testing.TB, requestSource string) string {
+	tb.Helper()
+	rt := goja.New()
+	v, err := rt.RunString(requestSource + "\nJSON.stringify({1: benchFeatures(1), 64: benchFeatures(64)});")
 	if err != nil {
-		panic(err)
+		tb.Fatalf("%s: computing the features: %v", requestJS, err)
 	}
-	return "\nvar FEATURES = " + string(b) + ";\n"
+	return "\nvar FEATURES = " + v.String() + ";\n"
 }

@@ -98,7 +98,7 @@ type spinReader struct {
 	rerr     error
 	spinning bool // holds a spin slot
 	start    time.Time
-	window   time.Duration
+	window   time.Duration // spin, or the wake's
 }
 
 // probeEvery: a reader that has stopped polling still polls one read in
@@ -127,12 +127,11 @@ func (r *spinReader) Read(p []byte) (int, error) {
 		return r.nc.Read(p)
 	}
 	r.reads++
-	spin := r.spin
+	r.window = r.spin
 	if r.woken > 0 {
-		spin, r.woken = r.woken, 0
+		r.window, r.woken = r.woken, 0
 		r.slow = false
 	}
-	r.window = spin
 	r.spinning = (!r.adaptive || !r.slow || r.reads%probeEvery == 0) &&
 		(r.busy == nil || r.busy.Load() <= r.alone) && takeSpinSlot()
 	r.start = time.Now()

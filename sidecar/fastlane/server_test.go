@@ -259,6 +259,36 @@ func TestWakeFrameMakesTheReaderPoll(t *testing.T) {
 	waitFor(t, "the reader to stop polling once the request came", func() bool { return spinners.Load() == 0 })
 }
 
+// While a call runs on one connection, the readers of the others do not
+// poll, even when a wake frame asks: the CPU is that call's.
+func TestReadersDoNotPollWhileACallRuns(t *testing.T) {
+	// Polling only when a wake frame asks, and then for long.
+	ts := startServer(t, ServerOptions{SpinWait: time.Microsecond, WakeSpinWait: time.Minute})
+	slow, quick := dialRaw(t, ts.socket), dialRaw(t, ts.socket)
+	slow.request(1, 0, batchOf("sleep:300ms"))
+	waitFor(t, "the slow call to start", func() bool { return ts.h.inFlight.Load() == 1 })
+	quick.request(1, 0, batchOf("a/"))
+	if f, err := quick.recv(); err != nil || f.ID != 1 {
+		t.Fatalf("the quick call: %+v, %v", f, err)
+	}
+	quick.send(Frame{Kind: KindWake})
+	for end := time.Now().Add(50 * time.Millisecond); time.Now().Before(end); {
+		if n := spinners.Load(); n != 0 {
+			t.Fatalf("%d readers polling while a call runs", n)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	if f, err := slow.recv(); err != nil || f.ID != 1 {
+		t.Fatalf("the slow call: %+v, %v", f, err)
+	}
+	// With no call running (the slow call's accounting ends just after
+	// its answer), the same wake makes it poll: the call in flight was
+	// what held it back.
+	waitFor(t, "the slow call to end", func() bool { return ts.srv.inFlight.Load() == 0 })
+	quick.send(Frame{Kind: KindWake})
+	waitFor(t, "a woken reader to poll once no call runs", func() bool { return spinners.Load() == 1 })
+}
+
 func TestRequestTimeoutReachesHandler(t *testing.T) {
 	ts := startServer(t, ServerOptions{})
 	c := dialRaw(t, ts.socket)

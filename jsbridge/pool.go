@@ -208,8 +208,9 @@ type Pool struct {
 	callsMu sync.Mutex
 	calls   map[*call]struct{} // running, for the heap watchdog
 
-	// inferenceUsed: the module has called runInference (so calls start
-	// by waking the sidecar, see Waker).
+	// waker is Options.Inference when it is a Waker; inferenceUsed: the
+	// module has called runInference (so calls start by waking it).
+	waker         Waker
 	inferenceUsed atomic.Bool
 
 	abandonedRunning atomic.Int64
@@ -251,6 +252,7 @@ func New(name, source string, opts Options) (*Pool, error) {
 	}
 	if opts.Inference != nil {
 		p.paths = &pathsCache{inf: opts.Inference, ttl: opts.ModelPathsTTL}
+		p.waker, _ = opts.Inference.(Waker)
 	}
 	// The first runtime answers whether the module defines what is
 	// required; an isolated pool does not let a call use it afterwards
@@ -632,12 +634,10 @@ func (p *Pool) run(ctx context.Context, fn string, body func(v *vm, f goja.Calla
 		}
 	}()
 
-	if p.inferenceUsed.Load() {
+	if p.waker != nil && p.inferenceUsed.Load() {
 		// The module calls runInference: let the sidecar wake up while
 		// the script prepares its request.
-		if w, ok := p.opts.Inference.(Waker); ok {
-			w.Wake()
-		}
+		p.waker.Wake()
 	}
 	c := p.newCall(ctx, v, start)
 	defer c.release()

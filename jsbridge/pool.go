@@ -219,6 +219,9 @@ type Pool struct {
 	heapStops        atomic.Uint64
 	inlineBuilds     atomic.Uint64
 
+	// runners are idle moduleRunners, for builds.
+	runners sync.Pool
+
 	closeOnce sync.Once
 	closed    chan struct{}
 }
@@ -809,14 +812,20 @@ func (p *Pool) newVM() (*vm, error) {
 	if err := p.installGlobals(v); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), p.opts.CallTimeout)
-	defer cancel()
-	v.begin(ctx)
-	stop := v.interruptWhenDone(ctx)
+	run := &moduleRun{v: v}
+	run.ctx.At = time.Now().Add(p.opts.CallTimeout)
+	run.ctx.Context, run.cancel = context.WithCancelCause(context.Background())
+	defer run.cancel(nil)
+	r := p.moduleRunner()
+	r.cur.Store(run)
+	r.timer.Reset(p.opts.CallTimeout)
+	v.begin(&run.ctx)
 	_, err := rt.RunProgram(p.prog)
-	stop()
 	v.end()
-	if err = p.translate("", ctx, err); err != nil {
+	r.timer.Stop()
+	r.cur.Store(nil)
+	p.runners.Put(r)
+	if err = p.translate("", &run.ctx, err); err != nil {
 		var se *ScriptError
 		if errors.As(err, &se) {
 			return nil, err
@@ -824,6 +833,42 @@ func (p *Pool) newVM() (*vm, error) {
 		return nil, fmt.Errorf("jsbridge: module %s: %w", p.name, err)
 	}
 	return v, nil
+}
+
+// moduleRunner ends module runs at their deadline. Its timer is reused from
+// build to build (Pool.runners): a context.WithTimeout per build (a timer,
+// a context and an AfterFunc) cost a tenth of a fresh runtime's build, paid
+// on every isolated call.
+type moduleRunner struct {
+	timer *time.Timer
+	cur   atomic.Pointer[moduleRun]
+}
+
+// moduleRun is one run of the module on a fresh runtime.
+type moduleRun struct {
+	v      *vm
+	ctx    timerless.Context
+	cancel context.CancelCauseFunc
+}
+
+// moduleRunner returns an idle runner.
+func (p *Pool) moduleRunner() *moduleRunner {
+	if r, ok := p.runners.Get().(*moduleRunner); ok {
+		return r
+	}
+	r := &moduleRunner{}
+	r.timer = time.AfterFunc(time.Hour, r.deadline)
+	r.timer.Stop()
+	return r
+}
+
+// deadline ends the running module run when its deadline has passed (the
+// timer may fire late, for a run that ended already).
+func (r *moduleRunner) deadline() {
+	if run := r.cur.Load(); run != nil && !time.Now().Before(run.ctx.At) {
+		run.cancel(context.DeadlineExceeded)
+		run.v.interrupt(&run.ctx, context.DeadlineExceeded)
+	}
 }
 
 // installGlobals sets up what every runtime has before the module runs:
@@ -890,8 +935,9 @@ func (v *vm) interrupt(ctx context.Context, cause error) {
 	v.mu.Unlock()
 }
 
-// interruptWhenDone interrupts the runtime when ctx ends (for the module's
-// run; calls are ended by their executor's timer and call.end).
+// interruptWhenDone interrupts the runtime when ctx ends (for checkRequired;
+// module runs are ended by a moduleRunner, calls by their executor's timer
+// and call.end).
 func (v *vm) interruptWhenDone(ctx context.Context) (stop func() bool) {
 	return context.AfterFunc(ctx, func() { v.interrupt(ctx, context.Cause(ctx)) })
 }

@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -129,8 +130,6 @@ func benchSerial(b *testing.B, call func() error) {
 	r.Report(b)
 }
 
-func benchParallel(b *testing.B, call func() error) { benchParallelStats(b, call) }
-
 // BenchmarkObjectArgument compares, in-process (no sidecar), the two ways a
 // batch object becomes entries: the direct walk of runInference(object) and
 // JSON.stringify + batch.Parse, which is what runInference(JSON.stringify(
@@ -205,11 +204,13 @@ func BenchmarkCall(b *testing.B) {
 //
 // Each runs with the garbage collector at GOGC=100 (Go's default) and 400
 // (bidding-server's when a heap budget bounds the heap): a fresh runtime per
-// call is garbage per call. Besides latency and calls/s it reports
-// cpu-µs/call, the CPU time of this process and of the sidecar's per call:
-// on a machine shared with other work calls/s moves with the neighbours'
-// load, CPU per call does not, and at saturation throughput is the cores
-// over it. It prints the throughput isolation costs by both measures.
+// call is garbage per call. The two modes run in alternating rounds
+// (shared, isolated, isolated, shared, ...) on pools that stay up, so that
+// a neighbour's load on this shared machine falls on both alike. Besides
+// latency and calls/s it reports cpu-µs/call, the CPU time of this process
+// and of the sidecar's per call: calls/s moves with the neighbours' load,
+// CPU per call does not, and at saturation throughput is the cores over it.
+// It prints the throughput isolation costs by both measures.
 func BenchmarkIsolation(b *testing.B) {
 	ctx := context.Background()
 	files, err := tfsave.MLP(tfsave.Options{})
@@ -245,92 +246,112 @@ function js_only(ig, signals) {
 	ig := []byte(`{"name":"shoes","dense":[0.9,0.1,0.4,0.0,0.7,0.3],"ads":[{"render_url":"https://ads.example/a","value":2.5},{"render_url":"https://ads.example/b","value":1.8}]}`)
 	signals := []byte(`{"weights":[0.3,1.2,-0.4,0.0,2.0,0.1]}`)
 
-	type run struct {
-		stats benchlat.Stats
-		cpu   float64 // µs per call, this process and the sidecar
-	}
-	type key struct {
-		fn   string
-		gogc int
-	}
-	var keys []key
-	results := map[key]map[bool]run{}
-	for _, k := range []key{{"js_string", 100}, {"js_string", 400}, {"js_only", 100}, {"js_only", 400}} {
-		fn := k.fn
-		keys = append(keys, k)
-		results[k] = map[bool]run{}
-		for _, shared := range []bool{true, false} {
-			mode := "isolated"
-			if shared {
-				mode = "shared"
-			}
-			pool, err := New("bench.js", script, Options{Inference: sup.Client(), Logger: quietLogger(), ShareRuntimes: shared})
-			if err != nil {
-				b.Fatal(err)
-			}
-			call := func() error {
-				if fn == "js_only" {
-					_, err := pool.CallJSON(ctx, fn, ig, signals)
-					return err
+	const rounds = 4 // of each mode
+	callers := runtime.GOMAXPROCS(0)
+	for _, fn := range []string{"js_string", "js_only"} {
+		for _, gogc := range []int{100, 400} {
+			b.Run(fmt.Sprintf("%s/gogc=%d", fn, gogc), func(b *testing.B) {
+				defer debug.SetGCPercent(debug.SetGCPercent(gogc))
+				var modes [2]isolationRun // shared, isolated
+				for i := range modes {
+					pool, err := New("bench.js", script, Options{Inference: sup.Client(), Logger: quietLogger(), ShareRuntimes: i == 0})
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer pool.Close()
+					modes[i].pool = pool
 				}
-				return pool.Do(ctx, fn, func(_ *goja.Runtime, f goja.Callable) error {
-					_, err := f(goja.Undefined())
-					return err
-				})
-			}
-			b.Run(fmt.Sprintf("%s/gogc=%d/%s", fn, k.gogc, mode), func(b *testing.B) {
-				defer debug.SetGCPercent(debug.SetGCPercent(k.gogc))
+				call := func(pool *Pool) func() error {
+					if fn == "js_only" {
+						return func() error { _, err := pool.CallJSON(ctx, fn, ig, signals); return err }
+					}
+					return func() error {
+						return pool.Do(ctx, fn, func(_ *goja.Runtime, f goja.Callable) error {
+							_, err := f(goja.Undefined())
+							return err
+						})
+					}
+				}
+				perRound := max(1, b.N/(2*rounds))
 				runtime.GC()
-				h0, c0, inline0 := benchlat.ProcessCPU(), childCPU(sup.Pid()), pool.Stats().InlineBuilds
-				s := benchParallelStats(b, call)
-				h1, c1 := benchlat.ProcessCPU(), childCPU(sup.Pid())
-				cpu := h1 - h0 + c1 - c0
-				b.ReportMetric((h1-h0).Seconds()*1e6/float64(b.N), "host-cpu-µs/call")
-				if !shared {
-					// Calls that found no ready runtime and ran the module first.
-					b.ReportMetric(float64(pool.Stats().InlineBuilds-inline0)/float64(b.N), "inline-builds/call")
+				b.ResetTimer()
+				for r := range 2 * rounds {
+					// ABBA order: shared, isolated, isolated, shared, ...
+					m := &modes[(r+r/2)%2]
+					if err := m.round(perRound, callers, sup.Pid(), call(m.pool)); err != nil {
+						b.Fatal(err)
+					}
 				}
-				perCall := cpu.Seconds() * 1e6 / float64(b.N)
-				b.ReportMetric(perCall, "cpu-µs/call")
-				results[k][shared] = run{s, perCall}
+				b.StopTimer()
+				if b.N < 2*rounds {
+					return // the framework's probe run
+				}
+				sh, iso := modes[0].summary(), modes[1].summary()
+				b.ReportMetric(sh.CallsPerSec, "shared-calls/s")
+				b.ReportMetric(iso.CallsPerSec, "isolated-calls/s")
+				b.ReportMetric(sh.cpu, "shared-cpu-µs/call")
+				b.ReportMetric(iso.cpu, "isolated-cpu-µs/call")
+				b.ReportMetric(100*(sh.cpu/iso.cpu-1), "cpu-cost-%")
+				b.ReportMetric(100*(iso.CallsPerSec/sh.CallsPerSec-1), "measured-cost-%")
+				// Calls that found no ready runtime and ran the module first.
+				b.ReportMetric(float64(modes[1].pool.Stats().InlineBuilds)/float64(iso.Calls), "inline-builds/call")
+				fmt.Printf("isolation cost, %s at batch 1, GOGC=%d, %d callers, %d alternating rounds: CPU per call %.1f µs shared, %.1f µs isolated: %+.1f%% throughput at saturation; measured %.0f calls/s shared, %.0f isolated (%+.1f%%); p50 %v / %v, p99 %v / %v\n",
+					fn, gogc, callers, 2*rounds, sh.cpu, iso.cpu, 100*(sh.cpu/iso.cpu-1),
+					sh.CallsPerSec, iso.CallsPerSec, 100*(iso.CallsPerSec/sh.CallsPerSec-1),
+					sh.P50, iso.P50, sh.P99, iso.P99)
 			})
-			pool.Close()
 		}
-	}
-	for _, k := range keys {
-		sh, iso := results[k][true], results[k][false]
-		if sh.stats.CallsPerSec == 0 || iso.stats.CallsPerSec == 0 {
-			continue
-		}
-		fmt.Printf("isolation cost, %s at batch 1, GOGC=%d, %d callers: CPU per call %.1f µs shared, %.1f µs isolated: %+.1f%% throughput at saturation; measured %.0f calls/s shared, %.0f isolated (%+.1f%%); p50 %v / %v, p99 %v / %v\n",
-			k.fn, k.gogc, runtime.GOMAXPROCS(0), sh.cpu, iso.cpu, 100*(sh.cpu/iso.cpu-1),
-			sh.stats.CallsPerSec, iso.stats.CallsPerSec, 100*(iso.stats.CallsPerSec/sh.stats.CallsPerSec-1),
-			sh.stats.P50, iso.stats.P50, sh.stats.P99, iso.stats.P99)
 	}
 }
 
-// childCPU is the user+system CPU time of process pid (0 when unknown).
-func childCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// The fields after the command, which is in parentheses and may hold
-	// spaces: state is field 3, utime and stime are fields 14 and 15.
-	_, rest, ok := strings.Cut(string(b), ") ")
-	f := strings.Fields(rest)
-	if !ok || len(f) < 13 {
-		return 0
-	}
-	var utime, stime int64
-	fmt.Sscan(f[11], &utime)
-	fmt.Sscan(f[12], &stime)
-	const ticksPerSecond = 100 // USER_HZ
-	return time.Duration(utime+stime) * time.Second / ticksPerSecond
+// isolationRun accumulates one mode's rounds in BenchmarkIsolation.
+type isolationRun struct {
+	pool *Pool
+	lat  benchlat.Recorder
+	wall time.Duration
+	cpu  time.Duration // this process's and the sidecar's
+	n    int
 }
 
-// benchParallelStats is benchParallel returning what it reported.
-func benchParallelStats(b *testing.B, call func() error) benchlat.Stats {
+// round makes n calls from callers goroutines.
+func (m *isolationRun) round(n, callers, sidecarPid int, call func() error) error {
+	h0, c0, t0 := benchlat.ProcessCPU(), benchlat.PidCPU(sidecarPid), time.Now()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, callers)
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(n) {
+				if err := m.lat.TimeErr(call); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	m.wall += time.Since(t0)
+	m.cpu += benchlat.ProcessCPU() - h0 + benchlat.PidCPU(sidecarPid) - c0
+	m.n += n
+	close(errs)
+	return <-errs
+}
+
+// isolationSummary is a mode's latencies, throughput and CPU per call.
+type isolationSummary struct {
+	benchlat.Stats
+	cpu float64 // µs per call
+}
+
+func (m *isolationRun) summary() isolationSummary {
+	s := isolationSummary{Stats: m.lat.Stats(), cpu: m.cpu.Seconds() * 1e6 / float64(m.n)}
+	s.CallsPerSec = float64(m.n) / m.wall.Seconds()
+	return s
+}
+
+func benchParallel(b *testing.B, call func() error) {
 	var r benchlat.Recorder
 	var once sync.Once
 	b.RunParallel(func(pb *testing.PB) {
@@ -342,5 +363,4 @@ func benchParallelStats(b *testing.B, call func() error) benchlat.Stats {
 		}
 	})
 	r.Report(b)
-	return r.Stats()
 }

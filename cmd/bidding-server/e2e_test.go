@@ -45,7 +45,7 @@ func (s *runningServer) log() string {
 var listenRE = regexp.MustCompile(`bidding-server listening.* addr=(\S+)`)
 
 // startBiddingServer runs the binary and waits until /readyz answers 200.
-func startBiddingServer(t *testing.T, bin string, args, env []string) *runningServer {
+func startBiddingServer(t testing.TB, bin string, args, env []string) *runningServer {
 	t.Helper()
 	s := &runningServer{cmd: exec.Command(bin, append([]string{"--listen", "127.0.0.1:0"}, args...)...), done: make(chan error, 1)}
 	s.cmd.Env = append(os.Environ(), env...)

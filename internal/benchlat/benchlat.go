@@ -1,8 +1,13 @@
 package benchlat
 
 import (
+	"bytes"
+	"fmt"
 	"math"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -117,4 +122,30 @@ func ProcessCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// PidCPU is the user+system CPU time of process pid, at the kernel's tick
+// resolution (10 ms); 0 when unknown (no such process, not Linux).
+func PidCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command, which is in parentheses and may hold
+	// spaces: state is field 3, utime and stime are fields 14 and 15.
+	i := bytes.LastIndex(b, []byte(") "))
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+2:]))
+	if len(f) < 13 {
+		return 0
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	const ticksPerSecond = 100 // USER_HZ
+	return time.Duration(utime+stime) * time.Second / ticksPerSecond
 }

@@ -1,6 +1,7 @@
 package benchlat
 
 import (
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -96,4 +97,29 @@ func BenchmarkRecorder(b *testing.B) {
 		}
 	})
 	r.Report(b)
+}
+
+func TestPidCPU(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc")
+	}
+	// Burn CPU until the kernel's tick counter moves.
+	before := PidCPU(os.Getpid())
+	deadline := time.Now().Add(5 * time.Second)
+	x := 0
+	for PidCPU(os.Getpid()) == before && time.Now().Before(deadline) {
+		for i := range 1_000_000 {
+			x += i
+		}
+	}
+	after := PidCPU(os.Getpid())
+	if after <= before {
+		t.Fatalf("PidCPU did not grow while burning CPU: %v then %v (x=%d)", before, after, x)
+	}
+	if self := ProcessCPU(); after > self+20*time.Millisecond {
+		t.Errorf("PidCPU(self) = %v, more than getrusage's %v", after, self)
+	}
+	if got := PidCPU(-1); got != 0 {
+		t.Errorf("PidCPU(-1) = %v, want 0", got)
+	}
 }

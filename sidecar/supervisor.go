@@ -100,6 +100,7 @@ type child struct {
 	exited  chan struct{}
 	waitErr error // valid once exited is closed
 	started time.Time
+	stderr  *lineLogger // its last lines go into start-up errors
 }
 
 // StartSupervisor starts the sidecar and returns once it is healthy. The
@@ -277,9 +278,9 @@ func (s *Supervisor) startChild(ctx context.Context) (*child, error) {
 		default:
 		}
 		if c.waitErr != nil && !isKilled(c.waitErr) {
-			return nil, inferr.Errorf(inferr.GRPC, "sidecar %q exited before it was healthy: %v", s.opts.BinaryPath, c.waitErr)
+			return nil, inferr.Errorf(inferr.GRPC, "sidecar %q exited before it was healthy: %v%s", s.opts.BinaryPath, c.waitErr, c.stderr.tailNote())
 		}
-		return nil, fmt.Errorf("sidecar %q: %w", s.opts.BinaryPath, err)
+		return nil, fmt.Errorf("sidecar %q: %w%s", s.opts.BinaryPath, err, c.stderr.tailNote())
 	}
 	s.log.Info("sidecar healthy", "pid", c.cmd.Process.Pid, "socket", s.opts.SocketPath, "start", time.Since(c.started))
 	return c, nil
@@ -328,7 +329,7 @@ func (s *Supervisor) spawn() (*child, error) {
 			s.log.Warn("prlimit on the sidecar failed; relying on the sidecar to apply "+RlimitEnv, "pid", cmd.Process.Pid, "err", err)
 		}
 	}
-	c := &child{cmd: cmd, exited: make(chan struct{}), started: time.Now()}
+	c := &child{cmd: cmd, exited: make(chan struct{}), started: time.Now(), stderr: out}
 	go func() {
 		c.waitErr = cmd.Wait()
 		out.flush()
@@ -421,12 +422,36 @@ func (s *Supervisor) replay(ctx context.Context) {
 	}
 }
 
-// lineLogger logs what a child writes, one record per line.
+// lineLogger logs what a child writes, one record per line, and keeps the
+// last lines for start-up errors.
 type lineLogger struct {
 	log    *slog.Logger
 	stream string
 	mu     sync.Mutex
 	buf    []byte
+	tail   []string // the last tailLines lines
+}
+
+// A start-up error carries at most the last tailLines lines, tailBytes
+// bytes, of the child's stderr.
+const (
+	tailLines = 20
+	tailBytes = 4 << 10
+)
+
+// tailNote is "; stderr: ..." with the last lines written (flushed once
+// the child has exited), or "" when there are none.
+func (l *lineLogger) tailNote() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.tail) == 0 {
+		return ""
+	}
+	t := strings.Join(l.tail, "\n")
+	if len(t) > tailBytes {
+		t = "..." + t[len(t)-tailBytes:]
+	}
+	return "; " + l.stream + ":\n" + strings.ToValidUTF8(t, "\uFFFD")
 }
 
 const maxLogLine = 64 << 10
@@ -462,5 +487,9 @@ func (l *lineLogger) emit(line []byte) {
 	if len(bytes.TrimSpace(line)) == 0 {
 		return
 	}
+	if len(l.tail) == tailLines {
+		l.tail = slices.Delete(l.tail, 0, 1)
+	}
+	l.tail = append(l.tail, string(line[max(0, len(line)-tailBytes):]))
 	l.log.Info("sidecar output", "stream", l.stream, "line", string(line))
 }

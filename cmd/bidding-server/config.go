@@ -42,6 +42,15 @@ type config struct {
 	RequestTimeout       time.Duration
 	ShutdownGrace        time.Duration
 	LogLevel             string
+
+	// The HTTP listener: the drain after SIGTERM, the connection cap and
+	// the per-connection timeouts (http.Server's fields of the same names).
+	DrainPeriod       time.Duration
+	MaxConnections    int
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	WriteTimeout      time.Duration
+	IdleTimeout       time.Duration
 }
 
 // localModel is one --inference_model_local_paths item.
@@ -106,7 +115,13 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	fs.IntVar(&c.MaxGroups, "max_interest_groups", 1000, "most interest groups in one generateBids request")
 	fs.IntVar(&c.MaxBidBytes, "max_bid_bytes", 1<<20, "largest JSON a generateBid call may return; larger is that group's error")
 	fs.DurationVar(&c.RequestTimeout, "request_timeout", 10*time.Second, "bound on one generateBids request, waiting for a free JS runtime included")
-	fs.DurationVar(&c.ShutdownGrace, "shutdown_grace", 10*time.Second, "how long SIGTERM waits for requests in flight")
+	fs.DurationVar(&c.DrainPeriod, "drain_period", 5*time.Second, "after SIGTERM, how long /readyz answers 503 (draining) while requests are still served, so that load balancers stop routing here before the port closes; 0 = none")
+	fs.DurationVar(&c.ShutdownGrace, "shutdown_grace", 10*time.Second, "after the drain period, how long requests in flight may take to finish before the server exits anyway (exit status 1)")
+	fs.IntVar(&c.MaxConnections, "max_connections", 10000, "most HTTP connections open at once (idle keep-alive ones included); further ones wait in the kernel's accept queue; 0 = no cap")
+	fs.DurationVar(&c.ReadHeaderTimeout, "read_header_timeout", 10*time.Second, "time a connection has to send a request's headers (slow clients are closed)")
+	fs.DurationVar(&c.ReadTimeout, "read_timeout", 30*time.Second, "time a connection has to send a whole request, body included")
+	fs.DurationVar(&c.WriteTimeout, "write_timeout", 0, "time from the end of a request's headers to the end of its response; 0 = --read_timeout + --request_timeout + 10s")
+	fs.DurationVar(&c.IdleTimeout, "idle_timeout", 2*time.Minute, "how long an idle keep-alive connection stays open")
 	fs.StringVar(&c.LogLevel, "log_level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -139,6 +154,20 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if c.JSPoolSize < 0 || c.JSCallTimeout < 0 || c.JSRequestConcurrency < 0 || c.JSMaxAbandoned < 0 || c.JSHeapBudgetMB < 0 {
 		return c, errors.New("--js_pool_size, --js_call_timeout, --js_request_concurrency, --js_max_abandoned and --js_heap_budget_mb must be >= 0")
+	}
+	if c.DrainPeriod < 0 || c.ShutdownGrace <= 0 || c.MaxConnections < 0 {
+		return c, errors.New("--drain_period and --max_connections must be >= 0, --shutdown_grace > 0")
+	}
+	if c.ReadHeaderTimeout <= 0 || c.ReadTimeout <= 0 || c.WriteTimeout < 0 || c.IdleTimeout <= 0 {
+		return c, errors.New("--read_header_timeout, --read_timeout and --idle_timeout must be > 0, --write_timeout >= 0")
+	}
+	if c.WriteTimeout == 0 {
+		// Go's WriteTimeout runs from the end of the headers: it covers
+		// reading the body, the request's own bound, and writing the answer.
+		c.WriteTimeout = c.ReadTimeout + c.RequestTimeout + 10*time.Second
+	}
+	if c.WriteTimeout <= c.RequestTimeout {
+		return c, fmt.Errorf("--write_timeout %s must be longer than --request_timeout %s, or a request that uses its time gets no answer", c.WriteTimeout, c.RequestTimeout)
 	}
 	var err error
 	if c.SidecarTransport, err = sidecar.ParseTransport(transport); err != nil {

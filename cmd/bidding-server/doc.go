@@ -24,11 +24,12 @@
 //	                       a body that is not JSON, lacks interest groups or is too large is a 400/413
 //	                       with {"error":..}
 //	GET  /v1/models        {"model_paths":[..],"inference_enabled":bool}
-//	GET  /healthz          200 while the process serves
+//	GET  /healthz          200 while the process serves (from the moment the port is bound)
 //	GET  /readyz           200 once the module compiled, the sidecar is healthy, the local models
 //	                       registered and the bucket's config was read with every model it lists
 //	                       attempted (a model that fails to load is logged, counted in /metrics
-//	                       and retried each poll; it does not hold readiness back); else 503 with reasons
+//	                       and retried each poll; it does not hold readiness back); else 503 with
+//	                       reasons ("starting: ...", the bucket's last error, "draining")
 //	GET  /metrics          Prometheus: inferbid_inference_* (B&A's inference metrics),
 //	                       inferbid_sidecar_restarts_total, inferbid_js_* (calls, and the sandbox:
 //	                       abandoned runtimes, overload refusals, heap stops), inferbid_http_*, Go/process
@@ -41,6 +42,21 @@
 // the heap passes --js_heap_budget_mb over the models the server holds. A
 // module that defines no generateBid function stops the server at start.
 //
-// SIGTERM or SIGINT stop it gracefully: requests in flight finish (up to
-// --shutdown_grace), then the sidecar gets SIGTERM.
+// Start-up binds the port first, then starts the sidecar, compiles the
+// module and syncs the models in the background: meanwhile the API answers
+// 503 and /readyz says what is not ready yet. A bucket that cannot be
+// opened or whose config cannot be read is retried with exponential
+// back-off (200ms doubling to the poll period, within 1s..30s), its error
+// in /readyz and logged once (repeats at DEBUG). A sidecar that cannot
+// start stops the server with exit status 1 and the sidecar's last stderr
+// lines in the message.
+//
+// SIGTERM or SIGINT stop it gracefully: for --drain_period /readyz answers
+// 503 "draining" while requests are still served (keep-alives end), then
+// the listener closes, requests in flight finish (up to --shutdown_grace;
+// past it the exit status is 1), then the sidecar gets SIGTERM.
+//
+// The listener holds at most --max_connections connections (more wait in
+// the kernel's accept queue); --read_header_timeout, --read_timeout,
+// --write_timeout and --idle_timeout bound each connection.
 package main

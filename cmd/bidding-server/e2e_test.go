@@ -47,7 +47,17 @@ var listenRE = regexp.MustCompile(`bidding-server listening.* addr=(\S+)`)
 // startBiddingServer runs the binary and waits until /readyz answers 200.
 func startBiddingServer(t testing.TB, bin string, args, env []string) *runningServer {
 	t.Helper()
-	s := &runningServer{cmd: exec.Command(bin, append([]string{"--listen", "127.0.0.1:0"}, args...)...), done: make(chan error, 1)}
+	s := launchBiddingServer(t, bin, args, env)
+	s.waitReady(t)
+	return s
+}
+
+// launchBiddingServer runs the binary and returns once it listens.
+func launchBiddingServer(t testing.TB, bin string, args, env []string) *runningServer {
+	t.Helper()
+	// No drain period unless a test asks for one (a later flag wins): it
+	// would only add its wait to every stop.
+	s := &runningServer{cmd: exec.Command(bin, append([]string{"--listen", "127.0.0.1:0", "--drain_period", "0"}, args...)...), done: make(chan error, 1)}
 	s.cmd.Env = append(os.Environ(), env...)
 	stderr, err := s.cmd.StderrPipe()
 	if err != nil {
@@ -90,6 +100,12 @@ func startBiddingServer(t testing.TB, bin string, args, env []string) *runningSe
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("bidding-server did not listen\n%s", s.log())
 	}
+	return s
+}
+
+// waitReady waits until /readyz answers 200.
+func (s *runningServer) waitReady(t testing.TB) {
+	t.Helper()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		code, body := get(t, s.url+"/readyz")
@@ -101,7 +117,6 @@ func startBiddingServer(t testing.TB, bin string, args, env []string) *runningSe
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return s
 }
 
 // stop sends SIGTERM and expects a clean exit.

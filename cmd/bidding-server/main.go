@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"runtime/debug"
 	"sync"
@@ -104,9 +102,25 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 	}
 
+	// The port is bound before anything slow starts, so that /healthz
+	// answers and /readyz says what is not ready yet while the sidecar
+	// starts and the first model sync runs.
+	srv.setStarting("the inference sidecar and the bidding module are not started yet")
+	httpSrv, ln, err := listen(cfg, srv, logger)
+	if err != nil {
+		return err
+	}
+	// Closes the listener and every connection when start-up fails; a
+	// no-op after the Shutdown below.
+	defer httpSrv.Close()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- httpSrv.Serve(ln) }()
+	logger.Info("bidding-server listening", "addr", ln.Addr().String(), "max_connections", cfg.MaxConnections)
+
 	var sup *sidecar.Supervisor
 	var models modelstore.Registrar // the supervisor, counting what it holds
 	if cfg.SidecarBinaryPath != "" {
+		srv.setStarting("the inference sidecar is starting")
 		sup, err = sidecar.StartSupervisor(ctx, sidecar.SupervisorOptions{
 			BinaryPath:       cfg.SidecarBinaryPath,
 			RuntimeConfig:    cfg.SidecarRuntimeConfig,
@@ -117,6 +131,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			OnRestart:        m.sidecarRestarts.Inc,
 		})
 		if err != nil {
+			if ctx.Err() != nil {
+				logger.Info("stopped while the sidecar was starting")
+				return nil
+			}
+			// A sidecar that cannot start (bad binary, bad runtime config)
+			// is an operator error: exit 1 with its stderr in the message
+			// rather than serve unready forever.
 			return fmt.Errorf("start sidecar %s: %w", cfg.SidecarBinaryPath, err)
 		}
 		defer sup.Close()
@@ -128,6 +149,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		logger.Warn("no inference sidecar binary: inference is disabled (getModelPaths/runInference are not defined)")
 	}
 
+	srv.setStarting("the bidding module is loading")
 	pool, err := jsbridge.New(name, source, popts)
 	if err != nil {
 		return fmt.Errorf("load bidding module: %w", err)
@@ -135,6 +157,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	defer pool.Close()
 	srv.pool = pool
 	m.registerPool(reg, pool)
+	srv.started()
+	logger.Info("bidding-server started", "inference", pool.InferenceEnabled(),
+		"js_runtimes", pool.Size(), "js_isolated", pool.Isolated(), "js_heap_budget_mb", cfg.JSHeapBudgetMB, "module", name)
 
 	bgCtx, cancelBG := context.WithCancel(ctx)
 	defer cancelBG()
@@ -144,27 +169,25 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		syncModels(bgCtx, cfg, models, srv, reg, logger)
 	}()
 
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("--listen: %w", err)
-	}
-	httpSrv := &http.Server{
-		Handler:           srv.handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       time.Minute,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
-	logger.Info("bidding-server listening", "addr", ln.Addr().String(), "inference", pool.InferenceEnabled(),
-		"js_runtimes", pool.Size(), "js_isolated", pool.Isolated(), "js_heap_budget_mb", cfg.JSHeapBudgetMB, "module", name)
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- httpSrv.Serve(ln) }()
-
 	select {
 	case err := <-serveErr:
 		return fmt.Errorf("http: %w", err)
 	case <-ctx.Done():
 	}
+	// Drain: /readyz turns 503 so that load balancers take this server out
+	// of rotation, while requests (new ones too) are still served. Keep-
+	// alives end, so that clients reconnect elsewhere.
+	srv.draining.Store(true)
+	httpSrv.SetKeepAlivesEnabled(false)
+	if cfg.DrainPeriod > 0 {
+		logger.Info("draining: /readyz answers 503, requests are still served", "drain_period", cfg.DrainPeriod)
+		select {
+		case <-time.After(cfg.DrainPeriod):
+		case err := <-serveErr:
+			return fmt.Errorf("http: %w", err)
+		}
+	}
+	// Then the listener closes and requests in flight finish.
 	logger.Info("shutting down", "grace", cfg.ShutdownGrace)
 	shutCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
 	defer cancel()
@@ -173,7 +196,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	<-done
 	// Deferred: pool.Close, then sup.Close (SIGTERM to the sidecar).
 	if err != nil {
-		return fmt.Errorf("http shutdown: %w", err)
+		return fmt.Errorf("http shutdown after --shutdown_grace %s: %w", cfg.ShutdownGrace, err)
 	}
 	logger.Info("stopped")
 	return nil
@@ -201,24 +224,34 @@ func syncModels(ctx context.Context, cfg config, sup modelstore.Registrar, srv *
 		srv.setSyncResult(nil)
 		return
 	}
+	// The first sync is retried with back-off until it has read the config:
+	// a bucket that cannot be opened (a missing directory, a scheme typo)
+	// or a config that cannot be read may be fixed while the server runs.
+	// Each failure is in /readyz; the log says it once, not every attempt.
+	retry := newRetrier(logger, "model bucket", cfg.ModelFetchPeriod, "bucket", cfg.ModelBucketName)
 	var w modelSyncer
-	w, err := modelstore.NewWatcher(modelstore.WatcherOptions{
-		BucketURL:  cfg.ModelBucketName,
-		ConfigPath: cfg.ModelConfigPath,
-		Period:     cfg.ModelFetchPeriod,
-		Registrar:  sup,
-		Logger:     logger,
-		Metrics:    reg,
-	})
-	if err != nil {
-		logger.Error("model bucket watcher not started", "bucket", cfg.ModelBucketName, "err", err)
-		srv.setSyncResult(err)
-		return
+	for w == nil {
+		// A failed attempt must not leave the watcher's collectors
+		// registered, or the next attempt could not register them.
+		undo := &undoRegisterer{Registerer: reg}
+		watcher, err := modelstore.NewWatcher(modelstore.WatcherOptions{
+			BucketURL:  cfg.ModelBucketName,
+			ConfigPath: cfg.ModelConfigPath,
+			Period:     cfg.ModelFetchPeriod,
+			Registrar:  sup,
+			Logger:     logger,
+			Metrics:    undo,
+		})
+		if err == nil {
+			w = watcher
+			break
+		}
+		undo.undo()
+		if !retry.failed(ctx, srv, "model bucket not opened", err) {
+			return
+		}
 	}
-	retry := cfg.ModelFetchPeriod
-	if retry <= 0 || retry > 5*time.Second {
-		retry = 5 * time.Second
-	}
+	retry.reset()
 	// Ready once the config was read and every model it lists was attempted,
 	// as production model servers do: a model that failed (bad checksum,
 	// failed download or warm-up) is logged, counted in /metrics and retried
@@ -237,12 +270,8 @@ func syncModels(ctx context.Context, cfg config, sup modelstore.Registrar, srv *
 				"bucket", cfg.ModelBucketName, "err", err)
 			break
 		}
-		srv.setSyncResult(err)
-		logger.Warn("model config not read, retrying", "bucket", cfg.ModelBucketName, "err", err, "in", retry)
-		select {
-		case <-ctx.Done():
+		if !retry.failed(ctx, srv, "model config not read", err) {
 			return
-		case <-time.After(retry):
 		}
 	}
 	if err := w.Run(ctx); err != nil && ctx.Err() == nil {

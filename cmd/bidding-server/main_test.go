@@ -28,6 +28,8 @@ func TestRunExitCodes(t *testing.T) {
 		{[]string{"--inference_model_bucket_name", "file:///x"}, "", 2, "no --inference_sidecar_binary_path"},
 		{nil, "INFERENCE_SIDECAR_RLIMIT_MB=lots", 2, "environment variable INFERENCE_SIDECAR_RLIMIT_MB"},
 		{[]string{"--log_level", "loud"}, "", 1, "--log_level"},
+		{[]string{"--listen", "127.0.0.1:99999"}, "", 1, "--listen"},
+		{[]string{"--write_timeout", "1s"}, "", 2, "--write_timeout"},
 	} {
 		clear(env)
 		if k, v, ok := strings.Cut(c.env, "="); ok {

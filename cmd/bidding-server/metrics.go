@@ -2,6 +2,8 @@ package main
 
 import (
 	"errors"
+	"net"
+	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -27,6 +29,7 @@ type metrics struct {
 	jsCalls            *prometheus.CounterVec // func, outcome
 	jsCallDuration     *prometheus.HistogramVec
 	httpRequests       *prometheus.CounterVec // handler, code
+	httpConnections    prometheus.Gauge       // open now, against --max_connections
 }
 
 // unknownModelLabel replaces model paths that name no registered model, so
@@ -64,11 +67,24 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "inferbid_js_call_duration_seconds", Help: "Duration of calls into the JS module.", Buckets: latency}, []string{"func"}),
 		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "inferbid_http_requests_total", Help: "HTTP requests by handler and status code."}, []string{"handler", "code"}),
+		httpConnections: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "inferbid_http_connections_open", Help: "HTTP connections open (idle keep-alive ones included), against --max_connections."}),
 	}
 	reg.MustRegister(m.inferenceRequests, m.inferenceDuration, m.inferenceReqBytes, m.inferenceRespBytes,
 		m.inferenceErrors, m.modelRequests, m.modelFailures, m.modelBatchSize, m.modelPathsErrors,
-		m.sidecarRestarts, m.jsCalls, m.jsCallDuration, m.httpRequests)
+		m.sidecarRestarts, m.jsCalls, m.jsCallDuration, m.httpRequests, m.httpConnections)
 	return m
+}
+
+// connState is the http.Server's ConnState hook: it counts open
+// connections.
+func (m *metrics) connState(_ net.Conn, state http.ConnState) {
+	switch state {
+	case http.StateNew:
+		m.httpConnections.Inc()
+	case http.StateClosed, http.StateHijacked:
+		m.httpConnections.Dec()
+	}
 }
 
 // hooks connects the pool's events to the collectors.

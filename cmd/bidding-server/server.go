@@ -51,6 +51,30 @@ type server struct {
 	synced  atomic.Bool
 	syncMu  sync.Mutex
 	syncErr error
+
+	// starting says what start-up is doing while the port already serves;
+	// nil once pool, models and health are set (the Store that clears it
+	// publishes them to the handlers).
+	starting atomic.Pointer[string]
+	// draining is set at SIGTERM: /readyz answers 503 while requests are
+	// still served.
+	draining atomic.Bool
+}
+
+// setStarting records the start-up step under way, for /readyz.
+func (s *server) setStarting(step string) { s.starting.Store(&step) }
+
+// started marks start-up done: call it after pool, models and health are
+// set.
+func (s *server) started() { s.starting.Store(nil) }
+
+// notStarted answers 503 while start-up is under way; it reports whether it
+// did.
+func (s *server) notStarted(w http.ResponseWriter) (int, bool) {
+	if step := s.starting.Load(); step != nil {
+		return writeError(w, http.StatusServiceUnavailable, "the server is starting: "+*step), true
+	}
+	return 0, false
 }
 
 func (s *server) handler() http.Handler {
@@ -92,6 +116,9 @@ type bidResult struct {
 }
 
 func (s *server) generateBids(w http.ResponseWriter, r *http.Request) int {
+	if code, ok := s.notStarted(w); ok {
+		return code
+	}
 	body, err := readBody(w, r, s.maxBody)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
@@ -215,6 +242,9 @@ func bidError(err error) string {
 }
 
 func (s *server) listModels(w http.ResponseWriter, r *http.Request) int {
+	if code, ok := s.notStarted(w); ok {
+		return code
+	}
 	if s.models == nil {
 		writeJSON(w, http.StatusOK, map[string]any{"model_paths": []string{}, "inference_enabled": false})
 		return http.StatusOK
@@ -232,14 +262,25 @@ func (s *server) listModels(w http.ResponseWriter, r *http.Request) int {
 	return http.StatusOK
 }
 
-// ready: the module compiled (the pool exists), the sidecar answers its
-// health check, and the first model sync finished.
+// ready: not draining, start-up finished (the sidecar is healthy and the
+// module compiled), the sidecar answers its health check, and the first
+// model sync finished.
 func (s *server) ready(w http.ResponseWriter, r *http.Request) int {
+	if s.draining.Load() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "draining",
+			"problems": []string{"draining: the server got SIGTERM and stops soon; requests are still served"}})
+		return http.StatusServiceUnavailable
+	}
 	var problems []string
-	if s.pool == nil {
+	// pool and health are read only once start-up is over (they are set
+	// while the port already serves).
+	step := s.starting.Load()
+	if step != nil {
+		problems = append(problems, "starting: "+*step)
+	} else if s.pool == nil {
 		problems = append(problems, "bidding module not loaded")
 	}
-	if s.health != nil {
+	if step == nil && s.health != nil {
 		ctx, cancel := context.WithTimeout(r.Context(), 500*time.Millisecond)
 		err := s.health.WaitHealthy(ctx)
 		cancel()

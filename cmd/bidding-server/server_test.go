@@ -49,6 +49,9 @@ func TestParseConfig(t *testing.T) {
 	if c.SidecarBinaryPath != "/env/sidecar" || c.ModelConfigPath != "env.json" || c.ModelFetchPeriod != 1500*time.Millisecond || c.SidecarRlimitMB != 512 || c.SidecarTransport != sidecar.TransportGRPC || c.SidecarSpinWait != -time.Nanosecond {
 		t.Errorf("environment not applied: %+v", c)
 	}
+	if c.DrainPeriod != 5*time.Second || c.MaxConnections != 10000 || c.WriteTimeout != c.ReadTimeout+c.RequestTimeout+10*time.Second {
+		t.Errorf("listener defaults: drain %v, max connections %d, write timeout %v", c.DrainPeriod, c.MaxConnections, c.WriteTimeout)
+	}
 	want := []localModel{{"pctr_v3/", modelDir}, {"mlp.onnx", modelFile}, {"custom/path/", modelDir}}
 	if fmt.Sprint(c.LocalModels) != fmt.Sprint(want) {
 		t.Errorf("local models %v, want %v", c.LocalModels, want)
@@ -64,6 +67,10 @@ func TestParseConfig(t *testing.T) {
 		"spin wait, no unit": {"--inference_sidecar_spin_wait", "50"},
 		"negative budget":    {"--js_heap_budget_mb", "-1"},
 		"negative share":     {"--js_request_concurrency", "-2"},
+		"negative drain":     {"--drain_period", "-1s"},
+		"negative cap":       {"--max_connections", "-1"},
+		"no header timeout":  {"--read_header_timeout", "0"},
+		"short write":        {"--write_timeout", "5s", "--request_timeout", "10s"},
 	} {
 		if _, err := parseConfig(args, func(string) string { return "" }, io.Discard); err == nil {
 			t.Errorf("%s: accepted %q", name, args)
@@ -303,4 +310,40 @@ func FuzzGenerateBidsBody(f *testing.F) {
 			t.Fatalf("invalid JSON answer %q for %q", w.Body.String(), body)
 		}
 	})
+}
+
+// TestStartingAndDraining: while start-up runs, /healthz is 200 and the
+// API and /readyz answer 503 saying what is starting; while draining,
+// /readyz is 503 "draining" and requests are still served.
+func TestStartingAndDraining(t *testing.T) {
+	ts, s := newTestServer(t)
+	s.setStarting("the inference sidecar is starting")
+	if code, body := get(t, ts.URL+"/healthz"); code != 200 {
+		t.Errorf("/healthz while starting: %d %s", code, body)
+	}
+	for _, c := range []struct{ method, path, body string }{
+		{"GET", "/readyz", ""}, {"GET", "/v1/models", ""}, {"POST", "/v1/generateBids", `{"interest_groups":[{"name":"a","value":1}]}`},
+	} {
+		var code int
+		var body string
+		if c.method == "GET" {
+			code, body = get(t, ts.URL+c.path)
+		} else {
+			code, body = post(t, ts.URL+c.path, c.body)
+		}
+		if code != 503 || !strings.Contains(body, "the inference sidecar is starting") {
+			t.Errorf("%s %s while starting: %d %s", c.method, c.path, code, body)
+		}
+	}
+	s.started()
+	if code, body := get(t, ts.URL+"/readyz"); code != 200 {
+		t.Errorf("/readyz once started: %d %s", code, body)
+	}
+	s.draining.Store(true)
+	if code, body := get(t, ts.URL+"/readyz"); code != 503 || !strings.Contains(body, `"status":"draining"`) {
+		t.Errorf("/readyz while draining: %d %s", code, body)
+	}
+	if code, body := post(t, ts.URL+"/v1/generateBids", `{"interest_groups":[{"name":"a","value":1}]}`); code != 200 {
+		t.Errorf("generateBids while draining: %d %s", code, body)
+	}
 }

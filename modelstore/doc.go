@@ -32,6 +32,11 @@
 // serving; it is logged with the reason, counted, and retried on the next
 // poll.
 //
+// A file:// bucket never serves a file outside its directory: each read is
+// checked, after fileblob opened the file, against the key resolved through
+// os.Root, so a symlink leaving the root (or an absolute one) fails that
+// model, or the config, with reason outside_bucket_root.
+//
 // Metrics (on WatcherOptions.Metrics): inferbid_modelstore_fetches_total
 // {kind=config|model, result}, inferbid_modelstore_registrations_total
 // {kind=load|update, outcome}, inferbid_modelstore_deletions_total{outcome},

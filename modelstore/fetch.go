@@ -100,9 +100,9 @@ func (w *Watcher) readConfigObject(ctx context.Context, known string) (data []by
 			return nil, version, nil
 		}
 	}
-	r, err := w.bucket.NewReader(ctx, key, nil)
+	r, err := w.bucket.NewReader(ctx, key, w.root.readerOptions())
 	if err != nil {
-		return nil, "", failf(bucketReason(err), "model config %q: %w", key, err)
+		return nil, "", readErr(err, "model config %q", key)
 	}
 	defer r.Close()
 	data, err = io.ReadAll(io.LimitReader(r, MaxConfigBytes+1))
@@ -255,9 +255,9 @@ func (w *Watcher) download(ctx context.Context, e ModelEntry) (*downloaded, erro
 }
 
 func (w *Watcher) downloadObject(ctx context.Context, e ModelEntry, o objectRef, tmp string, budget int64) (digest string, n int64, err error) {
-	r, err := w.bucket.NewReader(ctx, o.key, nil)
+	r, err := w.bucket.NewReader(ctx, o.key, w.root.readerOptions())
 	if err != nil {
-		return "", 0, failf(bucketReason(err), "model %q: object %q: %w", e.Path, o.key, err)
+		return "", 0, readErr(err, "model %q: object %q", e.Path, o.key)
 	}
 	defer r.Close()
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)

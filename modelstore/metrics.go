@@ -24,6 +24,8 @@ const (
 	reasonDelete     = "delete_error"
 	reasonCanceled   = "canceled"
 	reasonLocalError = "local_io_error"
+	// a file:// object that resolves outside the bucket root (a symlink)
+	reasonOutsideRoot = "outside_bucket_root"
 )
 
 type metrics struct {

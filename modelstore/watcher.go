@@ -69,6 +69,7 @@ type Watcher struct {
 	opts          WatcherOptions
 	bucket        *blob.Bucket
 	scheme        string
+	root          *fileRoot // file:// buckets only: reads stay inside it
 	log           *slog.Logger
 	metrics       *metrics
 	now           func() time.Time
@@ -140,6 +141,11 @@ func NewWatcher(opts WatcherOptions) (*Watcher, error) {
 	}
 	if w.metrics, err = newMetrics(opts.Metrics, w.now); err != nil {
 		return nil, fmt.Errorf("modelstore: register metrics: %w", err)
+	}
+	if u.Scheme == "file" {
+		if w.root, err = newFileRoot(u); err != nil {
+			return nil, fmt.Errorf("modelstore: bucket URL %q: %w", opts.BucketURL, err)
+		}
 	}
 	if w.bucket, err = blob.OpenBucket(context.Background(), opts.BucketURL); err != nil {
 		return nil, fmt.Errorf("modelstore: open bucket %q: %w", opts.BucketURL, err)

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"cloud.google.com/go/storage"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -153,6 +154,10 @@ const MaxModelFiles = 100000
 type objectRef struct {
 	key, rel string
 	size     int64
+	// identity as listed, to tell a changed object from an unchanged one
+	modTime time.Time
+	md5     []byte
+	etag    string
 }
 
 // listModel finds the objects of a model entry and checks the size cap
@@ -184,7 +189,7 @@ func (w *Watcher) listModel(ctx context.Context, e ModelEntry) ([]objectRef, err
 			if len(objs) == MaxModelFiles {
 				return nil, failf(reasonTooLarge, "model %q: more than %d objects under the prefix", e.Path, MaxModelFiles)
 			}
-			objs = append(objs, objectRef{key: obj.Key, rel: rel, size: obj.Size})
+			objs = append(objs, objectRef{key: obj.Key, rel: rel, size: obj.Size, modTime: obj.ModTime, md5: obj.MD5})
 		}
 		if len(objs) == 0 {
 			return nil, failf(reasonEmpty, "model %q: no objects under the prefix", e.Path)
@@ -202,7 +207,7 @@ func (w *Watcher) listModel(ctx context.Context, e ModelEntry) ([]objectRef, err
 		if a.Size > w.maxModelBytes {
 			return nil, failf(reasonTooLarge, "model %q is %d bytes, more than the %d-byte model size limit", e.Path, a.Size, w.maxModelBytes)
 		}
-		objs = append(objs, objectRef{key: e.Path, rel: path.Base(e.Path), size: a.Size})
+		objs = append(objs, objectRef{key: e.Path, rel: path.Base(e.Path), size: a.Size, modTime: a.ModTime, md5: a.MD5, etag: a.ETag})
 	}
 	sort.Slice(objs, func(i, j int) bool { return objs[i].rel < objs[j].rel })
 	return objs, nil
@@ -217,13 +222,10 @@ func validRelPath(rel string) bool {
 	return rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
-// download fetches a model's objects into size-capped temporary files,
-// hashing them on the way, and verifies the checksum when one is listed.
-func (w *Watcher) download(ctx context.Context, e ModelEntry) (*downloaded, error) {
-	objs, err := w.listModel(ctx, e)
-	if err != nil {
-		return nil, err
-	}
+// download fetches a model's objects, as listModel listed them, into
+// size-capped temporary files, hashing them on the way, and verifies the
+// checksum when one is listed.
+func (w *Watcher) download(ctx context.Context, e ModelEntry, objs []objectRef) (*downloaded, error) {
 	dir, err := os.MkdirTemp(w.opts.TempDir, "inferbid-model-*")
 	if err != nil {
 		return nil, failf(reasonLocalError, "model %q: temp dir: %w", e.Path, err)

@@ -341,3 +341,29 @@ func TestRepeatedFailuresAreLoggedOnce(t *testing.T) {
 	}
 	e.expectCalls("register m/", "register ok/") // the checksum failures never reached the registrar
 }
+
+// TestRevertedUpdateIsNoLongerFailing: an update that failed and is then
+// taken back (the config lists the serving content again) is no longer
+// counted as failing, nor retried.
+func TestRevertedUpdateIsNoLongerFailing(t *testing.T) {
+	e := newEnv(t, backends()[0], nil)
+	v1 := e.putModel("m/", tfModel(t, "v1"))
+	e.putConfig(cfgEntry{path: "m/", checksum: v1})
+	e.mustSync()
+	e.expectCalls("register m/")
+	e.putConfig(cfgEntry{path: "m/", checksum: strings.Repeat("0", 64)})
+	if err := e.sync(); err == nil || !strings.Contains(err.Error(), "checksum mismatch") {
+		t.Fatalf("SyncOnce = %v, want the update's checksum mismatch", err)
+	}
+	if got := e.counter("inferbid_modelstore_models_failing"); got != 1 {
+		t.Errorf("models_failing = %v, want 1", got)
+	}
+	e.putConfig(cfgEntry{path: "m/", checksum: v1})
+	e.mustSync()
+	e.clock.Advance(time.Hour)
+	e.mustSync()
+	e.expectCalls()
+	if got := e.counter("inferbid_modelstore_models_failing"); got != 0 {
+		t.Errorf("models_failing = %v after the revert, want 0", got)
+	}
+}

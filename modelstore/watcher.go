@@ -246,7 +246,7 @@ func (w *Watcher) SyncOnce(ctx context.Context) error {
 	}
 	plan := Plan(w.Models(), cfg, w.now())
 	errs = append(errs, w.apply(ctx, plan)...)
-	w.forgetUnlisted(cfg)
+	w.forgetSettled(plan)
 	w.nextWake = plan.NextWake
 	w.metrics.available.Set(float64(len(w.Models())))
 	if len(errs) == 0 {
@@ -268,9 +268,10 @@ func (w *Watcher) reportInvalidEntries(cfg Config) error {
 				"config_path", w.opts.ConfigPath)
 			break
 		}
-		key, what := "entry "+ie.Path, "model config entry rejected; the model it names stays as it was"
+		// by position and path: two rejected entries may name one path
+		key := "entry " + strconv.Itoa(ie.Index) + " " + ie.Path
+		what := "model config entry rejected; the model it names stays as it was"
 		if ie.Path == "" {
-			key = "entry #" + strconv.Itoa(ie.Index)
 			what = "model config entry rejected; it names no model, so no model is retired while it stays"
 		}
 		current[key] = true
@@ -287,24 +288,30 @@ func (w *Watcher) reportInvalidEntries(cfg Config) error {
 	return nil
 }
 
-// forgetUnlisted drops the failures of models the config no longer lists
-// (valid entries only: a model a rejected entry names starts afresh once
-// the entry is fixed) and of deletions no longer due.
-func (w *Watcher) forgetUnlisted(cfg Config) {
-	listed := make(map[string]bool, len(cfg.Models))
-	for _, e := range cfg.Models {
-		listed[e.Path] = true
+// forgetSettled drops the failures of loads, updates and deletions the
+// plan no longer calls for: a model delisted, reverted to the content that
+// serves, or named by a rejected entry (it starts afresh once the entry is
+// fixed). A failed action leaves the state as it was, so one still wanted
+// is in every plan.
+func (w *Watcher) forgetSettled(plan SyncPlan) {
+	pending := map[string]bool{}  // loads and updates
+	deleting := map[string]bool{} // deletions
+	for _, a := range plan.Actions {
+		switch a.Kind {
+		case ActLoad, ActUpdate:
+			pending[a.Path] = true
+		case ActDelete:
+			deleting[a.Path] = true
+		}
 	}
-	w.metrics.failing.Set(float64(w.failures.keep(listed)))
-	state := w.Models()
+	w.metrics.failing.Set(float64(w.failures.keep(pending)))
 	for _, key := range w.problems.keys("model ") {
-		if !listed[strings.TrimPrefix(key, "model ")] {
+		if !pending[strings.TrimPrefix(key, "model ")] {
 			w.problems.resolve(key, "")
 		}
 	}
 	for _, key := range w.problems.keys("delete ") {
-		p := strings.TrimPrefix(key, "delete ")
-		if _, loaded := state[p]; !loaded || listed[p] {
+		if !deleting[strings.TrimPrefix(key, "delete ")] {
 			w.problems.resolve(key, "")
 		}
 	}

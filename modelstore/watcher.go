@@ -59,7 +59,8 @@ type WatcherOptions struct {
 	// objects stay the same (a change is attempted at the next poll). It
 	// doubles with each failure in a row, up to MaxRetryBackoff. It is also
 	// the first interval at which a repeated identical failure is logged
-	// again. 0 = Period.
+	// again. Retries run at polls, so one shorter than Period waits for the
+	// next poll. 0 = Period.
 	RetryBackoff time.Duration
 	// MaxRetryBackoff caps RetryBackoff's doubling; 0 =
 	// DefaultMaxRetryBackoff. A RetryBackoff above it is cut to it.

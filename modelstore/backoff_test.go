@@ -367,3 +367,31 @@ func TestRevertedUpdateIsNoLongerFailing(t *testing.T) {
 		t.Errorf("models_failing = %v after the revert, want 0", got)
 	}
 }
+
+// TestListingIdentifiesObjectVersions: the listing of a directory model
+// carries the store's version of each object (S3 ETag, GCS generation), so
+// a rewrite is seen even where the MD5 or modification time would not
+// tell.
+func TestListingIdentifiesObjectVersions(t *testing.T) {
+	for _, be := range backends()[1:] {
+		t.Run(be.name, func(t *testing.T) {
+			e := newEnv(t, be, nil)
+			e.put("m/model.pt", []byte("v1"))
+			objs, err := e.w.listModel(e.ctx, ModelEntry{Path: "m/"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(objs) != 1 || objs[0].etag == "" {
+				t.Fatalf("listing %+v, want one object with a version", objs)
+			}
+			e.put("m/model.pt", []byte("v1")) // same bytes, new version
+			again, err := e.w.listModel(e.ctx, ModelEntry{Path: "m/"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if be.name == "gcs" && again[0].etag == objs[0].etag {
+				t.Errorf("GCS generation unchanged by a rewrite: %q", again[0].etag)
+			}
+		})
+	}
+}

@@ -35,7 +35,7 @@
 // checksum mismatch or a failed load or warm-up changes nothing that is
 // serving; it is logged with the reason and counted. A model that failed is
 // downloaded again only when its config entry or its bucket objects (as
-// listed: size, modification time, MD5, ETag) change, or when its retry
+// listed: size, modification time, MD5, S3 ETag, GCS generation) change, or when its retry
 // back-off ends (the poll period, doubling up to an hour). A repeated
 // identical failure is logged once at ERROR, then as a "still failing"
 // WARN with a count at doubling intervals, and its recovery once at INFO.

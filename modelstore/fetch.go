@@ -17,6 +17,7 @@ import (
 
 	"cloud.google.com/go/storage"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
 
@@ -78,6 +79,25 @@ func objectVersion(scheme string, a *blob.Attributes) string {
 				v += "/" + *ho.VersionId
 			}
 			return v
+		}
+	}
+	return ""
+}
+
+// listedVersion is the store's version of a listed object where it gives
+// one beyond the MD5 (S3's ETag, which multipart uploads give no MD5 for;
+// GCS's generation); "" otherwise.
+func listedVersion(scheme string, obj *blob.ListObject) string {
+	switch scheme {
+	case "s3":
+		var o s3types.Object
+		if obj.As(&o) && o.ETag != nil {
+			return "etag:" + *o.ETag
+		}
+	case "gs":
+		var oa storage.ObjectAttrs
+		if obj.As(&oa) {
+			return "gen:" + strconv.FormatInt(oa.Generation, 10)
 		}
 	}
 	return ""
@@ -157,7 +177,7 @@ type objectRef struct {
 	// identity as listed, to tell a changed object from an unchanged one
 	modTime time.Time
 	md5     []byte
-	etag    string
+	etag    string // or another version the store gives (GCS generation)
 }
 
 // listModel finds the objects of a model entry and checks the size cap
@@ -189,7 +209,8 @@ func (w *Watcher) listModel(ctx context.Context, e ModelEntry) ([]objectRef, err
 			if len(objs) == MaxModelFiles {
 				return nil, failf(reasonTooLarge, "model %q: more than %d objects under the prefix", e.Path, MaxModelFiles)
 			}
-			objs = append(objs, objectRef{key: obj.Key, rel: rel, size: obj.Size, modTime: obj.ModTime, md5: obj.MD5})
+			objs = append(objs, objectRef{key: obj.Key, rel: rel, size: obj.Size, modTime: obj.ModTime, md5: obj.MD5,
+				etag: listedVersion(w.scheme, obj)})
 		}
 		if len(objs) == 0 {
 			return nil, failf(reasonEmpty, "model %q: no objects under the prefix", e.Path)

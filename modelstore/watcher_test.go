@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -130,14 +131,13 @@ type backend struct {
 	newBucket func(t *testing.T) string // returns the bucket URL
 }
 
+// bucketSeq numbers the S3 and GCS buckets of a test run: names must not
+// repeat however many times backends is called.
+var bucketSeq atomic.Int64
+
 func backends() []backend {
-	n := 0
-	var mu sync.Mutex
 	unique := func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		n++
-		return fmt.Sprintf("inferbid-%d-%d", os.Getpid(), n)
+		return fmt.Sprintf("inferbid-%d-%d", os.Getpid(), bucketSeq.Add(1))
 	}
 	return []backend{
 		{"file", func(t *testing.T) string { return "file://" + t.TempDir() }},

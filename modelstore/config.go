@@ -38,17 +38,65 @@ func (e ModelEntry) IsDir() bool { return strings.HasSuffix(e.Path, "/") }
 
 // Config is a parsed model_metadata config.
 type Config struct {
+	// Models are the valid entries, in config order.
 	Models []ModelEntry
+	// Invalid are the rejected entries, in config order. The watcher
+	// leaves the model an invalid entry names as it was, and retires no
+	// model while an invalid entry names none (it could be any of them).
+	Invalid []EntryError
+}
+
+// EntryError is a rejected config entry.
+type EntryError struct {
+	// Index is the entry's position in model_metadata.
+	Index int
+	// Path is the model_path the entry names, "" when it names none (the
+	// field is missing, empty or not a string, or the entry is not an
+	// object).
+	Path string
+	// Err is an INPUT_PARSING error naming the entry and the field.
+	Err error
+}
+
+func (e EntryError) Error() string { return e.Err.Error() }
+func (e EntryError) Unwrap() error { return e.Err }
+
+// maxEntryErrorsShown bounds the entry errors Config.Err spells out, so a
+// config of a million bad entries does not make a message of a million
+// lines.
+const maxEntryErrorsShown = 20
+
+// Err joins the rejected entries' errors (the first 20, then a count);
+// nil when every entry is valid.
+func (c Config) Err() error {
+	if len(c.Invalid) == 0 {
+		return nil
+	}
+	errs := make([]error, 0, min(len(c.Invalid), maxEntryErrorsShown)+1)
+	for i, e := range c.Invalid {
+		if i == maxEntryErrorsShown {
+			errs = append(errs, configErr("%d more entries rejected", len(c.Invalid)-i))
+			break
+		}
+		errs = append(errs, e)
+	}
+	return errors.Join(errs...)
 }
 
 // ParseConfig parses the model config JSON strictly, the way the seed's
 // protobuf JSON parser does: field names in snake_case or lowerCamelCase,
 // null meaning absent, the grace period as a number or a decimal string,
-// trailing commas tolerated (the seed's own examples have them). Unknown
-// fields, wrong types, a missing or duplicate model_path, a malformed
-// checksum, a negative or out-of-range grace period, or a warm-up request
-// that is not JSON are INPUT_PARSING errors naming the entry and the field.
-// The whole config is rejected on any error, so a typo never evicts models.
+// trailing commas tolerated (the seed's own examples have them).
+//
+// A config that is not valid JSON, is too large, or whose top level is
+// wrong (not an object, an unknown or duplicate field, model_metadata not
+// an array, trailing data) is rejected whole: the error is INPUT_PARSING.
+// An entry with an unknown field, a wrong type, a missing or duplicate
+// model_path, a malformed checksum, a negative or out-of-range grace period
+// or a warm-up request that is not JSON is rejected alone: it goes to
+// Config.Invalid with an INPUT_PARSING error naming the entry and the field,
+// and the valid entries beside it are in Config.Models. Every entry naming
+// a model_path listed more than once is rejected.
 func ParseConfig(data []byte) (Config, error) {
 	if len(data) > MaxConfigBytes {
 		return Config{}, configErr("config is %d bytes, more than the %d-byte limit", len(data), MaxConfigBytes)
@@ -82,6 +130,18 @@ func (p *configParser) token() (json.Token, error) {
 	return t, nil
 }
 
+// raw reads the next JSON value whole, checking its syntax.
+func (p *configParser) raw() (json.RawMessage, error) {
+	var v json.RawMessage
+	if err := p.dec.Decode(&v); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, configErr("unexpected end of JSON")
+		}
+		return nil, configErr("invalid JSON at byte %d: %v", p.dec.InputOffset(), err)
+	}
+	return v, nil
+}
+
 func (p *configParser) parse() (Config, error) {
 	t, err := p.token()
 	if err != nil {
@@ -104,11 +164,11 @@ func (p *configParser) parse() (Config, error) {
 				return Config{}, configErr("duplicate field %q", key)
 			}
 			seen = true
-			if cfg.Models, err = p.parseEntries(); err != nil {
+			if cfg, err = p.parseEntries(); err != nil {
 				return Config{}, err
 			}
 		default:
-			return Config{}, configErr("unknown field %q (want \"model_metadata\")", key)
+			return Config{}, configErr("unknown field %q (want \"model_metadata\")", truncate(key, 80))
 		}
 	}
 	if _, err := p.token(); err != nil { // the closing '}'
@@ -117,117 +177,161 @@ func (p *configParser) parse() (Config, error) {
 	if _, err := p.dec.Token(); !errors.Is(err, io.EOF) {
 		return Config{}, configErr("trailing data after the config object at byte %d", p.dec.InputOffset())
 	}
-	byPath := make(map[string]int, len(cfg.Models))
-	for i, m := range cfg.Models {
-		if j, dup := byPath[m.Path]; dup {
-			return Config{}, configErr("model_metadata[%d]: model_path %q is also model_metadata[%d]", i, m.Path, j)
+	return cfg, nil
+}
+
+// parseEntries reads the model_metadata array. Each entry is read whole
+// first, so a syntax error anywhere still rejects the config, while an
+// entry that is valid JSON but not a valid entry is rejected alone. Every
+// entry naming a model_path that another entry (valid or not) also names
+// is rejected: which one was meant cannot be told.
+func (p *configParser) parseEntries() (Config, error) {
+	var cfg Config
+	t, err := p.token()
+	if err != nil {
+		return cfg, err
+	}
+	if t == nil {
+		return cfg, nil
+	}
+	if d, ok := t.(json.Delim); !ok || d != '[' {
+		return cfg, configErr("model_metadata: want an array, got %s", describeToken(t))
+	}
+	type parsed struct {
+		entry ModelEntry
+		err   error
+	}
+	var entries []parsed
+	byPath := map[string][]int{} // model_path -> indexes of the entries naming it
+	for i := 0; p.dec.More(); i++ {
+		raw, err := p.raw()
+		if err != nil {
+			return Config{}, err
 		}
-		byPath[m.Path] = i
+		e, err := parseEntry(i, raw)
+		entries = append(entries, parsed{e, err})
+		if e.Path != "" {
+			byPath[e.Path] = append(byPath[e.Path], i)
+		}
+	}
+	if _, err := p.token(); err != nil { // ']'
+		return Config{}, err
+	}
+	for i, pe := range entries {
+		if same := byPath[pe.entry.Path]; pe.err == nil && len(same) > 1 {
+			other := same[0]
+			if other == i {
+				other = same[1]
+			}
+			pe.err = configErr("model_metadata[%d]: model_path %q is also model_metadata[%d]", i, truncate(pe.entry.Path, 200), other)
+		}
+		if pe.err != nil {
+			cfg.Invalid = append(cfg.Invalid, EntryError{Index: i, Path: pe.entry.Path, Err: pe.err})
+			continue
+		}
+		cfg.Models = append(cfg.Models, pe.entry)
 	}
 	return cfg, nil
 }
 
-func (p *configParser) parseEntries() ([]ModelEntry, error) {
-	t, err := p.token()
-	if err != nil {
-		return nil, err
-	}
-	if t == nil {
-		return nil, nil
-	}
-	if d, ok := t.(json.Delim); !ok || d != '[' {
-		return nil, configErr("model_metadata: want an array, got %s", describeToken(t))
-	}
-	var entries []ModelEntry
-	for i := 0; p.dec.More(); i++ {
-		e, err := p.parseEntry(i)
-		if err != nil {
-			return nil, err
-		}
-		entries = append(entries, e)
-	}
-	if _, err := p.token(); err != nil { // ']'
-		return nil, err
-	}
-	return entries, nil
-}
-
-func (p *configParser) parseEntry(i int) (ModelEntry, error) {
+// parseEntry parses one entry, which is valid JSON. On error it still
+// returns the model_path the entry names, if it names one, so the watcher
+// can leave that model as it was.
+func parseEntry(i int, raw json.RawMessage) (ModelEntry, error) {
 	var e ModelEntry
-	t, err := p.token()
-	if err != nil {
-		return e, err
-	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	t, _ := dec.Token() // raw is valid JSON
 	if d, ok := t.(json.Delim); !ok || d != '{' {
 		return e, configErr("model_metadata[%d]: want an object, got %s", i, describeToken(t))
 	}
+	// Collect the fields first, so the model_path is known whatever field
+	// is at fault and wherever it sits.
+	type field struct {
+		name  string
+		value json.Token
+	}
+	var fields []field
+	var firstErr error
+	fail := func(err error) {
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		kt, _ := dec.Token()
+		key, _ := kt.(string)
+		var v json.RawMessage
+		_ = dec.Decode(&v) // valid JSON
+		name := canonicalField(key)
+		switch {
+		case name == "":
+			fail(fmt.Errorf("unknown field %q", truncate(key, 80)))
+			continue
+		case seen[name]:
+			fail(fmt.Errorf("duplicate field %q", name))
+			continue
+		}
+		seen[name] = true
+		vd := json.NewDecoder(bytes.NewReader(v))
+		vd.UseNumber()
+		vt, _ := vd.Token() // the first token tells the type; objects and arrays are wrong
+		if name == "model_path" {
+			if s, ok := vt.(string); ok {
+				e.Path = s
+			}
+		}
+		fields = append(fields, field{name, vt})
+	}
 	where := func() string {
 		if e.Path != "" {
-			return fmt.Sprintf("model_metadata[%d] (%q)", i, e.Path)
+			return fmt.Sprintf("model_metadata[%d] (%q)", i, truncate(e.Path, 200))
 		}
 		return fmt.Sprintf("model_metadata[%d]", i)
 	}
-	seen := map[string]bool{}
-	for p.dec.More() {
-		kt, err := p.token()
-		if err != nil {
-			return e, err
-		}
-		key, _ := kt.(string)
-		field := canonicalField(key)
-		if field == "" {
-			return e, configErr("%s: unknown field %q", where(), key)
-		}
-		if seen[field] {
-			return e, configErr("%s: duplicate field %q", where(), field)
-		}
-		seen[field] = true
-		vt, err := p.token()
-		if err != nil {
-			return e, err
-		}
+	if firstErr != nil {
+		return ModelEntry{Path: e.Path}, configErr("%s: %v", where(), firstErr)
+	}
+	for _, f := range fields {
+		vt := f.value
 		if vt == nil { // null: absent, as in protobuf JSON
 			continue
 		}
 		if d, ok := vt.(json.Delim); ok && (d == '{' || d == '[') {
-			return e, configErr("%s: %s: want a %s, got %s", where(), field, fieldKind(field), describeToken(vt))
+			return ModelEntry{Path: e.Path}, configErr("%s: %s: want a %s, got %s", where(), f.name, fieldKind(f.name), describeToken(vt))
 		}
-		switch field {
+		switch f.name {
 		case "model_path", "checksum", "warm_up_batch_request_json":
 			s, ok := vt.(string)
 			if !ok {
-				return e, configErr("%s: %s: want a string, got %s", where(), field, describeToken(vt))
+				return ModelEntry{Path: e.Path}, configErr("%s: %s: want a string, got %s", where(), f.name, describeToken(vt))
 			}
-			switch field {
-			case "model_path":
-				e.Path = s
+			switch f.name {
 			case "checksum":
 				e.Checksum = s
-			default:
+			case "warm_up_batch_request_json":
 				e.WarmUpJSON = s
 			}
 		case "eviction_grace_period_in_ms":
 			ms, err := parseGraceMillis(vt)
 			if err != nil {
-				return e, configErr("%s: eviction_grace_period_in_ms: %v", where(), err)
+				return ModelEntry{Path: e.Path}, configErr("%s: eviction_grace_period_in_ms: %v", where(), err)
 			}
 			e.EvictionGrace = time.Duration(ms) * time.Millisecond
 		}
 	}
-	if _, err := p.token(); err != nil { // '}'
-		return e, err
-	}
 	if e.Path == "" {
-		return e, configErr("%s: model_path is missing or empty", where())
+		return ModelEntry{}, configErr("%s: model_path is missing or empty", where())
 	}
 	if e.Checksum != "" {
 		if !isHexSHA256(e.Checksum) {
-			return e, configErr("%s: checksum: want 64 hex digits (SHA-256), got %q", where(), truncate(e.Checksum, 80))
+			return ModelEntry{Path: e.Path}, configErr("%s: checksum: want 64 hex digits (SHA-256), got %q", where(), truncate(e.Checksum, 80))
 		}
 		e.Checksum = strings.ToLower(e.Checksum)
 	}
 	if e.WarmUpJSON != "" && !json.Valid([]byte(e.WarmUpJSON)) {
-		return e, configErr("%s: warm_up_batch_request_json is not valid JSON", where())
+		return ModelEntry{Path: e.Path}, configErr("%s: warm_up_batch_request_json is not valid JSON", where())
 	}
 	return e, nil
 }

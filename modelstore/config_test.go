@@ -2,6 +2,7 @@ package modelstore
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -64,7 +65,9 @@ func TestParseConfigAcceptsProtoJSONForms(t *testing.T) {
 	}
 }
 
-func TestParseConfigErrorsNameEntryAndField(t *testing.T) {
+// TestParseConfigRejectsWholeConfig: what is not valid JSON, or wrong at
+// the top level, rejects the config: nothing of it may apply.
+func TestParseConfigRejectsWholeConfig(t *testing.T) {
 	for _, tc := range []struct{ data, want string }{
 		{``, "end of JSON"},
 		{`not json`, "invalid JSON"},
@@ -73,29 +76,14 @@ func TestParseConfigErrorsNameEntryAndField(t *testing.T) {
 		{`{"models":[]}`, `unknown field "models"`},
 		{`{"model_metadata":[],"model_metadata":[]}`, `duplicate field "model_metadata"`},
 		{`{"model_metadata":[]} {}`, "trailing data"},
-		{`{"model_metadata":[1]}`, "model_metadata[0]: want an object"},
-		{`{"model_metadata":[{"checksum":""}]}`, "model_metadata[0]: model_path is missing"},
-		{`{"model_metadata":[{"model_path":""}]}`, "model_metadata[0]: model_path is missing"},
-		{`{"model_metadata":[{"model_path":7}]}`, "model_path: want a string"},
-		{`{"model_metadata":[{"model_path":["a"]}]}`, "model_path: want a string, got an array"},
-		{`{"model_metadata":[{"model_path":"a","path":"b"}]}`, `model_metadata[0] ("a"): unknown field "path"`},
-		{`{"model_metadata":[{"model_path":"a","model_path":"b"}]}`, `duplicate field "model_path"`},
-		{`{"model_metadata":[{"model_path":"a","checksum":"abc"}]}`, `model_metadata[0] ("a"): checksum: want 64 hex digits`},
-		{`{"model_metadata":[{"model_path":"a","checksum":"` + strings.Repeat("g", 64) + `"}]}`, "checksum: want 64 hex digits"},
-		{`{"model_metadata":[{"model_path":"a","eviction_grace_period_in_ms":-1}]}`, "eviction_grace_period_in_ms: must not be negative"},
-		{`{"model_metadata":[{"model_path":"a","eviction_grace_period_in_ms":1.5}]}`, "eviction_grace_period_in_ms: want a whole number"},
-		{`{"model_metadata":[{"model_path":"a","eviction_grace_period_in_ms":"soon"}]}`, "want a whole number"},
-		{`{"model_metadata":[{"model_path":"a","eviction_grace_period_in_ms":3000000000}]}`, "out of range"},
-		{`{"model_metadata":[{"model_path":"a","eviction_grace_period_in_ms":1e300}]}`, "out of range"},
-		{`{"model_metadata":[{"model_path":"a","eviction_grace_period_in_ms":true}]}`, "want a number of milliseconds"},
-		{`{"model_metadata":[{"model_path":"a","warm_up_batch_request_json":"{"}]}`, "warm_up_batch_request_json is not valid JSON"},
-		{`{"model_metadata":[{"model_path":"a","warm_up_batch_request_json":{"request":[]}}]}`, "warm_up_batch_request_json: want a string, got an object"},
-		{`{"model_metadata":[{"model_path":"a/"},{"model_path":"b"},{"model_path":"a/"}]}`, `model_metadata[2]: model_path "a/" is also model_metadata[0]`},
 		{`{"model_metadata":[{"model_path":"a"}`, "end of JSON"},
+		{`{"model_metadata":[{"model_path":"a"},{"model_path":"b"]}`, "invalid JSON"},
+		{`{"model_metadata":[{"model_path":"a"}, nope]}`, "invalid JSON"},
+		{`{"model_metadata":[{"model_path":"a","checksum":"abc"},{"model_path":"b" "x"}]}`, "invalid JSON"},
 	} {
-		_, err := ParseConfig([]byte(tc.data))
+		cfg, err := ParseConfig([]byte(tc.data))
 		if err == nil {
-			t.Errorf("ParseConfig(%s) succeeded, want an error with %q", tc.data, tc.want)
+			t.Errorf("ParseConfig(%s) = %+v, want an error with %q", tc.data, cfg, tc.want)
 			continue
 		}
 		if inferr.TypeOf(err) != inferr.InputParsing {
@@ -104,6 +92,107 @@ func TestParseConfigErrorsNameEntryAndField(t *testing.T) {
 		if !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("ParseConfig(%s) = %q, want it to contain %q", tc.data, err, tc.want)
 		}
+	}
+}
+
+// TestParseConfigRejectsBadEntriesAlone: an entry that is valid JSON but
+// not a valid entry is rejected alone, naming the entry and the field and
+// keeping the model_path it names; the valid entry beside it stays.
+func TestParseConfigRejectsBadEntriesAlone(t *testing.T) {
+	for _, tc := range []struct{ entry, want, path string }{
+		{`1`, "model_metadata[0]: want an object, got the number 1", ""},
+		{`null`, "model_metadata[0]: want an object, got null", ""},
+		{`{"checksum":""}`, "model_metadata[0]: model_path is missing", ""},
+		{`{"model_path":""}`, "model_metadata[0]: model_path is missing", ""},
+		{`{"model_path":7}`, "model_path: want a string", ""},
+		{`{"model_path":["a"]}`, "model_path: want a string, got an array", ""},
+		{`{"model_path":"a","path":"b"}`, `model_metadata[0] ("a"): unknown field "path"`, "a"},
+		{`{"path":"b","model_path":"a"}`, `model_metadata[0] ("a"): unknown field "path"`, "a"},
+		{`{"model_path":"a","model_path":"b"}`, `duplicate field "model_path"`, "a"},
+		{`{"model_path":"a","checksum":"abc"}`, `model_metadata[0] ("a"): checksum: want 64 hex digits`, "a"},
+		{`{"checksum":"` + strings.Repeat("g", 64) + `","model_path":"a"}`, `model_metadata[0] ("a"): checksum: want 64 hex digits`, "a"},
+		{`{"model_path":"a","eviction_grace_period_in_ms":-1}`, "eviction_grace_period_in_ms: must not be negative", "a"},
+		{`{"model_path":"a","eviction_grace_period_in_ms":1.5}`, "eviction_grace_period_in_ms: want a whole number", "a"},
+		{`{"model_path":"a","eviction_grace_period_in_ms":"soon"}`, "want a whole number", "a"},
+		{`{"model_path":"a","eviction_grace_period_in_ms":3000000000}`, "out of range", "a"},
+		{`{"model_path":"a","eviction_grace_period_in_ms":1e300}`, "out of range", "a"},
+		{`{"eviction_grace_period_in_ms":true,"model_path":"a"}`, `model_metadata[0] ("a"): eviction_grace_period_in_ms: want a number of milliseconds`, "a"},
+		{`{"model_path":"a","warm_up_batch_request_json":"{"}`, "warm_up_batch_request_json is not valid JSON", "a"},
+		{`{"model_path":"a","warm_up_batch_request_json":{"request":[]}}`, "warm_up_batch_request_json: want a string, got an object", "a"},
+		{`{"model_path":"` + strings.Repeat("p", 1000) + `","checksum":"abc"}`, strings.Repeat("p", 200) + `..."): checksum`, strings.Repeat("p", 1000)},
+	} {
+		data := `{"model_metadata":[` + tc.entry + `,{"model_path":"ok/","eviction_grace_period_in_ms":5},]}`
+		cfg, err := ParseConfig([]byte(data))
+		if err != nil {
+			t.Errorf("ParseConfig(%s) = %v, want the entry rejected alone", data, err)
+			continue
+		}
+		if len(cfg.Models) != 1 || cfg.Models[0] != (ModelEntry{Path: "ok/", EvictionGrace: 5 * time.Millisecond}) {
+			t.Errorf("ParseConfig(%s): models %+v, want ok/ alone", data, cfg.Models)
+		}
+		if len(cfg.Invalid) != 1 {
+			t.Errorf("ParseConfig(%s): invalid %+v, want one entry", data, cfg.Invalid)
+			continue
+		}
+		ie := cfg.Invalid[0]
+		if ie.Index != 0 || ie.Path != tc.path || inferr.TypeOf(ie.Err) != inferr.InputParsing || !strings.Contains(ie.Error(), tc.want) {
+			t.Errorf("ParseConfig(%s): rejected %d %q: %v (type %v), want 0 %q: INPUT_PARSING containing %q",
+				data, ie.Index, ie.Path, ie.Err, inferr.TypeOf(ie.Err), tc.path, tc.want)
+		}
+		if err := cfg.Err(); err == nil || !strings.Contains(err.Error(), tc.want) || inferr.TypeOf(err) != inferr.InputParsing {
+			t.Errorf("ParseConfig(%s): Err() = %v", data, err)
+		}
+	}
+}
+
+// TestParseConfigRejectsEveryEntryOfADuplicatePath: which of two entries
+// for one path was meant cannot be told, so neither applies, whether the
+// other is valid or not.
+func TestParseConfigRejectsEveryEntryOfADuplicatePath(t *testing.T) {
+	cfg, err := ParseConfig([]byte(`{"model_metadata":[{"model_path":"a/"},{"model_path":"b"},{"model_path":"a/"},
+		{"model_path":"c","checksum":"abc"},{"model_path":"c"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Models) != 1 || cfg.Models[0].Path != "b" {
+		t.Errorf("models %+v, want b alone", cfg.Models)
+	}
+	want := []struct {
+		index      int
+		path, text string
+	}{
+		{0, "a/", `model_metadata[0]: model_path "a/" is also model_metadata[2]`},
+		{2, "a/", `model_metadata[2]: model_path "a/" is also model_metadata[0]`},
+		{3, "c", `model_metadata[3] ("c"): checksum`},
+		{4, "c", `model_metadata[4]: model_path "c" is also model_metadata[3]`},
+	}
+	if len(cfg.Invalid) != len(want) {
+		t.Fatalf("invalid %+v, want %d entries", cfg.Invalid, len(want))
+	}
+	for i, w := range want {
+		if ie := cfg.Invalid[i]; ie.Index != w.index || ie.Path != w.path || !strings.Contains(ie.Error(), w.text) {
+			t.Errorf("invalid[%d] = %d %q %v, want %d %q %q", i, ie.Index, ie.Path, ie.Err, w.index, w.path, w.text)
+		}
+	}
+}
+
+// TestConfigErrIsBounded: a config of many bad entries makes a bounded
+// message that still counts them all.
+func TestConfigErrIsBounded(t *testing.T) {
+	var parts []string
+	for i := range 1000 {
+		parts = append(parts, fmt.Sprintf(`{"model_path":"m%d","checksum":"bad"}`, i))
+	}
+	cfg, err := ParseConfig([]byte(`{"model_metadata":[` + strings.Join(parts, ",") + `]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Invalid) != 1000 || len(cfg.Models) != 0 {
+		t.Fatalf("%d invalid, %d valid", len(cfg.Invalid), len(cfg.Models))
+	}
+	msg := cfg.Err().Error()
+	if n := strings.Count(msg, "\n") + 1; n != maxEntryErrorsShown+1 || !strings.Contains(msg, "980 more entries rejected") {
+		t.Errorf("Err() has %d lines, want %d ending in a count: %s", n, maxEntryErrorsShown+1, msg)
 	}
 }
 
@@ -137,6 +226,7 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte(`{"model_metadata":[{"model_path":"a/","checksum":"` + sum1 + `","eviction_grace_period_in_ms":5,"warm_up_batch_request_json":"{}"},]}`))
 	f.Add([]byte(`{"modelMetadata":[{"modelPath":"x","evictionGracePeriodInMs":"7"}]}`))
 	f.Add([]byte(`{"model_metadata":[{"model_path":"a"},{"model_path":"a"}]}`))
+	f.Add([]byte(`{"model_metadata":[{"checksum":"x","model_path":"a"},{"model_path":"b"},1,{"model_path":"a"}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := ParseConfig(data)
 		if err != nil {
@@ -146,6 +236,16 @@ func FuzzParseConfig(f *testing.F) {
 			return
 		}
 		seen := map[string]bool{}
+		last := -1
+		for _, ie := range cfg.Invalid {
+			if ie.Index <= last || inferr.TypeOf(ie.Err) != inferr.InputParsing {
+				t.Fatalf("invalid entry %d out of order or untyped: %v", ie.Index, ie.Err)
+			}
+			last = ie.Index
+			if ie.Path != "" {
+				seen[ie.Path] = true // a path a rejected entry names is never valid beside it
+			}
+		}
 		for _, m := range cfg.Models {
 			if m.Path == "" || seen[m.Path] {
 				t.Fatalf("empty or duplicate path %q", m.Path)

@@ -10,7 +10,11 @@
 // ParseConfig is strict (unknown fields, duplicate paths, malformed
 // checksums, negative grace periods are errors naming the entry and field)
 // and tolerant where the seed's protobuf JSON parser is (lowerCamelCase
-// names, trailing commas, the grace period as a string).
+// names, trailing commas, the grace period as a string). A config that is
+// not valid JSON, or wrong at the top level, is rejected whole; a malformed
+// entry is rejected alone (Config.Invalid): the model it names stays as it
+// was, the valid entries beside it apply, and while a rejected entry names
+// no model no model is retired.
 //
 // A model_path ending in "/" selects every object under that prefix and
 // registers them by their paths relative to it ("saved_model.pb",
@@ -29,8 +33,17 @@
 // at the same path and the sidecar swaps it in atomically (no
 // MODEL_NOT_FOUND window). A bad or missing config, a failed download, a
 // checksum mismatch or a failed load or warm-up changes nothing that is
-// serving; it is logged with the reason, counted, and retried on the next
-// poll.
+// serving; it is logged with the reason and counted. A model that failed is
+// downloaded again only when its config entry or its bucket objects (as
+// listed: size, modification time, MD5, S3 ETag, GCS generation) change, or when its retry
+// back-off ends (the poll period, doubling up to an hour). A repeated
+// identical failure is logged once at ERROR, then as a "still failing"
+// WARN with a count at doubling intervals, and its recovery once at INFO.
+//
+// A file:// bucket never serves a file outside its directory: each read is
+// checked, after fileblob opened the file, against the key resolved through
+// os.Root, so a symlink leaving the root (or an absolute one) fails that
+// model, or the config, with reason outside_bucket_root.
 //
 // Metrics (on WatcherOptions.Metrics): inferbid_modelstore_fetches_total
 // {kind=config|model, result}, inferbid_modelstore_registrations_total
@@ -39,6 +52,9 @@
 // {model_path} (load and warm-up in the sidecar),
 // inferbid_modelstore_registration_duration_seconds,
 // inferbid_modelstore_download_bytes_total,
+// inferbid_modelstore_retries_deferred_total,
+// inferbid_modelstore_models_failing,
+// inferbid_modelstore_config_invalid_entries,
 // inferbid_modelstore_last_good_sync_timestamp_seconds and
 // inferbid_modelstore_seconds_since_last_good_sync.
 //

@@ -13,9 +13,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"cloud.google.com/go/storage"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	s3types "github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
 
@@ -82,6 +84,25 @@ func objectVersion(scheme string, a *blob.Attributes) string {
 	return ""
 }
 
+// listedVersion is the store's version of a listed object where it gives
+// one beyond the MD5 (S3's ETag, which multipart uploads give no MD5 for;
+// GCS's generation); "" otherwise.
+func listedVersion(scheme string, obj *blob.ListObject) string {
+	switch scheme {
+	case "s3":
+		var o s3types.Object
+		if obj.As(&o) && o.ETag != nil {
+			return "etag:" + *o.ETag
+		}
+	case "gs":
+		var oa storage.ObjectAttrs
+		if obj.As(&oa) {
+			return "gen:" + strconv.FormatInt(oa.Generation, 10)
+		}
+	}
+	return ""
+}
+
 // readConfigObject reads the config object; version is "" when the store
 // gives no trustworthy version. When the version equals known, it returns
 // (nil, version, nil) without reading.
@@ -100,9 +121,9 @@ func (w *Watcher) readConfigObject(ctx context.Context, known string) (data []by
 			return nil, version, nil
 		}
 	}
-	r, err := w.bucket.NewReader(ctx, key, nil)
+	r, err := w.bucket.NewReader(ctx, key, w.root.readerOptions())
 	if err != nil {
-		return nil, "", failf(bucketReason(err), "model config %q: %w", key, err)
+		return nil, "", readErr(err, "model config %q", key)
 	}
 	defer r.Close()
 	data, err = io.ReadAll(io.LimitReader(r, MaxConfigBytes+1))
@@ -153,6 +174,10 @@ const MaxModelFiles = 100000
 type objectRef struct {
 	key, rel string
 	size     int64
+	// identity as listed, to tell a changed object from an unchanged one
+	modTime time.Time
+	md5     []byte
+	etag    string // or another version the store gives (GCS generation)
 }
 
 // listModel finds the objects of a model entry and checks the size cap
@@ -184,7 +209,8 @@ func (w *Watcher) listModel(ctx context.Context, e ModelEntry) ([]objectRef, err
 			if len(objs) == MaxModelFiles {
 				return nil, failf(reasonTooLarge, "model %q: more than %d objects under the prefix", e.Path, MaxModelFiles)
 			}
-			objs = append(objs, objectRef{key: obj.Key, rel: rel, size: obj.Size})
+			objs = append(objs, objectRef{key: obj.Key, rel: rel, size: obj.Size, modTime: obj.ModTime, md5: obj.MD5,
+				etag: listedVersion(w.scheme, obj)})
 		}
 		if len(objs) == 0 {
 			return nil, failf(reasonEmpty, "model %q: no objects under the prefix", e.Path)
@@ -202,7 +228,7 @@ func (w *Watcher) listModel(ctx context.Context, e ModelEntry) ([]objectRef, err
 		if a.Size > w.maxModelBytes {
 			return nil, failf(reasonTooLarge, "model %q is %d bytes, more than the %d-byte model size limit", e.Path, a.Size, w.maxModelBytes)
 		}
-		objs = append(objs, objectRef{key: e.Path, rel: path.Base(e.Path), size: a.Size})
+		objs = append(objs, objectRef{key: e.Path, rel: path.Base(e.Path), size: a.Size, modTime: a.ModTime, md5: a.MD5, etag: a.ETag})
 	}
 	sort.Slice(objs, func(i, j int) bool { return objs[i].rel < objs[j].rel })
 	return objs, nil
@@ -217,13 +243,10 @@ func validRelPath(rel string) bool {
 	return rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
-// download fetches a model's objects into size-capped temporary files,
-// hashing them on the way, and verifies the checksum when one is listed.
-func (w *Watcher) download(ctx context.Context, e ModelEntry) (*downloaded, error) {
-	objs, err := w.listModel(ctx, e)
-	if err != nil {
-		return nil, err
-	}
+// download fetches a model's objects, as listModel listed them, into
+// size-capped temporary files, hashing them on the way, and verifies the
+// checksum when one is listed.
+func (w *Watcher) download(ctx context.Context, e ModelEntry, objs []objectRef) (*downloaded, error) {
 	dir, err := os.MkdirTemp(w.opts.TempDir, "inferbid-model-*")
 	if err != nil {
 		return nil, failf(reasonLocalError, "model %q: temp dir: %w", e.Path, err)
@@ -255,9 +278,9 @@ func (w *Watcher) download(ctx context.Context, e ModelEntry) (*downloaded, erro
 }
 
 func (w *Watcher) downloadObject(ctx context.Context, e ModelEntry, o objectRef, tmp string, budget int64) (digest string, n int64, err error) {
-	r, err := w.bucket.NewReader(ctx, o.key, nil)
+	r, err := w.bucket.NewReader(ctx, o.key, w.root.readerOptions())
 	if err != nil {
-		return "", 0, failf(bucketReason(err), "model %q: object %q: %w", e.Path, o.key, err)
+		return "", 0, readErr(err, "model %q: object %q", e.Path, o.key)
 	}
 	defer r.Close()
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)

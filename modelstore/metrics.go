@@ -24,6 +24,8 @@ const (
 	reasonDelete     = "delete_error"
 	reasonCanceled   = "canceled"
 	reasonLocalError = "local_io_error"
+	// a file:// object that resolves outside the bucket root (a symlink)
+	reasonOutsideRoot = "outside_bucket_root"
 )
 
 type metrics struct {
@@ -35,6 +37,9 @@ type metrics struct {
 	regHistogram  prometheus.Histogram
 	downloadBytes prometheus.Counter
 	lastGood      prometheus.Gauge // unix seconds of the last good sync
+	deferred      prometheus.Counter
+	failing       prometheus.Gauge
+	badEntries    prometheus.Gauge
 
 	mu         sync.Mutex
 	lastGoodAt time.Time
@@ -77,6 +82,18 @@ func newMetrics(reg prometheus.Registerer, now func() time.Time) (*metrics, erro
 			Name: "inferbid_modelstore_last_good_sync_timestamp_seconds",
 			Help: "Unix time of the last poll that read the config and completed every due action.",
 		}),
+		deferred: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "inferbid_modelstore_retries_deferred_total",
+			Help: "Polls at which a model whose last attempt failed was not downloaded again: its config entry and bucket objects are unchanged and its retry back-off runs.",
+		}),
+		failing: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "inferbid_modelstore_models_failing",
+			Help: "Models the config lists whose last load or update failed (retried with back-off).",
+		}),
+		badEntries: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "inferbid_modelstore_config_invalid_entries",
+			Help: "Entries of the model config in force that were rejected; the models they name stay as they were.",
+		}),
 		now:       now,
 		startedAt: now(),
 	}
@@ -88,7 +105,7 @@ func newMetrics(reg prometheus.Registerer, now func() time.Time) (*metrics, erro
 		Help: "Seconds since the last good sync (since the watcher started when none was good yet).",
 	}, m.sinceLastGood)
 	for _, c := range []prometheus.Collector{m.fetches, m.registrations, m.deletions, m.available,
-		m.regSeconds, m.regHistogram, m.downloadBytes, m.lastGood, since} {
+		m.regSeconds, m.regHistogram, m.downloadBytes, m.lastGood, m.deferred, m.failing, m.badEntries, since} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -93,9 +93,15 @@ type SyncPlan struct {
 //     is kept (the seed deletes it anyway when the timer fires).
 //   - An entry without a checksum never counts as changed: there is nothing
 //     to compare (as in the seed).
+//   - A path a rejected entry names (Config.Invalid) is held: it stays as it
+//     was, with no load, update, grace start or end, or deletion, until the
+//     entry is fixed or removed. While a rejected entry names no path (its
+//     model_path is missing or unreadable) no loaded model is retired, since
+//     it could be any of them; loads and updates of valid entries go on.
 //
 // A failed load or update leaves the state as it was, so the next Plan
-// yields the same action again: that is the retry.
+// yields the same action again: that is the retry (the watcher may hold it
+// back while it backs off).
 func Plan(state map[string]Loaded, cfg Config, now time.Time) SyncPlan {
 	var plan SyncPlan
 	wake := func(t time.Time) {
@@ -107,8 +113,19 @@ func Plan(state map[string]Loaded, cfg Config, now time.Time) SyncPlan {
 	for _, e := range cfg.Models {
 		listed[e.Path] = e
 	}
+	held := make(map[string]bool, len(cfg.Invalid))
+	holdRetirements := false
+	for _, ie := range cfg.Invalid {
+		if ie.Path == "" {
+			holdRetirements = true
+		}
+		held[ie.Path] = true
+	}
 	for path, m := range state {
 		e, ok := listed[path]
+		if held[path] || (!ok && holdRetirements) {
+			continue
+		}
 		changed := ok && e.Checksum != "" && e.Checksum != m.Checksum
 		switch {
 		case ok && !changed:

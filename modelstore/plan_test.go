@@ -48,6 +48,7 @@ func TestPlan(t *testing.T) {
 		name  string
 		state map[string]Loaded
 		cfg   []ModelEntry
+		bad   []EntryError  // rejected entries
 		now   time.Duration // after t0
 		want  string
 	}{
@@ -124,9 +125,32 @@ func TestPlan(t *testing.T) {
 			cfg:  []ModelEntry{entry("w/", sumB, 0)},
 			now:  5 * time.Second,
 			want: "load w/ b; start-grace y/@35s; delete z/; wake@20s"},
+		{name: "a rejected entry holds the model it names",
+			state: map[string]Loaded{"a/": loaded(entry("a/", sumA, 0), time.Time{})},
+			bad:   []EntryError{{Path: "a/"}},
+			want:  ""},
+		{name: "a held model's grace neither ends nor wakes",
+			state: map[string]Loaded{"a/": loaded(entry("a/", sumA, grace), t0.Add(time.Second))},
+			bad:   []EntryError{{Path: "a/"}},
+			now:   time.Minute,
+			want:  ""},
+		{name: "a rejected entry for a model not loaded loads nothing",
+			cfg:  []ModelEntry{entry("b/", sumB, 0)},
+			bad:  []EntryError{{Path: "a/"}},
+			want: "load b/ b"},
+		{name: "a rejected entry naming no model holds retirements, not loads or updates",
+			state: map[string]Loaded{
+				"a/": loaded(entry("a/", sumA, 0), time.Time{}),
+				"b/": loaded(entry("b/", sumA, 0), time.Time{}),
+				"x/": loaded(entry("x/", sumA, grace), t0.Add(time.Second)),
+			},
+			cfg:  []ModelEntry{entry("b/", sumB, 0), entry("w/", sumB, 0)},
+			bad:  []EntryError{{Path: ""}},
+			now:  time.Minute,
+			want: "update b/ b; load w/ b"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := render(Plan(tc.state, Config{Models: tc.cfg}, t0.Add(tc.now)))
+			got := render(Plan(tc.state, Config{Models: tc.cfg, Invalid: tc.bad}, t0.Add(tc.now)))
 			if got != tc.want {
 				t.Errorf("plan = %q\n        want %q", got, tc.want)
 			}
@@ -180,9 +204,20 @@ func TestPlanProperties(t *testing.T) {
 				}
 				state[p] = m
 			}
-			if r.IntN(2) == 0 {
+			switch r.IntN(5) {
+			case 0, 1:
 				cfg.Models = append(cfg.Models, entry(p, sums[r.IntN(3)], time.Duration(r.IntN(3))*10*time.Second))
+			case 2:
+				cfg.Invalid = append(cfg.Invalid, EntryError{Path: p})
 			}
+		}
+		holdRetirements := r.IntN(8) == 0
+		if holdRetirements {
+			cfg.Invalid = append(cfg.Invalid, EntryError{})
+		}
+		held := map[string]bool{}
+		for _, ie := range cfg.Invalid {
+			held[ie.Path] = true
 		}
 		plan := Plan(state, cfg, t0)
 		listed := map[string]ModelEntry{}
@@ -198,6 +233,12 @@ func TestPlanProperties(t *testing.T) {
 			seen[a.Path] = true
 			m, loaded := state[a.Path]
 			e, isListed := listed[a.Path]
+			if held[a.Path] {
+				fail("action on a path a rejected entry names")
+			}
+			if holdRetirements && !isListed {
+				fail("retirement while a rejected entry names no path")
+			}
 			same := isListed && (e.Checksum == "" || e.Checksum == m.Checksum)
 			switch a.Kind {
 			case ActLoad:

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/url"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,6 +54,17 @@ type WatcherOptions struct {
 	// warm-up in the sidecar) and each deletion, so a hung sidecar or bucket cannot stall polling forever;
 	// 0 = DefaultOpTimeout.
 	OpTimeout time.Duration
+	// RetryBackoff is how long a model whose load or update failed waits
+	// before it is downloaded again while its config entry and bucket
+	// objects stay the same (a change is attempted at the next poll). It
+	// doubles with each failure in a row, up to MaxRetryBackoff. It is also
+	// the first interval at which a repeated identical failure is logged
+	// again. Retries run at polls, so one shorter than Period waits for the
+	// next poll. 0 = Period.
+	RetryBackoff time.Duration
+	// MaxRetryBackoff caps RetryBackoff's doubling; 0 =
+	// DefaultMaxRetryBackoff. A RetryBackoff above it is cut to it.
+	MaxRetryBackoff time.Duration
 	// Now is the clock; nil = time.Now (tests step a fake clock through
 	// grace periods).
 	Now func() time.Time
@@ -62,6 +75,9 @@ const (
 	DefaultPeriod      = 60 * time.Second
 	DefaultParallelism = 4
 	DefaultOpTimeout   = 10 * time.Minute
+	// DefaultMaxRetryBackoff: a model failing for good is downloaded about
+	// once an hour, and its failure logged as often.
+	DefaultMaxRetryBackoff = time.Hour
 )
 
 // Watcher polls a bucket's model config and keeps the Registrar in step.
@@ -69,6 +85,7 @@ type Watcher struct {
 	opts          WatcherOptions
 	bucket        *blob.Bucket
 	scheme        string
+	root          *fileRoot // file:// buckets only: reads stay inside it
 	log           *slog.Logger
 	metrics       *metrics
 	now           func() time.Time
@@ -77,6 +94,8 @@ type Watcher struct {
 	// registerSem lets one model at a time be read into memory and sent,
 	// so host memory stays near one model however many download at once.
 	registerSem chan struct{}
+	failures    *failures   // models whose last attempt failed, for back-off
+	problems    *problemLog // deduplicates the log of repeated failures
 
 	syncMu sync.Mutex // one poll at a time; guards the fields below
 	// last good config and how its object was identified
@@ -85,6 +104,10 @@ type Watcher struct {
 	configHash    [sha256.Size]byte
 	configVersion string
 	nextWake      time.Time
+	// the last config content that failed to parse, so that it is not
+	// parsed (nor its error logged) again on every poll
+	badConfigHash [sha256.Size]byte
+	badConfigErr  error
 
 	stateMu sync.RWMutex
 	state   map[string]Loaded
@@ -102,8 +125,9 @@ func NewWatcher(opts WatcherOptions) (*Watcher, error) {
 	if opts.Registrar == nil {
 		return nil, errors.New("modelstore: WatcherOptions.Registrar is required")
 	}
-	if opts.Period < 0 || opts.MaxModelBytes < 0 || opts.Parallelism < 0 || opts.OpTimeout < 0 {
-		return nil, errors.New("modelstore: negative Period, MaxModelBytes, Parallelism or OpTimeout")
+	if opts.Period < 0 || opts.MaxModelBytes < 0 || opts.Parallelism < 0 || opts.OpTimeout < 0 ||
+		opts.RetryBackoff < 0 || opts.MaxRetryBackoff < 0 {
+		return nil, errors.New("modelstore: negative Period, MaxModelBytes, Parallelism, OpTimeout, RetryBackoff or MaxRetryBackoff")
 	}
 	u, err := url.Parse(opts.BucketURL)
 	if err != nil {
@@ -138,8 +162,24 @@ func NewWatcher(opts WatcherOptions) (*Watcher, error) {
 	if w.opts.OpTimeout == 0 {
 		w.opts.OpTimeout = DefaultOpTimeout
 	}
+	if w.opts.MaxRetryBackoff == 0 {
+		w.opts.MaxRetryBackoff = DefaultMaxRetryBackoff
+	}
+	if w.opts.RetryBackoff == 0 {
+		w.opts.RetryBackoff = w.opts.Period
+	}
+	w.opts.RetryBackoff = min(w.opts.RetryBackoff, w.opts.MaxRetryBackoff)
+	// Polls come up to a tenth of the period early (jitter): a retry due
+	// then is not put off by a whole period.
+	w.failures = &failures{m: map[string]*failure{}, initial: w.opts.RetryBackoff, max: w.opts.MaxRetryBackoff, slack: w.opts.Period / 10}
+	w.problems = &problemLog{log: w.log, m: map[string]*problem{}, initial: w.opts.RetryBackoff, max: w.opts.MaxRetryBackoff}
 	if w.metrics, err = newMetrics(opts.Metrics, w.now); err != nil {
 		return nil, fmt.Errorf("modelstore: register metrics: %w", err)
+	}
+	if u.Scheme == "file" {
+		if w.root, err = newFileRoot(u); err != nil {
+			return nil, fmt.Errorf("modelstore: bucket URL %q: %w", opts.BucketURL, err)
+		}
 	}
 	if w.bucket, err = blob.OpenBucket(context.Background(), opts.BucketURL); err != nil {
 		return nil, fmt.Errorf("modelstore: open bucket %q: %w", opts.BucketURL, err)
@@ -162,46 +202,120 @@ func (w *Watcher) Models() map[string]Loaded {
 }
 
 // ErrConfig is matched (errors.Is) by a SyncOnce error that includes a
-// failure to read or parse the model config; download, checksum, load and
-// deletion failures do not match it. A first poll that fails this way
-// attempted nothing: no config is known yet.
+// failure to read or parse the model config; rejected entries, download,
+// checksum, load and deletion failures do not match it. A first poll that
+// fails this way attempted nothing: no config is known yet.
 var ErrConfig = errors.New("modelstore: model config not read")
 
-// configError marks a config failure for errors.Is(err, ErrConfig), keeping
-// the message, the metric reason and the inferr type of err as they are.
-type configError struct{ err error }
+// ErrConfigEntry is matched by a SyncOnce error that includes entries of
+// the config that were rejected (the other entries were applied; the models
+// rejected entries name stay as they were).
+var ErrConfigEntry = errors.New("modelstore: model config entry rejected")
 
-func (e configError) Error() string   { return e.err.Error() }
-func (e configError) Unwrap() []error { return []error{e.err, ErrConfig} }
+// marked marks err for errors.Is(err, mark), keeping the message, the
+// metric reason and the inferr type of err as they are.
+type marked struct{ err, mark error }
+
+func (e marked) Error() string   { return e.err.Error() }
+func (e marked) Unwrap() []error { return []error{e.err, e.mark} }
 
 // SyncOnce runs one poll: read the config (skipped when the object is
 // unchanged), plan, and execute the plan. The error joins every failure of
-// the poll; each is also logged and counted. When the config cannot be
-// read or parsed the last good config still drives due actions (grace
-// periods ending, retries), so nothing the bad config says takes effect.
-// A config failure matches ErrConfig; when SyncOnce returns an error that
-// does not, the config was read and every model it lists was attempted.
+// the poll, and the last failure of each model held back by its retry
+// back-off; each is also logged (repeats deduplicated) and counted. When
+// the config cannot be read or parsed the last good config still drives due
+// actions (grace periods ending, retries), so nothing the bad config says
+// takes effect. A config failure matches ErrConfig, rejected entries match
+// ErrConfigEntry; when SyncOnce returns an error that does not match
+// ErrConfig, the config was read and every model it lists was attempted
+// (at this poll, or at an earlier one for a model held back).
 func (w *Watcher) SyncOnce(ctx context.Context) error {
 	w.syncMu.Lock()
 	defer w.syncMu.Unlock()
 	var errs []error
 	cfg, err := w.loadConfig(ctx)
 	if err != nil {
-		err = configError{err}
+		err = marked{err, ErrConfig}
 		errs = append(errs, err)
 		if !w.haveConfig {
 			return err
 		}
 		cfg = w.config
 	}
+	if err := w.reportInvalidEntries(cfg); err != nil {
+		errs = append(errs, err)
+	}
 	plan := Plan(w.Models(), cfg, w.now())
 	errs = append(errs, w.apply(ctx, plan)...)
+	w.forgetSettled(plan)
 	w.nextWake = plan.NextWake
 	w.metrics.available.Set(float64(len(w.Models())))
 	if len(errs) == 0 {
 		w.metrics.goodSync(w.now())
 	}
 	return errors.Join(errs...)
+}
+
+// reportInvalidEntries logs the config's rejected entries (each once, then
+// as described on problemLog) and returns them as one error.
+func (w *Watcher) reportInvalidEntries(cfg Config) error {
+	w.metrics.badEntries.Set(float64(len(cfg.Invalid)))
+	now := w.now()
+	current := map[string]bool{}
+	for i, ie := range cfg.Invalid {
+		if i == maxEntryErrorsShown {
+			current["entry more"] = true
+			w.problems.report("entry more", now, "model config entries rejected", configErr("%d more entries rejected", len(cfg.Invalid)-i),
+				"config_path", w.opts.ConfigPath)
+			break
+		}
+		// by position and path: two rejected entries may name one path
+		key := "entry " + strconv.Itoa(ie.Index) + " " + ie.Path
+		what := "model config entry rejected; the model it names stays as it was"
+		if ie.Path == "" {
+			what = "model config entry rejected; it names no model, so no model is retired while it stays"
+		}
+		current[key] = true
+		w.problems.report(key, now, what, ie.Err, "config_path", w.opts.ConfigPath, "entry", ie.Index, "model_path", ie.Path)
+	}
+	for _, key := range w.problems.keys("entry ") {
+		if !current[key] {
+			w.problems.resolve(key, "model config entry no longer rejected", "config_path", w.opts.ConfigPath)
+		}
+	}
+	if err := cfg.Err(); err != nil {
+		return marked{err, ErrConfigEntry}
+	}
+	return nil
+}
+
+// forgetSettled drops the failures of loads, updates and deletions the
+// plan no longer calls for: a model delisted, reverted to the content that
+// serves, or named by a rejected entry (it starts afresh once the entry is
+// fixed). A failed action leaves the state as it was, so one still wanted
+// is in every plan.
+func (w *Watcher) forgetSettled(plan SyncPlan) {
+	pending := map[string]bool{}  // loads and updates
+	deleting := map[string]bool{} // deletions
+	for _, a := range plan.Actions {
+		switch a.Kind {
+		case ActLoad, ActUpdate:
+			pending[a.Path] = true
+		case ActDelete:
+			deleting[a.Path] = true
+		}
+	}
+	w.metrics.failing.Set(float64(w.failures.keep(pending)))
+	for _, key := range w.problems.keys("model ") {
+		if !pending[strings.TrimPrefix(key, "model ")] {
+			w.problems.resolve(key, "")
+		}
+	}
+	for _, key := range w.problems.keys("delete ") {
+		if !deleting[strings.TrimPrefix(key, "delete ")] {
+			w.problems.resolve(key, "")
+		}
+	}
 }
 
 // loadConfig returns the current config, reading and parsing the object
@@ -216,28 +330,39 @@ func (w *Watcher) loadConfig(ctx context.Context) (Config, error) {
 	data, version, err := w.readConfigObject(ctx, known)
 	if err != nil {
 		w.metrics.fetches.WithLabelValues("config", reasonOf(err)).Inc()
-		w.log.Error("model config fetch failed", "config_path", w.opts.ConfigPath, "reason", reasonOf(err), "err", err)
+		w.problems.report("config", w.now(), "model config fetch failed; nothing changes", err,
+			"config_path", w.opts.ConfigPath, "reason", reasonOf(err))
 		return Config{}, err
 	}
 	if data == nil { // same version as the last good config
 		w.metrics.fetches.WithLabelValues("config", resultUnchanged).Inc()
+		w.problems.resolve("config", "model config read again", "config_path", w.opts.ConfigPath)
 		return w.config, nil
 	}
 	hash := sha256.Sum256(data)
 	if w.haveConfig && hash == w.configHash {
 		w.configVersion = version
 		w.metrics.fetches.WithLabelValues("config", resultUnchanged).Inc()
+		w.problems.resolve("config", "model config read again", "config_path", w.opts.ConfigPath)
 		return w.config, nil
 	}
-	cfg, err := ParseConfig(data)
-	if err != nil {
+	var cfg Config
+	if w.badConfigErr != nil && hash == w.badConfigHash {
+		err = w.badConfigErr // the same bad content: not parsed again
+	} else if cfg, err = ParseConfig(data); err != nil {
 		err = &fetchError{reason: reasonParse, err: fmt.Errorf("%s: %w", w.opts.ConfigPath, err)}
+		w.badConfigHash, w.badConfigErr = hash, err
+	}
+	if err != nil {
 		w.metrics.fetches.WithLabelValues("config", reasonParse).Inc()
-		w.log.Error("model config rejected; nothing changes", "config_path", w.opts.ConfigPath, "reason", reasonParse, "err", err)
+		w.problems.report("config", w.now(), "model config rejected; nothing changes", err,
+			"config_path", w.opts.ConfigPath, "reason", reasonParse)
 		return Config{}, err
 	}
+	w.badConfigErr = nil
 	w.metrics.fetches.WithLabelValues("config", resultSuccess).Inc()
-	w.log.Info("model config changed", "config_path", w.opts.ConfigPath, "models", len(cfg.Models))
+	w.problems.resolve("config", "model config read again", "config_path", w.opts.ConfigPath)
+	w.log.Info("model config changed", "config_path", w.opts.ConfigPath, "models", len(cfg.Models), "rejected_entries", len(cfg.Invalid))
 	w.haveConfig, w.config, w.configHash, w.configVersion = true, cfg, hash, version
 	return cfg, nil
 }
@@ -287,13 +412,14 @@ func (w *Watcher) delete(ctx context.Context, path string) error {
 	err := w.opts.Registrar.DeleteModel(ctx, path)
 	if err != nil && !isNotFound(err) {
 		w.metrics.deletions.WithLabelValues("failure").Inc()
-		w.log.Error("model deletion failed; retrying next poll", "model_path", path, "err", err)
-		return fmt.Errorf("delete model %q: %w", path, err)
+		err = fmt.Errorf("delete model %q: %w", path, err)
+		w.problems.report("delete "+path, w.now(), "model deletion failed; it keeps serving, retrying next poll", err, "model_path", path)
+		return err
 	}
 	w.metrics.deletions.WithLabelValues("success").Inc()
 	w.metrics.regSeconds.DeleteLabelValues(path)
 	w.setState(path, func(Loaded, bool) (Loaded, bool) { return Loaded{}, false })
-	w.log.Info("model deleted", "model_path", path)
+	w.log.Info("model deleted", "model_path", path, "failed_times", w.problems.resolve("delete "+path, ""))
 	return nil
 }
 
@@ -324,21 +450,44 @@ func (w *Watcher) loadAll(ctx context.Context, loads []Action) []error {
 	return failed
 }
 
+// load lists, downloads, verifies and registers a model, unless the same
+// attempt (config entry and objects as listed) failed before and its retry
+// back-off runs: then nothing is downloaded and the last error returns.
 func (w *Watcher) load(ctx context.Context, a Action) error {
 	kind := a.Kind.String()
 	e := a.Entry
+	var at attempt
 	fail := func(err error) error {
-		reason := reasonOf(err)
 		w.metrics.registrations.WithLabelValues(kind, "failure").Inc()
-		msg := "model load failed; nothing changes, retrying next poll"
-		if a.Kind == ActUpdate {
-			msg = "model update failed; the old content keeps serving, retrying next poll"
+		if ctx.Err() != nil {
+			return err // shutting down: not the model's failure
 		}
-		w.log.Error(msg, "model_path", e.Path, "reason", reason, "err", err)
+		backoff, _ := w.failures.failed(e.Path, at, err, w.now())
+		msg := "model load failed; nothing changes"
+		if a.Kind == ActUpdate {
+			msg = "model update failed; the old content keeps serving"
+		}
+		attrs := []any{"model_path", e.Path, "kind", kind, "reason", reasonOf(err)}
+		if at.objects != "" {
+			attrs = append(attrs, "retry_after", backoff) // unless the entry or objects change
+		}
+		w.problems.report("model "+e.Path, w.now(), msg, err, attrs...)
 		return err
 	}
 	dctx, cancel := context.WithTimeout(ctx, w.opts.OpTimeout)
-	d, err := w.download(dctx, e)
+	objs, err := w.listModel(dctx, e)
+	if err != nil {
+		cancel()
+		w.metrics.fetches.WithLabelValues("model", reasonOf(err)).Inc()
+		return fail(err)
+	}
+	at = attempt{entry: e, objects: listingDigest(objs)}
+	if err := w.failures.heldBack(e.Path, at, w.now()); err != nil {
+		cancel()
+		w.metrics.deferred.Inc()
+		return err
+	}
+	d, err := w.download(dctx, e, objs)
 	cancel()
 	if err != nil {
 		w.metrics.fetches.WithLabelValues("model", reasonOf(err)).Inc()
@@ -373,8 +522,9 @@ func (w *Watcher) load(ctx context.Context, a Action) error {
 	w.setState(e.Path, func(Loaded, bool) (Loaded, bool) {
 		return Loaded{Entry: e, Checksum: d.checksum}, true
 	})
+	w.failures.succeeded(e.Path)
 	w.log.Info("model registered", "model_path", e.Path, "kind", kind, "bytes", d.size, "files", len(d.files),
-		"checksum", d.checksum, "registration_seconds", elapsed.Seconds())
+		"checksum", d.checksum, "registration_seconds", elapsed.Seconds(), "failed_times", w.problems.resolve("model "+e.Path, ""))
 	return nil
 }
 
@@ -382,8 +532,9 @@ func (w *Watcher) load(ctx context.Context, a Action) error {
 // grace period ends. It returns nil when ctx ends.
 func (w *Watcher) Run(ctx context.Context) error {
 	for {
+		// Each failure was logged where it happened, repeats deduplicated.
 		if err := w.SyncOnce(ctx); err != nil && ctx.Err() == nil {
-			w.log.Warn("model sync incomplete", "err", err)
+			w.log.Debug("model sync incomplete", "err", err)
 		}
 		wait := jitter(w.opts.Period)
 		w.syncMu.Lock()

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -130,14 +131,13 @@ type backend struct {
 	newBucket func(t *testing.T) string // returns the bucket URL
 }
 
+// bucketSeq numbers the S3 and GCS buckets of a test run: names must not
+// repeat however many times backends is called.
+var bucketSeq atomic.Int64
+
 func backends() []backend {
-	n := 0
-	var mu sync.Mutex
 	unique := func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		n++
-		return fmt.Sprintf("inferbid-%d-%d", os.Getpid(), n)
+		return fmt.Sprintf("inferbid-%d-%d", os.Getpid(), bucketSeq.Add(1))
 	}
 	return []backend{
 		{"file", func(t *testing.T) string { return "file://" + t.TempDir() }},
@@ -345,6 +345,7 @@ func TestWatcher(t *testing.T) {
 			t.Run("SizeCap", func(t *testing.T) { testSizeCap(t, be) })
 			t.Run("MissingObjects", func(t *testing.T) { testMissingObjects(t, be) })
 			t.Run("ManyModelsInParallel", func(t *testing.T) { testMany(t, be) })
+			t.Run("FailedModelBacksOff", func(t *testing.T) { testBackoff(t, be) })
 		})
 	}
 }
@@ -449,7 +450,13 @@ func testWarmUpFailure(t *testing.T, be backend) {
 	if got := e.counter("inferbid_modelstore_registrations_total", "kind", "load", "outcome", "failure"); got != 1 {
 		t.Errorf("registrations{load,failure} = %v, want 1", got)
 	}
-	// Retried on the next poll (and fails again); then a good warm-up loads.
+	// Not retried while its back-off runs; retried (and fails again) once it
+	// has; a changed warm-up is tried at once, and loads.
+	if err := e.sync(); err == nil || !strings.Contains(err.Error(), "input tensor missing") {
+		t.Fatalf("held-back model: SyncOnce = %v, want its last error", err)
+	}
+	e.expectCalls()
+	e.clock.Advance(DefaultPeriod)
 	e.sync()
 	e.expectCalls("register m/")
 	e.putConfig(cfgEntry{path: "m/", checksum: sum, warmUp: `{"request":[]}`})
@@ -562,7 +569,7 @@ func testInPlaceUpdate(t *testing.T, be backend) {
 	}
 	e.clock.Advance(time.Second)
 	// The first attempt at the end of the grace fails: the old content
-	// keeps serving and the update is retried next poll.
+	// keeps serving and the update is retried once its back-off ends.
 	e.reg.mu.Lock()
 	e.reg.failNext["m/"] = inferr.Errorf(inferr.ModelExecution, "cannot load")
 	e.reg.mu.Unlock()
@@ -576,6 +583,7 @@ func testInPlaceUpdate(t *testing.T, be backend) {
 	e.reg.mu.Lock()
 	delete(e.reg.failNext, "m/")
 	e.reg.mu.Unlock()
+	e.clock.Advance(DefaultPeriod)
 	e.mustSync()
 	calls := e.expectCalls("register m/") // no delete: the sidecar swaps in place
 	if calls[0].checksum != sum2 || e.reg.servingChecksum("m/") != sum2 {
@@ -597,7 +605,9 @@ func testBadConfig(t *testing.T, be backend) {
 	e.mustSync()
 	e.expectCalls("register m/")
 
-	for _, bad := range []string{`{"model_metadata":[`, `{"model_metadata":[{"model_path":"m/","checksum":"nope"}]}`, `{"model_metadata":[{}]}`} {
+	// Not valid JSON, or wrong at the top level: nothing of it applies
+	// (rejected entries are TestRejectedEntryHoldsItsModel's).
+	for _, bad := range []string{`{"model_metadata":[`, `{"model_metadata":[]} trailing`, `{"models":[]}`} {
 		e.put(e.opts.ConfigPath, []byte(bad))
 		err := e.sync()
 		if err == nil || inferr.TypeOf(err) != inferr.InputParsing {
@@ -729,6 +739,7 @@ func TestHungSidecarDoesNotStallPolling(t *testing.T) {
 			t.Fatalf("SyncOnce = %v, want a deadline error", err)
 		}
 		e.expectCalls("register m/")
+		e.clock.Advance(time.Hour) // past the retry back-off
 	}
 	if len(e.w.Models()) != 0 {
 		t.Error("timed-out model recorded as loaded")

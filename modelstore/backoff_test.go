@@ -395,3 +395,26 @@ func TestListingIdentifiesObjectVersions(t *testing.T) {
 		})
 	}
 }
+
+// TestUnreachableSidecarDoesNotBackOff: a registration that failed because
+// the sidecar could not be reached is not the model's failure: the next
+// poll tries again, however many polls failed so.
+func TestUnreachableSidecarDoesNotBackOff(t *testing.T) {
+	e := newEnv(t, backends()[0], nil)
+	sum := e.putModel("m/", tfModel(t, "x"))
+	e.reg.mu.Lock()
+	e.reg.failNext["m/"] = inferr.Errorf(inferr.GRPC, "sidecar unavailable")
+	e.reg.mu.Unlock()
+	e.putConfig(cfgEntry{path: "m/", checksum: sum})
+	for range 3 {
+		if err := e.sync(); inferr.TypeOf(err) != inferr.GRPC {
+			t.Fatalf("SyncOnce = %v, want the GRPC error", err)
+		}
+	}
+	e.expectDownloads(3, "three polls with the sidecar unreachable")
+	e.reg.mu.Lock()
+	delete(e.reg.failNext, "m/")
+	e.reg.mu.Unlock()
+	e.mustSync()
+	e.expectDownloads(4, "the sidecar back")
+}

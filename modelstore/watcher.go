@@ -19,6 +19,7 @@ import (
 	_ "gocloud.dev/blob/gcsblob"  // gs:// buckets (STORAGE_EMULATOR_HOST for emulators)
 	_ "gocloud.dev/blob/s3blob"   // s3:// buckets (AWS SDK v2)
 
+	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/runtimes"
 )
 
@@ -462,12 +463,19 @@ func (w *Watcher) load(ctx context.Context, a Action) error {
 		if ctx.Err() != nil {
 			return err // shutting down: not the model's failure
 		}
-		backoff, _ := w.failures.failed(e.Path, at, err, w.now())
 		msg := "model load failed; nothing changes"
 		if a.Kind == ActUpdate {
 			msg = "model update failed; the old content keeps serving"
 		}
 		attrs := []any{"model_path", e.Path, "kind", kind, "reason", reasonOf(err)}
+		if sidecarUnavailable(err) {
+			// Not the model's failure: a back-off grown during a sidecar
+			// outage would keep the model away for up to an hour after
+			// the sidecar is back. Tried again at the next poll.
+			w.problems.report("model "+e.Path, w.now(), msg, err, attrs...)
+			return err
+		}
+		backoff, _ := w.failures.failed(e.Path, at, err, w.now())
 		if at.objects != "" {
 			attrs = append(attrs, "retry_after", backoff) // unless the entry or objects change
 		}
@@ -562,4 +570,11 @@ func jitter(d time.Duration) time.Duration {
 		return d
 	}
 	return d - time.Duration(span/2) + time.Duration(rand.Int64N(span))
+}
+
+// sidecarUnavailable reports whether a registration failed because the
+// sidecar could not be reached or did not answer in time, rather than
+// because of the model.
+func sidecarUnavailable(err error) bool {
+	return inferr.TypeOf(err) == inferr.GRPC || errors.Is(err, context.DeadlineExceeded)
 }

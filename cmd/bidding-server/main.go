@@ -266,7 +266,7 @@ func syncModels(ctx context.Context, cfg config, sup modelstore.Registrar, srv *
 		}
 		if !errors.Is(err, modelstore.ErrConfig) && ctx.Err() == nil {
 			srv.setSyncResult(nil)
-			logger.Warn("first model sync finished with failures; the watcher retries them every poll",
+			logger.Warn("first model sync finished with failures; the watcher retries each when its config entry or objects change, or its back-off ends",
 				"bucket", cfg.ModelBucketName, "err", err)
 			break
 		}

@@ -39,8 +39,8 @@ func checkSocketDir(dir string) error {
 const privateDirPrefix = "inferbid-sidecar-"
 
 // ownerFile, in a private directory, records the process that owns it
-// ("pid start-time"), so that a later host can remove the directory of a
-// host that was killed before it could.
+// ("pid start-time pid-namespace"), so that a later host can remove the
+// directory of a host that was killed before it could.
 const ownerFile = "owner"
 
 // makePrivateDir creates the supervisor's private directory in parent
@@ -51,7 +51,7 @@ func makePrivateDir(parent string) (string, error) {
 		return "", err
 	}
 	pid := os.Getpid()
-	stamp := strconv.Itoa(pid) + " " + procStartTime(pid) + "\n"
+	stamp := strconv.Itoa(pid) + " " + procStartTime(pid) + " " + pidNamespace() + "\n"
 	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(stamp), 0o600); err != nil {
 		os.RemoveAll(dir)
 		return "", err
@@ -100,12 +100,14 @@ func removeStalePrivateDirs(parent string, log *slog.Logger) {
 	}
 }
 
-// ownerAlive reports whether the process recorded as "pid start-time" still
-// runs (the same process: a reused pid has another start time). A record
-// it cannot read counts as alive.
+// ownerAlive reports whether the process recorded as "pid start-time
+// pid-namespace" still runs (the same process: a reused pid has another
+// start time). A record it cannot read, or made in another pid namespace
+// (a container sharing the temp dir, whose pids mean nothing here), counts
+// as alive.
 func ownerAlive(record string) bool {
 	f := strings.Fields(record)
-	if len(f) < 1 {
+	if len(f) < 1 || len(f) >= 3 && f[2] != pidNamespace() {
 		return true
 	}
 	pid, err := strconv.Atoi(f[0])
@@ -121,6 +123,16 @@ func ownerAlive(record string) bool {
 		}
 	}
 	return true
+}
+
+// pidNamespace identifies this process's pid namespace ("pid:[4026531836]"),
+// "?" when unknown.
+func pidNamespace() string {
+	ns, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil || ns == "" || strings.ContainsAny(ns, " \t\n") {
+		return "?"
+	}
+	return ns
 }
 
 // procStartTime is a process's start time in clock ticks since boot

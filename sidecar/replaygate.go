@@ -24,6 +24,7 @@ type replayGate struct {
 	total     int
 	done      int
 	idle      chan struct{} // closed while inactive
+	gen       uint64        // counts begins: a replay's results apply to its own only
 
 	// confirmOutage reports whether the sidecar is down or restarting,
 	// waiting a little for the supervisor to see a death it has not seen
@@ -39,10 +40,12 @@ func newReplayGate() *replayGate {
 
 // begin activates the gate for the models in paths (again, if it was
 // active: models already back are pending again, since a new sidecar has
-// none of them; models no longer in the set are released).
-func (g *replayGate) begin(paths []string, replaying bool) {
+// none of them; models no longer in the set are released). It returns the
+// generation that finish takes.
+func (g *replayGate) begin(paths []string, replaying bool) uint64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.gen++
 	if !g.active {
 		g.active = true
 		g.idle = make(chan struct{})
@@ -65,13 +68,19 @@ func (g *replayGate) begin(paths []string, replaying bool) {
 	}
 	g.pending = next
 	g.total, g.done = len(paths), 0
+	return g.gen
 }
 
 // finish marks one model's replay as over: served, or failed (then it is
-// no longer listed, and its waiters go on to get MODEL_NOT_FOUND).
-func (g *replayGate) finish(path string, served bool) {
+// no longer listed, and its waiters go on to get MODEL_NOT_FOUND). A
+// replay whose sidecar died meanwhile (the gate began again) changes
+// nothing: the next replay has the model to do.
+func (g *replayGate) finish(gen uint64, path string, served bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if gen != g.gen {
+		return
+	}
 	if ch, ok := g.pending[path]; ok {
 		close(ch)
 		delete(g.pending, path)
@@ -132,6 +141,11 @@ func (g *replayGate) wait(ctx context.Context, paths func(yield func(string) boo
 	}
 	g.mu.Unlock()
 	for _, w := range chans {
+		select {
+		case <-w.ch:
+			continue // back already: whatever ctx says
+		default:
+		}
 		select {
 		case <-w.ch:
 		case <-ctx.Done():

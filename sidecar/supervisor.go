@@ -535,7 +535,7 @@ func (s *Supervisor) replay(ctx context.Context) {
 		paths = append(paths, p)
 	}
 	s.modelsMu.Unlock()
-	s.gate.begin(paths, true)
+	gen := s.gate.begin(paths, true)
 	slices.SortFunc(items, func(a, b item) int { return cmp.Compare(b.seq, a.seq) })
 	start := time.Now()
 	work := make(chan item)
@@ -545,7 +545,7 @@ func (s *Supervisor) replay(ctx context.Context) {
 			for it := range work {
 				t := time.Now()
 				err := s.client.registerStream(ctx, it.path, it.warmUp, it.stored.headers(), it.stored.stream)
-				s.gate.finish(it.path, err == nil)
+				s.gate.finish(gen, it.path, err == nil)
 				if err != nil {
 					s.log.Error("replaying model after restart failed", "model_path", it.path, "err", formatErrType(err))
 					continue

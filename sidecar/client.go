@@ -38,8 +38,10 @@ type ClientOptions struct {
 // Client talks to one sidecar socket. It is safe for concurrent use. It
 // connects lazily and reconnects by itself (quickly: the sidecar is local),
 // so it keeps working across sidecar restarts on the same socket path;
-// calls made while the sidecar is down fail at once with GRPC errors.
-// Every error it returns is a typed inferr error.
+// calls made while the sidecar is down fail at once with GRPC errors,
+// unless the client is a Supervisor's: then a call for a model the
+// supervisor is replaying waits for it (see Supervisor). Every error it
+// returns is a typed inferr error.
 type Client struct {
 	socket string
 	log    *slog.Logger
@@ -47,6 +49,9 @@ type Client struct {
 	api    inferencepb.InferenceServiceClient
 	health healthpb.HealthClient
 	fast   *fastlane.Client // nil when Predict goes over gRPC
+	// gate, set by a Supervisor before any call, makes calls for models
+	// being replayed after a restart wait for them; nil otherwise.
+	gate *replayGate
 }
 
 // NewClient returns a client for socketPath. It does no I/O: the
@@ -125,14 +130,26 @@ func (c *Client) Predict(ctx context.Context, entries []batch.Entry) ([]batch.Re
 	if len(idx) == 0 {
 		return results, nil
 	}
+	paths := func(yield func(string) bool) {
+		for _, m := range pb.GetRequests() {
+			if !yield(m.GetModelPath()) {
+				return
+			}
+		}
+	}
+	if err := c.gate.wait(ctx, paths); err != nil {
+		return nil, err
+	}
 	req := &inferencepb.PredictRequest{Input: &inferencepb.PredictRequest_Batch{Batch: pb}}
-	var resp *inferencepb.PredictResponse
-	var err error
-	if c.fast != nil {
-		resp, err = c.fast.Predict(ctx, req)
-	} else {
-		resp, err = c.api.Predict(ctx, req)
-		err = fromStatus(err)
+	resp, err := c.predict(ctx, req)
+	// A request that never reached a sidecar that has just died waits for
+	// its models to be replayed and is sent again, once. One that did
+	// reach it is not: it may be what killed it.
+	if errors.Is(err, fastlane.ErrNotSent) && c.gate.outage(ctx) {
+		if err := c.gate.wait(ctx, paths); err != nil {
+			return nil, err
+		}
+		resp, err = c.predict(ctx, req)
 	}
 	if err != nil {
 		return nil, err
@@ -145,6 +162,14 @@ func (c *Client) Predict(ctx context.Context, entries []batch.Entry) ([]batch.Re
 		results[idx[j]] = resultFromProto(r)
 	}
 	return results, nil
+}
+
+func (c *Client) predict(ctx context.Context, req *inferencepb.PredictRequest) (*inferencepb.PredictResponse, error) {
+	if c.fast != nil {
+		return c.fast.Predict(ctx, req)
+	}
+	resp, err := c.api.Predict(ctx, req)
+	return resp, fromStatus(err)
 }
 
 // PredictJSON runs a B&A batch JSON and returns the response JSON.
@@ -171,27 +196,52 @@ func (c *Client) RegisterModel(ctx context.Context, modelPath string, files runt
 			}
 		}
 	})
-	header := &inferencepb.RegisterModelHeader{ModelPath: modelPath, WarmUpBatchRequestJson: warmUpJSON}
-	for _, name := range names {
-		header.Files = append(header.Files, &inferencepb.FileHeader{Path: name, Size: int64(len(files[name]))})
+	headers := make([]*inferencepb.FileHeader, len(names))
+	for i, name := range names {
+		headers[i] = &inferencepb.FileHeader{Path: name, Size: int64(len(files[name]))}
 	}
+	return c.registerStream(ctx, modelPath, warmUpJSON, headers, func(i int, send func([]byte) bool) error {
+		data := files[names[i]]
+		for off := 0; off < len(data); off += streamChunkBytes {
+			if !send(data[off:min(off+streamChunkBytes, len(data))]) {
+				return nil
+			}
+		}
+		return nil
+	})
+}
+
+// registerStream sends a registration whose file i (of the size its header
+// declares) is produced by body in chunks of at most streamChunkBytes,
+// each handed to send (false once the stream has ended: body then stops).
+// An error from body abandons the registration (the sidecar registers
+// nothing) and is returned as is.
+func (c *Client) registerStream(ctx context.Context, modelPath, warmUpJSON string, files []*inferencepb.FileHeader, body func(i int, send func([]byte) bool) error) error {
+	header := &inferencepb.RegisterModelHeader{ModelPath: modelPath, WarmUpBatchRequestJson: warmUpJSON, Files: files}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := c.api.RegisterModelStream(ctx)
 	if err != nil {
 		return fromStatus(err)
 	}
+	ok := true
 	send := func(m *inferencepb.RegisterModelChunk) bool {
 		// io.EOF means the server ended the stream early: its status
 		// comes from CloseAndRecv.
-		return stream.Send(m) == nil
+		ok = ok && stream.Send(m) == nil
+		return ok
 	}
-	ok := send(&inferencepb.RegisterModelChunk{Part: &inferencepb.RegisterModelChunk_Header{Header: header}})
-	for _, name := range names {
-		data := files[name]
-		for off := 0; ok && off < len(data); off += streamChunkBytes {
-			end := min(off+streamChunkBytes, len(data))
-			ok = send(&inferencepb.RegisterModelChunk{Part: &inferencepb.RegisterModelChunk_Data{Data: data[off:end]}})
+	send(&inferencepb.RegisterModelChunk{Part: &inferencepb.RegisterModelChunk_Header{Header: header}})
+	for i := range files {
+		if !ok {
+			break
+		}
+		err := body(i, func(b []byte) bool {
+			return send(&inferencepb.RegisterModelChunk{Part: &inferencepb.RegisterModelChunk_Data{Data: b}})
+		})
+		if err != nil {
+			cancel()
+			return err
 		}
 	}
 	if _, err := stream.CloseAndRecv(); err != nil {
@@ -207,10 +257,24 @@ func (c *Client) DeleteModel(ctx context.Context, modelPath string) error {
 	return fromStatus(err)
 }
 
-// ModelPaths lists the registered model paths, sorted.
+// ModelPaths lists the registered model paths, sorted. While a
+// Supervisor replays its models after a restart, it lists the whole
+// replay set (calls for those models wait for them), never the part
+// already replayed: a script must not see an older version of a model
+// without the newer one.
 func (c *Client) ModelPaths(ctx context.Context) ([]string, error) {
+	if paths, ok := c.gate.modelPaths(); ok {
+		return paths, nil
+	}
 	resp, err := c.api.GetModelPaths(ctx, &inferencepb.GetModelPathsRequest{})
 	if err != nil {
+		// Listing is read-only: asked of a sidecar that has just died,
+		// the replay set is the answer.
+		if c.gate.outage(ctx) {
+			if paths, ok := c.gate.modelPaths(); ok {
+				return paths, nil
+			}
+		}
 		return nil, fromStatus(err)
 	}
 	paths := resp.GetModelPaths()

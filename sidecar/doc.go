@@ -35,8 +35,11 @@
 // Host side: Client speaks to one socket and reconnects by itself;
 // Supervisor starts the sidecar binary, waits for it to be healthy,
 // restarts it with capped exponential back-off when it exits, and replays
-// every model registered through it (the latest files per path, in the
-// order of their latest registration). The address-space limit (RlimitMB)
+// every model registered through it (the latest files per path, newest
+// registration first, several at once) from verified copies in its private
+// directory; until a model is back, its Client's calls for it wait for it,
+// ModelPaths lists the whole replay set and Supervisor.WaitHealthy says
+// not ready. The address-space limit (RlimitMB)
 // reaches the child twice: through RlimitEnv, which our sidecars apply to
 // themselves before opening the runtime, and through prlimit(2) on the
 // child's pid right after it starts.

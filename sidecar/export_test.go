@@ -8,3 +8,7 @@ func NewAffineRuntime() *runtimes.Runtime {
 	rt, _ := newAffineRuntime()
 	return rt
 }
+
+// MakePrivateDir makes a supervisor's private directory in parent, owned
+// by this process (for the stale-directory test's subprocess).
+var MakePrivateDir = makePrivateDir

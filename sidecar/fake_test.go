@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strconv"
@@ -14,8 +15,9 @@ import (
 )
 
 // affineBackend is a tiny in-test runtime: a model is the file "affine"
-// holding "A B [DELAY [WARMUPS]]"; it maps FLOAT x [-1,3] to y = A*x + B,
-// sleeping DELAY per call. It counts live models so tests can find leaks.
+// whose first line holds "A B [DELAY [WARMUPS [LOAD]]]" (what follows is
+// padding, for large models); it maps FLOAT x [-1,3] to y = A*x + B,
+// sleeping DELAY per call and LOAD in its load. It counts live models so tests can find leaks.
 // Registry and server logic is tested with it; the real runtimes are
 // tested through the same server in server_onnx_test.go and e2e_test.go.
 type affineBackend struct {
@@ -38,14 +40,15 @@ func (b *affineBackend) Load(ctx context.Context, files runtimes.Files) (driver.
 	if !ok {
 		return nil, fmt.Errorf("no file named affine")
 	}
-	f := strings.Fields(string(src))
+	line, _, _ := bytes.Cut(src, []byte("\n"))
+	f := strings.Fields(string(line))
 	if len(f) < 2 {
-		return nil, fmt.Errorf("affine: want \"A B\", got %q", src)
+		return nil, fmt.Errorf("affine: want \"A B\", got %q", line)
 	}
 	a, err1 := strconv.ParseFloat(f[0], 32)
 	c, err2 := strconv.ParseFloat(f[1], 32)
 	if err1 != nil || err2 != nil {
-		return nil, fmt.Errorf("affine: bad coefficients %q", src)
+		return nil, fmt.Errorf("affine: bad coefficients %q", line)
 	}
 	m := &affineModel{b: b, a: float32(a), c: float32(c), warmUps: 1}
 	if len(f) > 2 {
@@ -57,6 +60,17 @@ func (b *affineBackend) Load(ctx context.Context, files runtimes.Files) (driver.
 	}
 	if len(f) > 3 {
 		m.warmUps, _ = strconv.Atoi(f[3])
+	}
+	if len(f) > 4 {
+		d, err := time.ParseDuration(f[4])
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	b.live.Add(1)
 	b.loads.Add(1)

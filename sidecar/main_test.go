@@ -22,6 +22,11 @@ const echoSocketEnv = "INFERBID_TEST_ECHO_SOCKET"
 // model).
 const childSidecarEnv = "INFERBID_TEST_CHILD_SIDECAR"
 
+// privateDirEnv makes this test binary a host that creates a supervisor's
+// private directory in the directory it names, prints its path and waits
+// to be killed (for the stale-directory test).
+const privateDirEnv = "INFERBID_TEST_PRIVATE_DIR_IN"
+
 // TestMain removes the binaries the end-to-end tests built; re-executed
 // with echoSocketEnv or childSidecarEnv set, it serves instead of running
 // tests.
@@ -29,6 +34,15 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv(echoSocketEnv); path != "" {
 		serveEcho(path)
 		return
+	}
+	if parent := os.Getenv(privateDirEnv); parent != "" {
+		dir, err := sidecar.MakePrivateDir(parent)
+		if err != nil {
+			os.Stderr.WriteString(err.Error() + "\n")
+			os.Exit(1)
+		}
+		os.Stdout.WriteString(dir + "\n")
+		select {}
 	}
 	if os.Getenv(childSidecarEnv) == "1" {
 		os.Exit(sidecartest.ServeChild(os.Args[1:], sidecar.NewAffineRuntime()))

@@ -21,10 +21,11 @@ import (
 
 // TestFastLaneSidecarKilledMidTraffic: the sidecar (this test binary
 // re-executed, under the real supervisor) is SIGKILLed under fast-lane
-// traffic. The calls in flight fail with GRPC errors at once (no hang);
-// calls during the restart fail with GRPC (or MODEL_NOT_FOUND before the
-// replay); after the restart, calls succeed on new connections of the same
-// client.
+// traffic. The calls in flight fail with GRPC errors at once (no hang: they
+// are not sent again, they may be what killed it); calls during the
+// restart wait for the replay (TestSupervisorKillWithoutFailedRequests
+// tests that they do); after the restart, calls succeed on new connections
+// of the same client.
 func TestFastLaneSidecarKilledMidTraffic(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts and kills sidecar processes")

@@ -102,9 +102,10 @@ func NewServer(opts ServerOptions) (*Server, error) {
 
 // Serve listens on socketPath and serves gRPC and the fast lane on it
 // until GracefulStop or Stop. The socket's directory is created with mode
-// 0700 when missing; a stale socket file is removed, but Serve refuses when
-// a live server answers on it; the socket gets mode 0600. Serve returns nil
-// after a stop.
+// 0700 when missing; Serve refuses one that another user owns or that is
+// writable by group or others (they could replace the socket). A stale
+// socket file is removed, but Serve refuses when a live server answers on
+// it; the socket gets mode 0600. Serve returns nil after a stop.
 func (s *Server) Serve(socketPath string) error {
 	lis, err := Listen(socketPath)
 	if err != nil {
@@ -129,6 +130,9 @@ func Listen(socketPath string) (net.Listener, error) {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("sidecar: create socket directory: %w", err)
 		}
+	}
+	if err := checkSocketDir(dir); err != nil {
+		return nil, err
 	}
 	if err := removeStaleSocket(socketPath); err != nil {
 		return nil, err

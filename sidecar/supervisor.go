@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -60,17 +61,32 @@ type SupervisorOptions struct {
 	// they park (ClientOptions/ServerOptions.FastLaneSpinWait; the sidecar
 	// gets it as --fast_lane_spin_wait): 0 = the default, < 0 = never.
 	FastLaneSpinWait time.Duration
+	// TempDir is where the supervisor's private directory (the copies of
+	// the registered models kept for replay, and the socket unless
+	// SocketPath is set) is made; "" = os.TempDir(). It should be on disk,
+	// not tmpfs: files on tmpfs are held in memory.
+	TempDir string
+	// ReplayParallelism bounds the models replayed at once after a
+	// restart; 0 = min(4, GOMAXPROCS).
+	ReplayParallelism int
 }
 
 // Supervisor starts the sidecar binary, waits for its health, restarts it
 // with exponential back-off when it dies, and replays every model
-// registered through it after a restart. Its Client is stable across
-// restarts (same socket path; gRPC reconnects).
+// registered through it after a restart, newest first and several at once,
+// from verified copies of their files in its private directory (it keeps
+// no model bytes in memory). Its Client is stable across restarts (same
+// socket path; gRPC reconnects), and from the sidecar's death until the
+// end of the replay, a call of that Client for a model still to be
+// replayed waits for it (until the call's ctx ends), ModelPaths answers the
+// whole replay set, and WaitHealthy reports not ready.
 type Supervisor struct {
 	opts   SupervisorOptions
 	log    *slog.Logger
 	client *Client
-	tmpDir string
+	tmpDir string // private: the owner record, the replay store, maybe the socket
+	store  *replayStore
+	gate   *replayGate
 
 	mu     sync.Mutex // guards child and closed
 	child  *child
@@ -91,7 +107,7 @@ type Supervisor struct {
 
 type modelRecord struct {
 	seq    uint64
-	files  runtimes.Files
+	stored *storedModel
 	warmUp string
 }
 
@@ -101,6 +117,7 @@ type child struct {
 	waitErr error // valid once exited is closed
 	started time.Time
 	stderr  *lineLogger // its last lines go into start-up errors
+	gone    bool        // guarded by Supervisor.mu: the exit was seen (the gate is active)
 }
 
 // StartSupervisor starts the sidecar and returns once it is healthy. The
@@ -137,19 +154,30 @@ func StartSupervisor(ctx context.Context, opts SupervisorOptions) (*Supervisor, 
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.ReplayParallelism <= 0 {
+		opts.ReplayParallelism = min(4, runtime.GOMAXPROCS(0))
+	}
 	s := &Supervisor{
 		opts:   opts,
 		log:    opts.Logger.With("component", "sidecar-supervisor"),
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 		models: map[string]modelRecord{},
+		gate:   newReplayGate(),
+	}
+	s.gate.confirmOutage = s.confirmOutage
+	// A host killed with -9 could not remove its directory: do it for it.
+	removeStalePrivateDirs(opts.TempDir, s.log)
+	dir, err := makePrivateDir(opts.TempDir)
+	if err != nil {
+		return nil, fmt.Errorf("sidecar supervisor: private dir: %w", err)
+	}
+	s.tmpDir = dir
+	if s.store, err = newReplayStore(filepath.Join(dir, "models")); err != nil {
+		s.cleanup()
+		return nil, err
 	}
 	if s.opts.SocketPath == "" {
-		dir, err := os.MkdirTemp("", "inferbid-sidecar-")
-		if err != nil {
-			return nil, fmt.Errorf("sidecar supervisor: socket dir: %w", err)
-		}
-		s.tmpDir = dir
 		s.opts.SocketPath = filepath.Join(dir, "sidecar.sock")
 	}
 	client, err := NewClient(s.opts.SocketPath, ClientOptions{Logger: opts.Logger, Transport: opts.Transport, FastLaneSpinWait: opts.FastLaneSpinWait})
@@ -157,6 +185,7 @@ func StartSupervisor(ctx context.Context, opts SupervisorOptions) (*Supervisor, 
 		s.cleanup()
 		return nil, err
 	}
+	client.gate = s.gate
 	s.client = client
 	c, err := s.startChild(ctx)
 	if err != nil {
@@ -188,17 +217,29 @@ func (s *Supervisor) Pid() int {
 }
 
 // RegisterModel registers a model and, once it serves, records it for
-// replay after a restart (the latest files per path).
+// replay after a restart (the latest files per path). The files are first
+// written to the replay store and verified; a model whose copy cannot be
+// written is not registered (a GRPC error, naming the cause: the caller
+// retries it as any failed registration), so that what serves is what a
+// restart brings back. Once it returns, the supervisor holds none of the
+// files' bytes.
 func (s *Supervisor) RegisterModel(ctx context.Context, modelPath string, files runtimes.Files, warmUpJSON string) error {
 	s.replayMu.RLock()
 	defer s.replayMu.RUnlock()
+	stored, err := s.store.put(modelPath, files)
+	if err != nil {
+		return inferr.Errorf(inferr.GRPC, "sidecar supervisor: %w", err)
+	}
 	if err := s.client.RegisterModel(ctx, modelPath, files, warmUpJSON); err != nil {
+		s.store.remove(stored)
 		return err
 	}
 	s.modelsMu.Lock()
 	s.seq++
-	s.models[modelPath] = modelRecord{seq: s.seq, files: files, warmUp: warmUpJSON}
+	old := s.models[modelPath]
+	s.models[modelPath] = modelRecord{seq: s.seq, stored: stored, warmUp: warmUpJSON}
 	s.modelsMu.Unlock()
+	s.store.remove(old.stored)
 	return nil
 }
 
@@ -207,10 +248,60 @@ func (s *Supervisor) DeleteModel(ctx context.Context, modelPath string) error {
 	s.replayMu.RLock()
 	defer s.replayMu.RUnlock()
 	s.modelsMu.Lock()
+	old := s.models[modelPath]
 	delete(s.models, modelPath)
 	s.modelsMu.Unlock()
+	s.store.remove(old.stored)
+	s.gate.forget(modelPath)
 	return s.client.DeleteModel(ctx, modelPath)
 }
+
+// WaitHealthy waits until the sidecar runs, every model is replayed after
+// a restart, and the sidecar answers its health check, or until ctx ends:
+// then the error says what is missing ("replaying 2 of 3 models after a
+// sidecar restart (1 done)"). bidding-server's /readyz uses it.
+func (s *Supervisor) WaitHealthy(ctx context.Context) error {
+	if msg, idle := s.gate.state(); msg != "" {
+		select {
+		case <-idle:
+		case <-ctx.Done():
+			if now, _ := s.gate.state(); now != "" {
+				msg = now
+			}
+			return inferr.Errorf(inferr.GRPC, "%s", msg)
+		}
+	}
+	return s.client.WaitHealthy(ctx)
+}
+
+// confirmOutage reports whether the sidecar is down or being restarted or
+// replayed; when it looks alive, it waits a little (less than ctx allows)
+// for an exit not reaped yet.
+func (s *Supervisor) confirmOutage(ctx context.Context) bool {
+	if msg, _ := s.gate.state(); msg != "" {
+		return true
+	}
+	s.mu.Lock()
+	c, closed := s.child, s.closed
+	s.mu.Unlock()
+	if closed || c == nil {
+		return false
+	}
+	t := time.NewTimer(outageConfirmWait)
+	defer t.Stop()
+	select {
+	case <-c.exited:
+		msg, _ := s.gate.state()
+		return msg != ""
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
+}
+
+// outageConfirmWait bounds how long a call whose connection was refused
+// waits to see the sidecar's exit before it fails.
+const outageConfirmWait = time.Second
 
 // Close stops the sidecar: SIGTERM, then SIGKILL after StopGrace. It also
 // stops restarting it and closes the client.
@@ -228,6 +319,7 @@ func (s *Supervisor) Close() error {
 		s.terminate(c)
 	}
 	<-s.done
+	s.gate.end() // release the calls waiting for a replay
 	err := s.client.Close()
 	s.cleanup()
 	return err
@@ -333,6 +425,7 @@ func (s *Supervisor) spawn() (*child, error) {
 	go func() {
 		c.waitErr = cmd.Wait()
 		out.flush()
+		s.childExited(c)
 		close(c.exited)
 	}()
 	s.child = c
@@ -388,6 +481,11 @@ func (s *Supervisor) watch(c *child) {
 			}
 			s.replay(stopCtx)
 			cancel()
+			s.mu.Lock()
+			if !next.gone { // else the gate stays up for the next restart
+				s.gate.end()
+			}
+			s.mu.Unlock()
 			c = next
 			s.restarts.Add(1)
 			if s.opts.OnRestart != nil {
@@ -398,7 +496,31 @@ func (s *Supervisor) watch(c *child) {
 	}
 }
 
-// replay registers every recorded model again, in registration order.
+// childExited, before anyone sees c.exited closed, activates the gate for
+// the models to replay (unless the supervisor is closing).
+func (s *Supervisor) childExited(c *child) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c.gone = true
+	if s.closed || s.child != c {
+		return
+	}
+	s.gate.begin(s.modelPaths(), false)
+}
+
+func (s *Supervisor) modelPaths() []string {
+	s.modelsMu.Lock()
+	defer s.modelsMu.Unlock()
+	paths := make([]string, 0, len(s.models))
+	for p := range s.models {
+		paths = append(paths, p)
+	}
+	return paths
+}
+
+// replay registers every recorded model again from the replay store,
+// newest registration first, ReplayParallelism at a time. Each model's
+// waiters go on as soon as it is back.
 func (s *Supervisor) replay(ctx context.Context) {
 	s.replayMu.Lock()
 	defer s.replayMu.Unlock()
@@ -408,18 +530,37 @@ func (s *Supervisor) replay(ctx context.Context) {
 		modelRecord
 	}
 	items := make([]item, 0, len(s.models))
+	paths := make([]string, 0, len(s.models))
 	for p, r := range s.models {
 		items = append(items, item{p, r})
+		paths = append(paths, p)
 	}
 	s.modelsMu.Unlock()
-	slices.SortFunc(items, func(a, b item) int { return cmp.Compare(a.seq, b.seq) })
-	for _, it := range items {
-		if err := s.client.RegisterModel(ctx, it.path, it.files, it.warmUp); err != nil {
-			s.log.Error("replaying model after restart failed", "model_path", it.path, "err", formatErrType(err))
-			continue
-		}
-		s.log.Info("model replayed after restart", "model_path", it.path)
+	gen := s.gate.begin(paths, true)
+	slices.SortFunc(items, func(a, b item) int { return cmp.Compare(b.seq, a.seq) })
+	start := time.Now()
+	work := make(chan item)
+	var wg sync.WaitGroup
+	for range min(s.opts.ReplayParallelism, len(items)) {
+		wg.Go(func() {
+			for it := range work {
+				t := time.Now()
+				err := s.client.registerStream(ctx, it.path, it.warmUp, it.stored.headers(), it.stored.stream)
+				s.gate.finish(gen, it.path, err == nil)
+				if err != nil {
+					s.log.Error("replaying model after restart failed", "model_path", it.path, "err", formatErrType(err))
+					continue
+				}
+				s.log.Info("model replayed after restart", "model_path", it.path, "bytes", it.stored.bytes(), "took", time.Since(t))
+			}
+		})
 	}
+	for _, it := range items {
+		work <- it
+	}
+	close(work)
+	wg.Wait()
+	s.log.Info("replay finished", "models", len(items), "took", time.Since(start))
 }
 
 // lineLogger logs what a child writes, one record per line, and keeps the

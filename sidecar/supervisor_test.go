@@ -121,9 +121,9 @@ func TestSupervisorRestartReplaysModels(t *testing.T) {
 	if err := syscall.Kill(oldPid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	// Calls fail with GRPC (or, between restart and replay, MODEL_NOT_FOUND)
-	// until the sidecar is back with its models; then they work on the same
-	// client.
+	// Calls wait for the replay (or, in the instant before the supervisor
+	// sees the death, fail with GRPC) until the sidecar is back with its
+	// models; then they work on the same client.
 	sawGRPC := false
 	deadline := time.Now().Add(90 * time.Second)
 	for {

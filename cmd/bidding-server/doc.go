@@ -25,10 +25,11 @@
 //	                       with {"error":..}
 //	GET  /v1/models        {"model_paths":[..],"inference_enabled":bool}
 //	GET  /healthz          200 while the process serves (from the moment the port is bound)
-//	GET  /readyz           200 once the module compiled, the sidecar is healthy, the local models
+//	GET  /readyz           200 once the module compiled, the sidecar is healthy (after a restart:
+//	                       with every model replayed), the local models
 //	                       registered and the bucket's config was read with every model it lists
 //	                       attempted (a model that fails to load is logged, counted in /metrics
-//	                       and retried each poll; it does not hold readiness back); else 503 with
+//	                       and retried with back-off; it does not hold readiness back); else 503 with
 //	                       reasons ("starting: ...", the bucket's last error, "draining")
 //	GET  /metrics          Prometheus: inferbid_inference_* (B&A's inference metrics),
 //	                       inferbid_sidecar_restarts_total, inferbid_js_* (calls, and the sandbox:

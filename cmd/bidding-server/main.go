@@ -9,8 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,7 +19,6 @@ import (
 	"github.com/inferbid/inferbid/jsbridge"
 	"github.com/inferbid/inferbid/modelstore"
 	"github.com/inferbid/inferbid/modelstore/modelfiles"
-	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/sidecar"
 )
 
@@ -82,18 +79,16 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if !cfg.JSIsolateCalls {
 		logger.Warn("--js_isolate_calls=false: JS runtimes are shared between calls; what one call leaves in them (one user's data) reaches later calls")
 	}
-	// The models the supervisor keeps for replay are the heap's baseline;
-	// the JS budget comes on top.
-	held := &heldModels{}
+	// The supervisor keeps the models it replays on disk, not in the heap:
+	// the JS budget is the heap's whole allowance.
 	if cfg.JSHeapBudgetMB > 0 {
 		budget := int64(cfg.JSHeapBudgetMB) << 20
-		popts.HeapBudget, popts.HeapBaseline = budget, held.bytes
+		popts.HeapBudget = budget
 		if getenv("GOMEMLIMIT") == "" {
 			// A soft limit a little over the watchdog's, so that garbage
 			// is collected before it counts and the collector does not
 			// thrash before the watchdog acts.
-			held.onChange = func(b int64) { debug.SetMemoryLimit(b + budget + budget/4 + runtimeSlack) }
-			held.onChange(0)
+			debug.SetMemoryLimit(softMemoryLimit(budget))
 			if getenv("GOGC") == "" {
 				// With the heap bounded, collect less often: every call's
 				// fresh runtime is garbage (BenchmarkIsolation).
@@ -118,7 +113,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	logger.Info("bidding-server listening", "addr", ln.Addr().String(), "max_connections", cfg.MaxConnections)
 
 	var sup *sidecar.Supervisor
-	var models modelstore.Registrar // the supervisor, counting what it holds
+	var models modelstore.Registrar // the supervisor
 	if cfg.SidecarBinaryPath != "" {
 		srv.setStarting("the inference sidecar is starting")
 		sup, err = sidecar.StartSupervisor(ctx, sidecar.SupervisorOptions{
@@ -141,10 +136,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			return fmt.Errorf("start sidecar %s: %w", cfg.SidecarBinaryPath, err)
 		}
 		defer sup.Close()
-		models = &countingRegistrar{Registrar: sup, held: held}
+		models = sup
 		client := sup.Client()
 		popts.Inference = client
-		srv.models, srv.health = client, client
+		// Ready only once a restarted sidecar has its models back.
+		srv.models, srv.health = client, sup
 	} else {
 		logger.Warn("no inference sidecar binary: inference is disabled (getModelPaths/runInference are not defined)")
 	}
@@ -294,56 +290,8 @@ const gcPercent = 400
 // and the JS heap, in the soft memory limit.
 const runtimeSlack = 64 << 20
 
-// heldModels counts the bytes of the model files the supervisor keeps in
-// memory (for replay after a sidecar restart).
-type heldModels struct {
-	mu       sync.Mutex
-	byPath   map[string]int64
-	total    atomic.Int64
-	onChange func(total int64) // under mu
-}
-
-func (h *heldModels) bytes() int64 { return h.total.Load() }
-
-func (h *heldModels) set(path string, n int64, present bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.byPath == nil {
-		h.byPath = map[string]int64{}
-	}
-	total := h.total.Load() - h.byPath[path]
-	delete(h.byPath, path)
-	if present {
-		h.byPath[path] = n
-		total += n
-	}
-	h.total.Store(total)
-	if h.onChange != nil {
-		h.onChange(total)
-	}
-}
-
-// countingRegistrar is the supervisor, keeping heldModels up to date as
-// the supervisor keeps models: the latest files of each registered path,
-// until it is deleted.
-type countingRegistrar struct {
-	modelstore.Registrar
-	held *heldModels
-}
-
-func (r *countingRegistrar) RegisterModel(ctx context.Context, modelPath string, files runtimes.Files, warmUpJSON string) error {
-	if err := r.Registrar.RegisterModel(ctx, modelPath, files, warmUpJSON); err != nil {
-		return err
-	}
-	var n int64
-	for _, b := range files {
-		n += int64(len(b))
-	}
-	r.held.set(modelPath, n, true)
-	return nil
-}
-
-func (r *countingRegistrar) DeleteModel(ctx context.Context, modelPath string) error {
-	r.held.set(modelPath, 0, false)
-	return r.Registrar.DeleteModel(ctx, modelPath)
-}
+// softMemoryLimit is the Go soft memory limit for a JS heap budget: the
+// budget, a quarter more for garbage, and the runtime's slack. Model files
+// do not count: the supervisor keeps them on disk for replay, never in the
+// heap.
+func softMemoryLimit(budget int64) int64 { return budget + budget/4 + runtimeSlack }

@@ -98,9 +98,13 @@ func (c *Client) Predict(ctx context.Context, req *inferencepb.PredictRequest) (
 		}
 	}
 	defer func() { <-c.slots }()
+	written := false // some attempt wrote the whole request
 	for attempt := 0; ; attempt++ {
 		cc, pooled, err := c.get(ctx)
 		if err != nil {
+			if !written && ctx.Err() == nil {
+				return nil, fmt.Errorf("%w (%w)", err, ErrNotSent)
+			}
 			return nil, err
 		}
 		resp, err := cc.roundTrip(ctx, req)
@@ -128,6 +132,7 @@ func (c *Client) Predict(ctx context.Context, req *inferencepb.PredictRequest) (
 			return nil, err
 		}
 		c.discard(cc)
+		written = written || te.written
 		switch {
 		case ctx.Err() != nil:
 			return nil, c.ctxError(ctx)
@@ -139,9 +144,18 @@ func (c *Client) Predict(ctx context.Context, req *inferencepb.PredictRequest) (
 			c.closeIdle()
 			continue
 		}
+		if !written {
+			return nil, c.errorf("%w (%w)", te.err, ErrNotSent)
+		}
 		return nil, c.errorf("%w", te.err)
 	}
 }
+
+// ErrNotSent is wrapped by the transport errors of a call whose request
+// never reached the sidecar whole (its connection could not be made, or
+// every write failed): the sidecar cannot have run it, so it is safe to
+// retry once the sidecar is back.
+var ErrNotSent = errors.New("the request was not sent")
 
 // Wake tells the sidecar that a Predict is likely to follow soon, so that
 // its reader polls for it instead of parking: the wake-up of the sidecar
@@ -315,6 +329,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 type transportError struct {
 	err      error
 	answered bool // some bytes of the answer had arrived
+	written  bool // the whole request was written
 }
 
 func (e *transportError) Error() string { return e.err.Error() }
@@ -369,12 +384,14 @@ func (cc *clientConn) roundTrip(ctx context.Context, req *inferencepb.PredictReq
 	}
 
 	before := cc.counter.n
+	written := false
 	fail := func(err error) error {
-		return &transportError{err: err, answered: cc.counter.n > before}
+		return &transportError{err: err, answered: cc.counter.n > before, written: written}
 	}
 	if _, err := cc.nc.Write(b); err != nil {
 		return nil, fail(err)
 	}
+	written = true
 	ans, err := ReadFrame(cc.br, cc.rbuf, cc.max)
 	if err != nil {
 		return nil, fail(err)

@@ -55,6 +55,37 @@ func TestClientRefusedDialFailsAtOnce(t *testing.T) {
 	}
 }
 
+// ErrNotSent marks exactly the failures where the sidecar cannot have
+// had the request: a refused dial is one; a connection that took the
+// request and died before answering is not.
+func TestClientErrNotSent(t *testing.T) {
+	socket := testhelp.SocketPath(t, "ns.sock")
+	c := NewClient(socket, ClientOptions{})
+	defer c.Close()
+	if _, err := c.Predict(context.Background(), batchOf("a/")); !errors.Is(err, ErrNotSent) || inferr.TypeOf(err) != inferr.GRPC {
+		t.Errorf("no sidecar: %v, want a GRPC error wrapping ErrNotSent", err)
+	}
+	lis, err := net.Listen("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	go func() {
+		for {
+			conn, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			conn.Read(make([]byte, 64<<10)) // takes the request, answers nothing
+			conn.Close()
+		}
+	}()
+	_, err = c.Predict(context.Background(), batchOf("a/"))
+	if err == nil || errors.Is(err, ErrNotSent) {
+		t.Errorf("a sidecar that took the request and died: %v, want an error without ErrNotSent", err)
+	}
+}
+
 // The sidecar restarts: the pooled connections are dead; the next call
 // retries once on a new connection and succeeds.
 func TestClientRetriesOnceAfterARestart(t *testing.T) {

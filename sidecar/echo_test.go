@@ -18,8 +18,9 @@ import (
 )
 
 // TestErrorsClipEchoedModelPath sends a 100 MB model_path through every
-// RPC of a real sidecar: each error names the path's start and its length,
-// and is short and valid UTF-8, instead of echoing 100 MB back.
+// RPC of a real sidecar, and a 100 MB tensor name: each error names the
+// start and the length of what was sent, and is short and valid UTF-8,
+// instead of echoing 100 MB back.
 func TestErrorsClipEchoedModelPath(t *testing.T) {
 	if testing.Short() {
 		t.Skip("sends 100 MB requests")
@@ -69,6 +70,16 @@ func TestErrorsClipEchoedModelPath(t *testing.T) {
 			t.Errorf("JSON predict: %.400q", e)
 		}
 	}
+
+	// A 100 MB tensor name, to a registered model that has no such input.
+	if err := client.RegisterModel(ctx, "a/", runtimes.Files{"affine": []byte("2 1")}, ""); err != nil {
+		t.Fatal(err)
+	}
+	res, err = client.Predict(ctx, []batch.Entry{{ModelPath: "a/", Tensors: []tensor.Tensor{tensor.New(strings.ToValidUTF8(path, "?"), []int64{1, 3}, []float32{1, 2, 3})}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("typed predict with a 100 MB tensor name", res[0].Err, inferr.InputParsing)
 
 	check("register", client.RegisterModel(ctx, strings.ToValidUTF8(path, "?"), runtimes.Files{"not-affine": []byte("x")}, ""), inferr.ModelExecution)
 	check("delete", client.DeleteModel(ctx, strings.ToValidUTF8(path, "?")), inferr.ModelNotFound)

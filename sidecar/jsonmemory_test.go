@@ -1,7 +1,6 @@
 package sidecar_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/inferbid/inferbid/internal/testhelp"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/sidecar"
+	"github.com/inferbid/inferbid/sidecar/sidecartest"
 )
 
 // floatJSONRequest is a one-entry JSON batch of about size bytes: a FLOAT
@@ -35,28 +34,6 @@ func floatJSONRequest(path string, size int) []byte {
 	}
 	b.WriteString(`]}]}]}`)
 	return b.Bytes()
-}
-
-// procStatus reads a field of /proc/<pid>/status in bytes (VmRSS, VmHWM).
-func procStatus(t *testing.T, pid int, field string) int64 {
-	t.Helper()
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Skipf("no /proc: %v", err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			if err != nil {
-				t.Fatalf("%s: %v", field, err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatalf("/proc/%d/status has no %s", pid, field)
-	return 0
 }
 
 // TestJSONPredictMemory measures what a large JSON Predict costs a real
@@ -101,7 +78,7 @@ func TestJSONPredictMemory(t *testing.T) {
 	for _, size := range []int{10 << 20, 100 << 20} {
 		for _, model := range []string{"unregistered/", "affine/"} {
 			req := floatJSONRequest(model, size)
-			base := procStatus(t, pid, "VmRSS")
+			base := sidecartest.ProcStatus(t, pid, "VmRSS")
 			// Reset the peak to the current RSS (clear_refs 5).
 			if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
 				t.Skipf("cannot reset the child's peak RSS: %v", err)
@@ -116,12 +93,12 @@ func TestJSONPredictMemory(t *testing.T) {
 			if err != nil || len(res) != 1 || (model == "affine/") != (res[0].Err == nil) {
 				t.Fatalf("%s: answer %v %v", model, err, res)
 			}
-			peak := procStatus(t, pid, "VmHWM")
+			peak := sidecartest.ProcStatus(t, pid, "VmHWM")
 			perByte := float64(peak-base) / float64(len(req))
 			// Memory goes back to the OS shortly after the answer.
 			var after int64
 			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-				after = procStatus(t, pid, "VmRSS")
+				after = sidecartest.ProcStatus(t, pid, "VmRSS")
 				if after < base+int64(len(req))/4 || time.Now().After(deadline) {
 					break
 				}

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/sidecar/sidecartest"
 )
 
 // TestSidecarModelMemoryONNX: a 128 MiB ONNX model in a real
@@ -18,7 +19,7 @@ func TestSidecarModelMemoryONNX(t *testing.T) {
 		t.Skip("registers a 128 MiB model")
 	}
 	files := runtimes.Files{"big.onnx": bigMatMulModel(1024, 32768)}
-	measureModelMemory(t, buildBinary(t, "inference-sidecar-onnx", true), files, 1.5)
+	sidecartest.ModelMemory(t, buildBinary(t, "inference-sidecar-onnx", true), files, 1.5)
 }
 
 // bigMatMulModel is an ONNX model y = x·W with W a [k,n] FLOAT initializer

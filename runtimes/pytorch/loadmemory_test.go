@@ -15,7 +15,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/inferbid/inferbid/internal/testhelp"
 	"github.com/inferbid/inferbid/runtimes/driver"
+	"github.com/inferbid/inferbid/sidecar/sidecartest"
 )
 
 // bigAffineModel is affine_v1.pt with the storage of its scalar "scale"
@@ -117,4 +119,14 @@ func TestLoadedModelMemory(t *testing.T) {
 	if ratio > 3 {
 		t.Errorf("the loaded model holds %.2fx its file size", ratio)
 	}
+}
+
+// TestSidecarModelMemory: the same 128 MiB model registered in a real
+// inference-sidecar-pytorch process.
+func TestSidecarModelMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("registers a 128 MiB model")
+	}
+	bin := testhelp.BuildBinary(t, "cmd/inference-sidecar-pytorch", true, "-tags", "pytorch")
+	sidecartest.ModelMemory(t, bin, bigAffineModel(t, 32<<20), 1.5)
 }

@@ -32,13 +32,16 @@ func AppendResponse(dst []byte, results []Result) ([]byte, error) {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, `{"model_path":`...)
-		dst = appendString(dst, r.ModelPath)
 		if r.Err != nil {
+			// A failed entry's path may be anything a caller sent (100 MB
+			// of it): it is echoed clipped, as in the description.
+			dst = appendString(dst, inferr.Clip(r.ModelPath))
 			dst = append(dst, `,"error":`...)
 			dst = appendError(dst, r.Err)
 			dst = append(dst, '}')
 			continue
 		}
+		dst = appendString(dst, r.ModelPath)
 		dst = append(dst, `,"tensors":[`...)
 		for j := range r.Tensors {
 			if j > 0 {
@@ -79,7 +82,7 @@ func appendError(dst []byte, err error) []byte {
 	dst = append(dst, `","description":`...)
 	desc := "unknown error"
 	if err != nil {
-		desc = err.Error()
+		desc = inferr.Sanitize(err.Error())
 	}
 	dst = appendString(dst, desc)
 	return append(dst, '}')
@@ -91,11 +94,11 @@ func responseSizeHint(results []Result) int {
 	n := 16
 	for i := range results {
 		r := &results[i]
-		n += 32 + len(r.ModelPath)
 		if r.Err != nil {
-			n += 256
+			n += 32 + min(len(r.ModelPath), inferr.MaxEcho+32) + 256
 			continue
 		}
+		n += 32 + len(r.ModelPath)
 		for j := range r.Tensors {
 			t := &r.Tensors[j]
 			n += 96 + len(t.Name) + 8*len(t.Shape)

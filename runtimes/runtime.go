@@ -106,15 +106,20 @@ func (r *Runtime) Config() Config { return r.cfg }
 func (r *Runtime) Close() error { return r.backend.Close() }
 
 // Load loads the model at path (the registry key, used in errors) from
-// files. Every failure is a typed error naming the path: MODEL_EXECUTION
-// unless the backend's error says otherwise (see ErrorType).
+// files. Every failure is a typed error naming the path, with a valid UTF-8
+// message: MODEL_EXECUTION (a model that cannot be loaded, whatever the
+// backend says went wrong), or GRPC when ctx ended.
 func (r *Runtime) Load(ctx context.Context, path string, files Files) (*Model, error) {
 	if len(files) == 0 {
-		return nil, inferr.Errorf(inferr.ModelExecution, "load model %q: no model files", path)
+		return nil, inferr.Errorf(inferr.ModelExecution, "load model %s: no model files", inferr.Quote(path))
 	}
 	bm, err := r.backend.Load(ctx, files)
 	if err != nil {
-		return nil, typed(err, fmt.Sprintf("load model %q", path))
+		t := inferr.ModelExecution
+		if ErrorType(err) == inferr.GRPC {
+			t = inferr.GRPC
+		}
+		return nil, inferr.Wrap(t, driver.NativeError(err), "load model "+inferr.Quote(path))
 	}
 	return newModel(path, bm, r.cfg.MaxTensorElements), nil
 }
@@ -195,7 +200,7 @@ func (m *Model) Predict(ctx context.Context, inputs []tensor.Tensor) ([]tensor.T
 	m.closeMu.RLock()
 	defer m.closeMu.RUnlock()
 	if m.closed {
-		return nil, fmt.Errorf("model %q: %w", m.path, ErrClosed)
+		return nil, fmt.Errorf("model %s: %w", inferr.Quote(m.path), ErrClosed)
 	}
 	start := time.Now()
 	out, err := m.predict(ctx, inputs)
@@ -213,15 +218,15 @@ func (m *Model) predict(ctx context.Context, inputs []tensor.Tensor) ([]tensor.T
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, typed(err, fmt.Sprintf("model %q", m.path))
+		return nil, typed(err, "model "+inferr.Quote(m.path))
 	}
 	out, err := m.backend.Predict(ctx, ordered)
 	if err != nil {
-		return nil, typed(err, fmt.Sprintf("model %q: inference failed", m.path))
+		return nil, typed(err, "model "+inferr.Quote(m.path)+": inference failed")
 	}
 	for i, t := range out {
 		if err := t.Validate(math.MaxInt64); err != nil {
-			return nil, inferr.Errorf(inferr.OutputParsing, "model %q: output %d: %w", m.path, i, err)
+			return nil, inferr.Errorf(inferr.OutputParsing, "model %s: output %d: %w", inferr.Quote(m.path), i, err)
 		}
 	}
 	return out, nil
@@ -236,7 +241,7 @@ func (m *Model) predict(ctx context.Context, inputs []tensor.Tensor) ([]tensor.T
 func (m *Model) Bind(inputs []tensor.Tensor) ([]tensor.Tensor, error) {
 	ordered, err := m.bind(inputs)
 	if err != nil {
-		return nil, inferr.Wrap(inferr.InputParsing, err, fmt.Sprintf("model %q", m.path))
+		return nil, inferr.Wrap(inferr.InputParsing, err, "model "+inferr.Quote(m.path))
 	}
 	return ordered, nil
 }
@@ -259,9 +264,11 @@ func ErrorType(err error) inferr.Type {
 }
 
 // typed gives a backend error its type and the context msg (which names the
-// model path).
+// model path). Every backend error passes here, so this is where a message
+// that is not valid UTF-8 (a backend quoting bytes of a model file) is
+// mended for all of them (driver.NativeError).
 func typed(err error, msg string) error {
-	return inferr.Wrap(ErrorType(err), err, msg)
+	return inferr.Wrap(ErrorType(err), driver.NativeError(err), msg)
 }
 
 // bind checks inputs against the signature and orders them like it.
@@ -298,10 +305,10 @@ func (m *Model) bind(inputs []tensor.Tensor) ([]tensor.Tensor, error) {
 	for _, t := range inputs {
 		i, ok := m.byName[t.Name]
 		if !ok {
-			return nil, fmt.Errorf("unknown input tensor %q (model inputs: %s)", t.Name, m.inputNames())
+			return nil, fmt.Errorf("unknown input tensor %s (model inputs: %s)", inferr.Quote(t.Name), m.inputNames())
 		}
 		if ordered[i].Data != nil {
-			return nil, fmt.Errorf("input tensor %q given twice", m.sig.Inputs[i].Name)
+			return nil, fmt.Errorf("input tensor %s given twice", inferr.Quote(m.sig.Inputs[i].Name))
 		}
 		if err := checkSpec(m.sig.Inputs[i], t); err != nil {
 			return nil, err
@@ -310,7 +317,7 @@ func (m *Model) bind(inputs []tensor.Tensor) ([]tensor.Tensor, error) {
 	}
 	for i, spec := range m.sig.Inputs {
 		if ordered[i].Data == nil && !spec.Optional {
-			return nil, fmt.Errorf("missing input tensor %q", spec.Name)
+			return nil, fmt.Errorf("missing input tensor %s", inferr.Quote(spec.Name))
 		}
 	}
 	return ordered, nil
@@ -336,17 +343,17 @@ func checkSpec(spec TensorSpec, t tensor.Tensor) error {
 		name = t.Name
 	}
 	if spec.DType != tensor.Invalid && t.DType() != spec.DType {
-		return fmt.Errorf("input tensor %q: data_type %s, model expects %s", name, t.DType(), spec.DType)
+		return fmt.Errorf("input tensor %s: data_type %s, model expects %s", inferr.Quote(name), t.DType(), spec.DType)
 	}
 	if spec.Shape == nil {
 		return nil
 	}
 	if len(t.Shape) != len(spec.Shape) {
-		return fmt.Errorf("input tensor %q: tensor_shape %s, model expects %s", name, tensor.FormatShape(t.Shape), tensor.FormatShape(spec.Shape))
+		return fmt.Errorf("input tensor %s: tensor_shape %s, model expects %s", inferr.Quote(name), tensor.FormatShape(t.Shape), tensor.FormatShape(spec.Shape))
 	}
 	for i, d := range spec.Shape {
 		if d >= 0 && t.Shape[i] != d {
-			return fmt.Errorf("input tensor %q: tensor_shape %s, model expects %s", name, tensor.FormatShape(t.Shape), tensor.FormatShape(spec.Shape))
+			return fmt.Errorf("input tensor %s: tensor_shape %s, model expects %s", inferr.Quote(name), tensor.FormatShape(t.Shape), tensor.FormatShape(spec.Shape))
 		}
 	}
 	return nil

@@ -3,6 +3,7 @@
 package sidecar_test
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/inferbid/inferbid/runtimes"
@@ -24,5 +25,19 @@ func TestSidecarConformanceONNX(t *testing.T) {
 	sidecartest.RunConformance(t, open, sidecartest.Fixtures{
 		AffineV1: onnxFixture(t, "affine_v1.onnx"),
 		AffineV2: onnxFixture(t, "affine_v2.onnx"),
+		BadUTF8:  onnxBadUTF8(t),
 	})
+}
+
+// onnxBadUTF8 is affine_v1.onnx with its Mul node's op type spelled
+// "M\xffl": ONNX Runtime rejects it with "No Op registered for M\xffl",
+// a message that is not UTF-8 (which gRPC once turned into Internal).
+func onnxBadUTF8(tb testing.TB) runtimes.Files {
+	tb.Helper()
+	good := onnxFixture(tb, "affine_v1.onnx")["affine_v1.onnx"]
+	bad := bytes.Replace(good, []byte("\"\x03Mul"), []byte("\"\x03M\xffl"), 1)
+	if bytes.Equal(bad, good) {
+		tb.Fatal("affine_v1.onnx has no Mul node to damage")
+	}
+	return runtimes.Files{"affine_v1.onnx": bad}
 }

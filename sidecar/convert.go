@@ -16,8 +16,11 @@ import (
 
 func dtypeToProto(d tensor.DType) inferencepb.DataType { return inferencepb.DataType(d) }
 
+// errorToProto sanitises the description (inferr.Sanitize): protobuf
+// refuses to marshal a string field that is not UTF-8, which would fail the
+// whole answer instead of one entry.
 func errorToProto(err error) *inferencepb.Error {
-	return &inferencepb.Error{Type: inferencepb.ErrorType(inferr.TypeOf(err)), Description: err.Error()}
+	return &inferencepb.Error{Type: inferencepb.ErrorType(inferr.TypeOf(err)), Description: inferr.Sanitize(err.Error())}
 }
 
 func errorFromProto(e *inferencepb.Error) error {
@@ -61,7 +64,7 @@ func narrow[T int8 | int16](name string, d []int32, lo, hi int32) ([]T, error) {
 	out := make([]T, len(d))
 	for i, v := range d {
 		if v < lo || v > hi {
-			return nil, fmt.Errorf("tensor %q: value %d at index %d is out of range for its data_type", name, v, i)
+			return nil, fmt.Errorf("tensor %s: value %d at index %d is out of range for its data_type", inferr.Quote(name), v, i)
 		}
 		out[i] = T(v)
 	}
@@ -93,7 +96,7 @@ func tensorFromProto(p *inferencepb.Tensor) (tensor.Tensor, error) {
 	case inferencepb.DataType_INT64:
 		t.Data = nonNil(p.GetInt64Data())
 	default:
-		return t, fmt.Errorf("tensor %q: data_type %s is not one of DOUBLE, FLOAT, INT8, INT16, INT32, INT64", t.Name, p.GetDataType())
+		return t, fmt.Errorf("tensor %s: data_type %s is not one of DOUBLE, FLOAT, INT8, INT16, INT32, INT64", inferr.Quote(t.Name), p.GetDataType())
 	}
 	return t, err
 }
@@ -141,7 +144,7 @@ func resultFromProto(r *inferencepb.ModelResponse) batch.Result {
 			err = t.Validate(math.MaxInt64)
 		}
 		if err != nil {
-			return batch.Result{ModelPath: res.ModelPath, Err: inferr.Errorf(inferr.OutputParsing, "model %q: output %d: %v", res.ModelPath, i, err)}
+			return batch.Result{ModelPath: res.ModelPath, Err: inferr.Errorf(inferr.OutputParsing, "model %s: output %d: %v", inferr.Quote(res.ModelPath), i, err)}
 		}
 		res.Tensors[i] = t
 	}

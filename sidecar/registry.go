@@ -99,17 +99,17 @@ func validateModel(path string, files runtimes.Files, maxBytes int64) error {
 		return inferr.Errorf(inferr.InputParsing, "register model: model_path is empty")
 	}
 	if len(files) == 0 {
-		return inferr.Errorf(inferr.InputParsing, "register model %q: no files", path)
+		return inferr.Errorf(inferr.InputParsing, "register model %s: no files", inferr.Quote(path))
 	}
 	var total int64
 	for name, content := range files {
 		if err := validateFilePath(name); err != nil {
-			return inferr.Errorf(inferr.InputParsing, "register model %q: %w", path, err)
+			return inferr.Errorf(inferr.InputParsing, "register model %s: %w", inferr.Quote(path), err)
 		}
 		total += int64(len(content))
 	}
 	if total > maxBytes {
-		return inferr.Errorf(inferr.InputParsing, "register model %q: files total %d bytes, more than the limit of %d", path, total, maxBytes)
+		return inferr.Errorf(inferr.InputParsing, "register model %s: files total %d bytes, more than the limit of %d", inferr.Quote(path), total, maxBytes)
 	}
 	return nil
 }
@@ -117,7 +117,7 @@ func validateModel(path string, files runtimes.Files, maxBytes int64) error {
 // validateFilePath accepts clean, relative, slash-separated paths only.
 func validateFilePath(name string) error {
 	if !fs.ValidPath(name) || name == "." {
-		return fmt.Errorf("file path %q is not a clean relative path", name)
+		return fmt.Errorf("file path %s is not a clean relative path", inferr.Quote(name))
 	}
 	return nil
 }
@@ -140,11 +140,11 @@ func (r *registry) register(ctx context.Context, path string, files runtimes.Fil
 	if warmUpJSON != "" {
 		entries, err := batch.Parse([]byte(warmUpJSON), r.limits)
 		if err != nil {
-			return res, inferr.Wrap(inferr.InputParsing, err, fmt.Sprintf("register model %q: warm-up batch", path))
+			return res, inferr.Wrap(inferr.InputParsing, err, fmt.Sprintf("register model %s: warm-up batch", inferr.Quote(path)))
 		}
 		for i, e := range entries {
 			if e.Err != nil {
-				return res, inferr.Wrap(inferr.InputParsing, e.Err, fmt.Sprintf("register model %q: warm-up entry %d", path, i))
+				return res, inferr.Wrap(inferr.InputParsing, e.Err, fmt.Sprintf("register model %s: warm-up entry %d", inferr.Quote(path), i))
 			}
 		}
 		warmUp = entries
@@ -163,7 +163,7 @@ func (r *registry) register(ctx context.Context, path string, files runtimes.Fil
 	start = time.Now()
 	if err := warmUpModel(ctx, m, warmUp); err != nil {
 		r.closeInBackground(m)
-		return res, fmt.Errorf("register model %q: warm-up failed: %w", path, err)
+		return res, fmt.Errorf("register model %s: warm-up failed: %w", inferr.Quote(path), err)
 	}
 	res.warmUp = time.Since(start)
 
@@ -224,7 +224,7 @@ func (r *registry) delete(path string) error {
 	unlock := r.lockPath(path)
 	defer unlock()
 	if r.lookup(path) == nil {
-		return inferr.Errorf(inferr.ModelNotFound, "delete model %q: no model is registered at this path", path)
+		return inferr.Errorf(inferr.ModelNotFound, "delete model %s: no model is registered at this path", inferr.Quote(path))
 	}
 	old, err := r.publish(path, nil)
 	if err != nil {
@@ -255,7 +255,7 @@ func (r *registry) predict(ctx context.Context, path string, inputs []tensor.Ten
 	m := r.lookup(path)
 	for {
 		if m == nil {
-			return nil, inferr.Errorf(inferr.ModelNotFound, "model %q is not registered", path)
+			return nil, inferr.Errorf(inferr.ModelNotFound, "model %s is not registered", inferr.Quote(path))
 		}
 		if r.afterLookup != nil {
 			r.afterLookup(path)

@@ -29,16 +29,24 @@ var typeCodes = [...]codes.Code{
 }
 
 // ToStatus translates err to a gRPC status error whose code matches its type
-// and whose ErrorInfo detail names the type exactly.
+// and whose ErrorInfo detail names the type exactly. The message is made
+// valid UTF-8 and bounded (inferr.Sanitize): gRPC cannot send a status
+// whose message is not UTF-8, and would answer Internal instead of the
+// error's own type.
 func toStatus(err error) error {
 	if err == nil {
 		return nil
 	}
-	if _, ok := status.FromError(err); ok && !isTyped(err) {
+	if st, ok := status.FromError(err); ok && !isTyped(err) {
+		if msg := inferr.Sanitize(st.Message()); msg != st.Message() {
+			p := st.Proto()
+			p.Message = msg
+			return status.FromProto(p).Err()
+		}
 		return err
 	}
 	t := inferr.TypeOf(err)
-	st := status.New(typeCodes[t], err.Error())
+	st := status.New(typeCodes[t], inferr.Sanitize(err.Error()))
 	if withInfo, e := st.WithDetails(&errdetails.ErrorInfo{Reason: t.String(), Domain: errorInfoDomain}); e == nil {
 		st = withInfo
 	}

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/runtimes"
@@ -650,6 +651,7 @@ func (s *suite) testCorruptModel(t *testing.T) {
 		{"empty", func([]byte, int) []byte { return []byte{} }},
 		{"garbage", func(b []byte, seed int) []byte { return garbage(len(b), uint64(seed)+1) }},
 		{"text", func([]byte, int) []byte { return []byte("this is not a model\n") }},
+		{"invalid UTF-8", func(b []byte, _ int) []byte { return append([]byte("\xff\xfe\xc3\x28"), b[min(4, len(b)):]...) }},
 	}
 	for _, v := range variants {
 		t.Run(strings.ReplaceAll(v.desc, " ", "_"), func(t *testing.T) {
@@ -685,8 +687,11 @@ func checkLoadError(t *testing.T, desc, path string, err error) {
 	if isPanic(err) {
 		t.Fatalf("%s: %v", desc, err)
 	}
-	if _, ok := errors.AsType[*inferr.Error](err); !ok || inferr.TypeOf(err) == inferr.Unknown {
-		t.Fatalf("%s: untyped load error %v", desc, err)
+	if _, ok := errors.AsType[*inferr.Error](err); !ok || inferr.TypeOf(err) != inferr.ModelExecution {
+		t.Fatalf("%s: load error of type %v, want MODEL_EXECUTION: %v", desc, inferr.TypeOf(err), err)
+	}
+	if !utf8.ValidString(err.Error()) {
+		t.Errorf("%s: load error is not valid UTF-8: %q", desc, err)
 	}
 	if !strings.Contains(err.Error(), path) {
 		t.Errorf("%s: load error %q does not name the model path %q", desc, err, path)

@@ -37,8 +37,9 @@
 //     right answer) and dtype or shape faults may surface as MODEL_EXECUTION
 //     when the model runs. Never a panic; the model answers right afterwards.
 //   - CorruptModel: every file of the model truncated (to half, by one byte,
-//     to one byte, to nothing), replaced by deterministic garbage or by text:
-//     each Load fails with a typed error naming the model path, no panic.
+//     to one byte, to nothing), replaced by deterministic garbage or by text,
+//     or starting with bytes that are not UTF-8: each Load fails with a
+//     MODEL_EXECUTION error naming the model path, in valid UTF-8, no panic.
 //   - Concurrent: 64 goroutines call Predict at once on the affine and the
 //     six-dtype models (run it with -race); every answer must be right.
 //   - SwapWhileServing: goroutines serve v1 while v2 loads, v2 is published

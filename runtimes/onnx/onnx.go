@@ -135,7 +135,7 @@ func (b *backend) Load(ctx context.Context, files driver.Files) (driver.Model, e
 	m.preallocate.Store(anyPlanned)
 	m.session, err = ort.NewDynamicAdvancedSessionWithONNXData(data, m.inputNames, m.outputNames, opts)
 	if err != nil {
-		return nil, fmt.Errorf("onnx: %s: ONNX Runtime rejected the model: %w", name, err)
+		return nil, fmt.Errorf("onnx: %s: ONNX Runtime rejected the model: %w", name, driver.NativeError(err))
 	}
 	return m, nil
 }
@@ -307,7 +307,7 @@ func (m *model) run(ctx context.Context, ins, outs []ort.Value) error {
 func (m *model) runOnce(ctx context.Context, ins, outs []ort.Value) error {
 	if ctx.Done() == nil || m.fastestRun.Load() < m.cancelableRun {
 		if err := m.session.Run(ins, outs); err != nil {
-			return fmt.Errorf("onnx: %w", err)
+			return fmt.Errorf("onnx: %w", driver.NativeError(err))
 		}
 		return nil
 	}
@@ -335,7 +335,7 @@ func (m *model) runOnce(ctx context.Context, ins, outs []ort.Value) error {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return fmt.Errorf("onnx: run stopped: %w", ctxErr)
 		}
-		return fmt.Errorf("onnx: %w", err)
+		return fmt.Errorf("onnx: %w", driver.NativeError(err))
 	}
 	return nil
 }

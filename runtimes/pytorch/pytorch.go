@@ -80,7 +80,7 @@ func (*backend) Load(ctx context.Context, files driver.Files) (driver.Model, err
 	if n := int(C.pt_num_inputs(cm)); n >= 0 {
 		m.sig.Inputs = make([]driver.TensorSpec, n)
 		for i := range n {
-			m.sig.Inputs[i] = driver.TensorSpec{Name: C.GoString(C.pt_input_name(cm, C.int32_t(i)))}
+			m.sig.Inputs[i] = driver.TensorSpec{Name: strings.ToValidUTF8(C.GoString(C.pt_input_name(cm, C.int32_t(i))), "\uFFFD")}
 		}
 	}
 	return m, nil
@@ -251,7 +251,9 @@ func takeError(s *C.char) error {
 		return nil
 	}
 	defer C.pt_free_string(s)
-	return shimError(C.GoString(s))
+	// libtorch quotes names and bytes of the model file, which need not be
+	// UTF-8; the message must travel in a gRPC status.
+	return shimError(strings.ToValidUTF8(C.GoString(s), "\uFFFD"))
 }
 
 type shimError string

@@ -3,9 +3,12 @@
 package pytorch_test
 
 import (
+	"archive/zip"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -79,7 +82,49 @@ func TestSidecarConformance(t *testing.T) {
 	sidecartest.RunConformance(t, func(t *testing.T) *runtimes.Runtime { return openRuntime(t) }, sidecartest.Fixtures{
 		AffineV1: readTestdata(t, "affine_v1.pt"),
 		AffineV2: readTestdata(t, "affine_v2.pt"),
+		BadUTF8:  badUTF8Model(t),
 	})
+}
+
+// badUTF8Model is affine_v1.pt with "torch.mul" in its code spelled
+// "torch.m\xffl": the file passes the preflight (a sound zip) and libtorch
+// rejects the code with a message quoting the bytes, which are not UTF-8.
+func badUTF8Model(t testing.TB) driver.Files {
+	t.Helper()
+	src := readTestdata(t, "affine_v1.pt")["affine_v1.pt"]
+	zr, err := zip.NewReader(bytes.NewReader(src), int64(len(src)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	zw := zip.NewWriter(&out)
+	damaged := false
+	for _, f := range zr.File {
+		rc, err := f.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(f.Name, ".py") && bytes.Contains(b, []byte("torch.mul(")) {
+			b = bytes.Replace(b, []byte("torch.mul("), []byte("torch.m\xffl("), 1)
+			damaged = true
+		}
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: f.Name, Method: f.Method})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := zw.Close(); err != nil || !damaged {
+		t.Fatalf("damaging affine_v1.pt: %v (damaged %v)", err, damaged)
+	}
+	return driver.Files{"affine_v1.pt": out.Bytes()}
 }
 
 func TestAffineKnownAnswer(t *testing.T) {

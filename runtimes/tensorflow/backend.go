@@ -240,8 +240,31 @@ func load(files driver.Files, resetProb float64) (*model, error) {
 		// Only a stateful model can need its checkpoint again (reset);
 		// dropping the restore program frees the checkpoint bytes.
 		m.restore = nil
+		releaseUnreadVariables(m.serve, vars)
 	}
 	return m, nil
+}
+
+// releaseUnreadVariables drops the value of every variable that no step of
+// p reads or writes at run time. Folding made such values constants of p,
+// which keep what they need; where the fusion pass replaced a constant by
+// its kernel's packed copy, the variable held the model's second copy of
+// those weights (a loaded model took 2x its file size).
+func releaseUnreadVariables(p *program, vars *varStore) {
+	used := map[*variable]bool{}
+	for _, st := range p.steps {
+		if st.readVar != nil {
+			used[st.readVar] = true
+		}
+		if st.writes != nil {
+			used[st.writes] = true
+		}
+	}
+	for _, v := range vars.vars {
+		if !used[v] {
+			v.value = nil
+		}
+	}
 }
 
 // checkAssets checks the MetaGraph's asset_file_def against the files under

@@ -373,7 +373,7 @@ const (
 type fusable struct {
 	kind int
 	// MatMul: input slots, transpose_b; with constant weights (k×n) the
-	// pass sets weights and packed.
+	// pass sets weights (n == 1) or packed (n > 1).
 	a, b    int
 	tb      bool
 	packed  []float32
@@ -451,7 +451,17 @@ func (p *program) fuse() {
 			f.k, f.n = f.n, f.k
 			f.weights = transpose2(nil, w.f32, int(w.shape[0]), int(w.shape[1]))
 		}
-		f.packed = packB(nil, f.weights, f.k, f.n)
+		if f.n > 1 {
+			// matmul32 reads only the packed copy; matvec32 (n == 1) only
+			// the weights. Keeping both doubled a model's memory.
+			f.packed = packB(nil, f.weights, f.k, f.n)
+			f.weights = nil
+		}
+		if uses[st.fuse.b] == 1 {
+			// Nothing else reads the constant: the kernel's copy replaces
+			// it, and the loaded model holds its weights once.
+			p.consts[st.fuse.b] = nil
+		}
 		out := st.outs[0]
 		e := &epilogue{}
 		if j, ok := consumer[out]; ok && uses[out] == 1 && p.steps[j].ins[0] == out {

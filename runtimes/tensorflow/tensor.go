@@ -54,6 +54,11 @@ type dense struct {
 	b     []bool
 	s     []string
 	res   *variable
+	// restored marks a tensor RestoreV2 decoded from the checkpoint: it
+	// is never written, so a variable restored from it takes it as its
+	// value instead of a copy (a model's weights were copied once more at
+	// load).
+	restored bool
 
 	// Per-slot scratch that kernels reuse across calls (the state owns the
 	// tensor, so this is race-free).

@@ -15,10 +15,15 @@ type variable struct {
 	value *dense
 }
 
-// assign replaces the variable's value with a copy of t.
+// assign replaces the variable's value with a copy of t, or with t itself
+// when t is a restored checkpoint tensor, which nothing writes.
 func (v *variable) assign(t *dense) error {
 	if t.dt != v.dt {
 		return fmt.Errorf("variable %s is %s, assigned a %s", v.name, dtypeName(v.dt), dtypeName(t.dt))
+	}
+	if t.restored {
+		v.value = t
+		return nil
 	}
 	v.value = t.clone()
 	return nil
@@ -223,6 +228,7 @@ func (c *compiler) restoreV2(nd *ndpb.NodeDef, a attrs, ins []int) ([]int, error
 				if err != nil {
 					return err
 				}
+				t.restored = true
 				cache[i] = t
 			}
 			vals[outs[i]] = cache[i]

@@ -303,3 +303,17 @@ func TestClientWake(t *testing.T) {
 		t.Errorf("the call did not reuse the woken connection (the server closed it?)")
 	}
 }
+
+// A whole-call error whose message is not UTF-8 (a native runtime quoting
+// model bytes) still reaches the client with its type.
+func TestClientErrorsNotUTF8KeepTheirType(t *testing.T) {
+	ts := startServer(t, ServerOptions{Handler: func(context.Context, *inferencepb.PredictRequest) (*inferencepb.PredictResponse, error) {
+		return nil, inferr.Errorf(inferr.ModelExecution, "No Op registered for M\xffl")
+	}})
+	c := NewClient(ts.socket, ClientOptions{})
+	defer c.Close()
+	_, err := c.Predict(context.Background(), batchOf("a/"))
+	if ie, ok := errors.AsType[*inferr.Error](err); !ok || ie.Type != inferr.ModelExecution || ie.Error() != "No Op registered for M\uFFFDl" {
+		t.Errorf("whole-call error = %#v, want MODEL_EXECUTION with valid UTF-8", err)
+	}
+}

@@ -243,7 +243,9 @@ func (c *serverConn) finish(id uint64) {
 }
 
 func (c *serverConn) writeError(id uint64, err error) {
-	c.write(Frame{Kind: KindError, ID: id}, &inferencepb.Error{Type: inferencepb.ErrorType(inferr.TypeOf(err)), Description: err.Error()})
+	// Sanitized: protobuf cannot encode a string that is not UTF-8, and
+	// the error would be lost with its frame.
+	c.write(Frame{Kind: KindError, ID: id}, &inferencepb.Error{Type: inferencepb.ErrorType(inferr.TypeOf(err)), Description: inferr.Sanitize(err.Error())})
 }
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/inferr"
@@ -23,6 +24,11 @@ import (
 // (AffineV2), in the runtime's own format.
 type Fixtures struct {
 	AffineV1, AffineV2 runtimes.Files
+	// BadUTF8 (optional) is a model this runtime fails to load with a
+	// message that quotes bytes of the file which are not UTF-8 (an ONNX op
+	// type of invalid UTF-8, say): registering it must still give
+	// MODEL_EXECUTION with a valid UTF-8 message.
+	BadUTF8 runtimes.Files
 }
 
 // waitLimit bounds every wait of the suite, so that a runtime that hangs
@@ -72,6 +78,7 @@ func RunConformance(t *testing.T, open func(t *testing.T) *runtimes.Runtime, fx 
 	t.Run("SwapWhilePredicting", func(t *testing.T) { sc.testSwap(ctx, t) })
 	t.Run("WarmUpFailureKeepsOldModel", func(t *testing.T) { sc.testWarmUpFailure(ctx, t) })
 	t.Run("Delete", func(t *testing.T) { sc.testDelete(ctx, t) })
+	t.Run("CorruptModel", func(t *testing.T) { sc.testCorrupt(ctx, t) })
 }
 
 const sidecarModel = "conformance/sidecar_affine/"
@@ -364,6 +371,50 @@ func (sc *sidecarSuite) testDelete(ctx context.Context, t *testing.T) {
 	scWantType(t, "second delete", sc.client.DeleteModel(ctx, sidecarModel), inferr.ModelNotFound)
 	if paths, err := sc.client.ModelPaths(ctx); err != nil || len(paths) != 0 {
 		t.Errorf("ModelPaths after delete = %q, %v; want []", paths, err)
+	}
+}
+
+// testCorrupt registers damaged models through the sidecar: every one
+// fails as MODEL_EXECUTION (never a transport error such as gRPC's
+// Internal) with a valid UTF-8 message that names the model path.
+func (sc *sidecarSuite) testCorrupt(ctx context.Context, t *testing.T) {
+	damage := map[string]func([]byte) []byte{
+		"truncated": func(b []byte) []byte { return b[:len(b)/2] },
+		"garbage": func(b []byte) []byte {
+			g := make([]byte, max(len(b), 64))
+			x := uint64(0x9E3779B97F4A7C15)
+			for i := range g {
+				x ^= x << 13
+				x ^= x >> 7
+				x ^= x << 17
+				g[i] = byte(x) | 0x80 // never a valid UTF-8 text
+			}
+			return g
+		},
+		"text with invalid UTF-8": func([]byte) []byte { return []byte("not a model \xff\xfe\xc3\x28 at all\n") },
+	}
+	models := map[string]runtimes.Files{}
+	for what, f := range damage {
+		files := runtimes.Files{}
+		for name, b := range sc.fx.AffineV1 {
+			files[name] = f(append([]byte(nil), b...))
+		}
+		models[what] = files
+	}
+	if sc.fx.BadUTF8 != nil {
+		models["BadUTF8 fixture"] = sc.fx.BadUTF8
+	}
+	for what, files := range models {
+		path := "conformance/corrupt/" + strings.ReplaceAll(what, " ", "_") + "/"
+		err := sc.client.RegisterModel(ctx, path, copyFiles(files), "")
+		scWantType(t, "registration of a "+what+" model", err, inferr.ModelExecution)
+		if err == nil {
+			continue
+		}
+		if msg := err.Error(); !utf8.ValidString(msg) || !strings.Contains(msg, path) {
+			t.Errorf("registration of a %s model: the message is not valid UTF-8 or does not name %q: %q", what, path, msg)
+		}
+		t.Logf("%s: %v", what, err)
 	}
 }
 

@@ -1,0 +1,5 @@
+//go:build !race
+
+package pytorch_test
+
+const raceEnabled = false

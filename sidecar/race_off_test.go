@@ -1,0 +1,5 @@
+//go:build !race
+
+package sidecar_test
+
+const raceEnabled = false

@@ -95,6 +95,7 @@ func TestModelsEndpoints(t *testing.T) {
 		t.Fatalf("/readyz = %d %s", code, body)
 	}
 	code, body := get(t, url+"/v1/models")
+	t.Logf("GET /v1/models: %s", body)
 	var list struct {
 		ModelPaths []string      `json:"model_paths"`
 		Models     []modelStatus `json:"models"`

@@ -12,6 +12,9 @@ type Loaded struct {
 	Entry ModelEntry
 	// Checksum is the checksum of the serving content, as computed.
 	Checksum string
+	// LoadedAt is when the serving content was registered (zero in
+	// states Plan is given by callers that do not track it).
+	LoadedAt time.Time
 	// EvictAt is zero while the model is wanted as it is. Otherwise the model
 	// is delisted or its checksum changed, and its grace ends at EvictAt:
 	// then it is deleted, or replaced by the content the config lists.

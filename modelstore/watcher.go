@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/url"
 	"strconv"
@@ -112,6 +113,7 @@ type Watcher struct {
 
 	stateMu sync.RWMutex
 	state   map[string]Loaded
+	book    statusBook // for Status
 }
 
 // NewWatcher checks opts and opens the bucket. It does not poll: call
@@ -143,6 +145,7 @@ func NewWatcher(opts WatcherOptions) (*Watcher, error) {
 		parallelism:   opts.Parallelism,
 		registerSem:   make(chan struct{}, 1),
 		state:         map[string]Loaded{},
+		book:          newStatusBook(),
 	}
 	if w.log == nil {
 		w.log = slog.Default()
@@ -242,6 +245,8 @@ func (w *Watcher) SyncOnce(ctx context.Context) error {
 			return err
 		}
 		cfg = w.config
+	} else {
+		w.noteConfig(cfg)
 	}
 	if err := w.reportInvalidEntries(cfg); err != nil {
 		errs = append(errs, err)
@@ -307,6 +312,11 @@ func (w *Watcher) forgetSettled(plan SyncPlan) {
 		}
 	}
 	w.metrics.failing.Set(float64(w.failures.keep(pending)))
+	w.forgetFailures(func() map[string]bool {
+		keep := maps.Clone(pending)
+		maps.Copy(keep, deleting)
+		return keep
+	}())
 	for _, key := range w.problems.keys("model ") {
 		if !pending[strings.TrimPrefix(key, "model ")] {
 			w.problems.resolve(key, "")
@@ -414,12 +424,14 @@ func (w *Watcher) delete(ctx context.Context, path string) error {
 	if err != nil && !isNotFound(err) {
 		w.metrics.deletions.WithLabelValues("failure").Inc()
 		err = fmt.Errorf("delete model %q: %w", path, err)
+		w.noteFailure(path, err)
 		w.problems.report("delete "+path, w.now(), "model deletion failed; it keeps serving, retrying next poll", err, "model_path", path)
 		return err
 	}
 	w.metrics.deletions.WithLabelValues("success").Inc()
 	w.metrics.regSeconds.DeleteLabelValues(path)
 	w.setState(path, func(Loaded, bool) (Loaded, bool) { return Loaded{}, false })
+	w.forgetFailure(path)
 	w.log.Info("model deleted", "model_path", path, "failed_times", w.problems.resolve("delete "+path, ""))
 	return nil
 }
@@ -457,12 +469,15 @@ func (w *Watcher) loadAll(ctx context.Context, loads []Action) []error {
 func (w *Watcher) load(ctx context.Context, a Action) error {
 	kind := a.Kind.String()
 	e := a.Entry
+	w.noteLoading(e.Path, true)
+	defer w.noteLoading(e.Path, false)
 	var at attempt
 	fail := func(err error) error {
 		w.metrics.registrations.WithLabelValues(kind, "failure").Inc()
 		if ctx.Err() != nil {
 			return err // shutting down: not the model's failure
 		}
+		w.noteFailure(e.Path, err)
 		msg := "model load failed; nothing changes"
 		if a.Kind == ActUpdate {
 			msg = "model update failed; the old content keeps serving"
@@ -528,8 +543,9 @@ func (w *Watcher) load(ctx context.Context, a Action) error {
 	w.metrics.regSeconds.WithLabelValues(e.Path).Set(elapsed.Seconds())
 	w.metrics.regHistogram.Observe(elapsed.Seconds())
 	w.setState(e.Path, func(Loaded, bool) (Loaded, bool) {
-		return Loaded{Entry: e, Checksum: d.checksum}, true
+		return Loaded{Entry: e, Checksum: d.checksum, LoadedAt: w.now()}, true
 	})
+	w.forgetFailure(e.Path)
 	w.failures.succeeded(e.Path)
 	w.log.Info("model registered", "model_path", e.Path, "kind", kind, "bytes", d.size, "files", len(d.files),
 		"checksum", d.checksum, "registration_seconds", elapsed.Seconds(), "failed_times", w.problems.resolve("model "+e.Path, ""))

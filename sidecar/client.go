@@ -8,6 +8,7 @@ import (
 	"net"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -282,6 +283,48 @@ func (c *Client) ModelPaths(ctx context.Context) ([]string, error) {
 		paths = []string{}
 	}
 	return paths, nil
+}
+
+// Models describes the models the sidecar serves or is loading, sorted by
+// path; with modelPath set, only that one (MODEL_NOT_FOUND when the
+// sidecar has nothing there). While a Supervisor replays its models after
+// a restart, every model of the replay set not back yet is listed as
+// loading, as ModelPaths lists it.
+func (c *Client) Models(ctx context.Context, modelPath string) ([]ModelInfo, error) {
+	resp, err := c.api.GetModels(ctx, &inferencepb.GetModelsRequest{ModelPath: modelPath})
+	if err != nil {
+		err = fromStatus(err)
+		// A model of the replay set is loading whether the sidecar
+		// answers that it has not got it yet or has just died.
+		if inferr.TypeOf(err) != inferr.ModelNotFound && !c.gate.outage(ctx) {
+			return nil, err
+		}
+	}
+	infos := make([]ModelInfo, 0, len(resp.GetModels()))
+	for _, p := range resp.GetModels() {
+		infos = append(infos, modelInfoFromProto(p))
+	}
+	replaySet, replaying := c.gate.modelPaths()
+	if !replaying {
+		if err != nil {
+			return nil, err
+		}
+		return infos, nil
+	}
+	have := make(map[string]bool, len(infos))
+	for _, in := range infos {
+		have[in.Path] = true
+	}
+	for _, p := range replaySet {
+		if !have[p] && (modelPath == "" || p == modelPath) {
+			infos = append(infos, ModelInfo{Path: p, State: ModelLoading})
+		}
+	}
+	if err != nil && modelPath != "" && len(infos) == 0 {
+		return nil, err
+	}
+	slices.SortFunc(infos, func(a, b ModelInfo) int { return strings.Compare(a.Path, b.Path) })
+	return infos, nil
 }
 
 // WaitHealthy waits until the sidecar's health service reports SERVING or

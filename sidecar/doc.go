@@ -38,8 +38,13 @@
 // every model registered through it (the latest files per path, newest
 // registration first, several at once) from verified copies in its private
 // directory; until a model is back, its Client's calls for it wait for it,
-// ModelPaths lists the whole replay set and Supervisor.WaitHealthy says
-// not ready. The address-space limit (RlimitMB)
+// ModelPaths lists the whole replay set (Models lists the models not back
+// yet as loading) and Supervisor.WaitHealthy says not ready.
+//
+// Server.GetModels (Client.Models) describes each model: serving, or
+// loading while its registration runs; the checksum of its files (computed
+// at registration, as the model config's checksum is), when it was
+// published, and its signature as the runtime read it. The address-space limit (RlimitMB)
 // reaches the child twice: through RlimitEnv, which our sidecars apply to
 // themselves before opening the runtime, and through prlimit(2) on the
 // child's pid right after it starts.

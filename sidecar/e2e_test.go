@@ -7,7 +7,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -159,9 +158,9 @@ func TestEndToEndInferctl(t *testing.T) {
 		t.Errorf("register printed %q", out)
 	}
 	out = mustRun(t, "", "--socket", socket, "models")
-	var paths []string
-	if err := json.Unmarshal([]byte(out), &paths); err != nil || len(paths) != 1 || paths[0] != "aff/" {
-		t.Errorf("models printed %q (%v), want [\"aff/\"]", out, err)
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 2 || !strings.HasPrefix(lines[0], "MODEL_PATH") ||
+		!strings.HasPrefix(lines[1], "aff/ ") || !strings.Contains(lines[1], " serving ") || !strings.Contains(lines[1], "x:FLOAT") {
+		t.Errorf("models printed\n%s\nwant a table with aff/ serving, its input x:FLOAT", out)
 	}
 
 	req := filepath.Join(dir, "req.json")
@@ -212,8 +211,8 @@ func TestEndToEndInferctl(t *testing.T) {
 	if _, err := affineOutputs(t, mustRun(t, "", "--socket", socket, "predict", req)); inferr.TypeOf(err) != inferr.ModelNotFound {
 		t.Errorf("predict after delete: %v, want MODEL_NOT_FOUND", err)
 	}
-	if out := mustRun(t, "", "--socket", socket, "models"); strings.TrimSpace(out) != "[]" {
-		t.Errorf("models after delete printed %q, want []", out)
+	if out := mustRun(t, "", "--socket", socket, "models"); !strings.HasPrefix(out, "MODEL_PATH") || strings.Count(out, "\n") != 1 {
+		t.Errorf("models after delete printed %q, want the table header alone", out)
 	}
 
 	// Usage errors exit 2.
@@ -334,8 +333,8 @@ func TestSidecarBinaryOversizedModel(t *testing.T) {
 	startSidecarBinary(t, socket, "--max_model_bytes", "100")
 	model := filepath.Join(onnxTestdata, "affine_v1.onnx") // ~200 bytes
 	wantExit(t, 1, "INPUT_PARSING", "", "--socket", socket, "register", "--model-path", "big/", model)
-	if out := mustRun(t, "", "--socket", socket, "models"); strings.TrimSpace(out) != "[]" {
-		t.Errorf("models after an oversized registration: %q", out)
+	if out := mustRun(t, "", "--socket", socket, "models"); !strings.HasPrefix(out, "MODEL_PATH") || strings.Count(out, "\n") != 1 {
+		t.Errorf("models after an oversized registration: %q, want the table header alone", out)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/modelstore/modelfiles"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/tensor"
 )
@@ -29,9 +30,13 @@ type registry struct {
 
 	models atomic.Pointer[map[string]*runtimes.Model]
 
-	mu        sync.Mutex // guards publishing and pathLocks
+	mu        sync.Mutex // guards publishing, pathLocks, meta and loading
 	pathLocks map[string]*pathLock
 	closed    bool
+	// meta describes each published model (for GetModels); loading counts
+	// the registrations under way per path.
+	meta    map[*runtimes.Model]modelMeta
+	loading map[string]int
 
 	closing sync.WaitGroup // background Close of replaced models
 
@@ -56,7 +61,8 @@ type pathLock struct {
 
 // newRegistry takes resolved options (NewServer applies the defaults).
 func newRegistry(rt *runtimes.Runtime, maxBytes int64, limits batch.Limits, log *slog.Logger) *registry {
-	r := &registry{rt: rt, maxBytes: maxBytes, limits: limits, log: log, pathLocks: map[string]*pathLock{}}
+	r := &registry{rt: rt, maxBytes: maxBytes, limits: limits, log: log, pathLocks: map[string]*pathLock{},
+		meta: map[*runtimes.Model]modelMeta{}, loading: map[string]int{}}
 	r.batching = rt.Config().DynamicBatching != nil
 	empty := map[string]*runtimes.Model{}
 	r.models.Store(&empty)
@@ -128,6 +134,16 @@ type registerResult struct {
 	load, warmUp time.Duration
 }
 
+// modelMeta is what the registry knows of a published model besides the
+// model itself.
+type modelMeta struct {
+	checksum     string // modelfiles.Checksum of its files
+	loadedAt     time.Time
+	load, warmUp time.Duration
+	files        int
+	bytes        int64
+}
+
 // register validates, loads and warms a model, then publishes it under
 // path, replacing (and closing in the background) any model there.
 func (r *registry) register(ctx context.Context, path string, files runtimes.Files, warmUpJSON string) (registerResult, error) {
@@ -150,6 +166,8 @@ func (r *registry) register(ctx context.Context, path string, files runtimes.Fil
 		warmUp = entries
 	}
 
+	r.startLoading(path)
+	defer r.stopLoading(path)
 	unlock := r.lockPath(path)
 	defer unlock()
 
@@ -167,8 +185,10 @@ func (r *registry) register(ctx context.Context, path string, files runtimes.Fil
 	}
 	res.warmUp = time.Since(start)
 
+	meta := modelMeta{checksum: modelfiles.Checksum(files), load: res.load, warmUp: res.warmUp,
+		files: len(files), bytes: files.Size()}
 	r.startBatcher(path, m)
-	old, err := r.publish(path, m)
+	old, err := r.publishWithMeta(path, m, meta)
 	if err != nil {
 		r.closeInBackground(m)
 		return res, err
@@ -197,10 +217,20 @@ var errRegistryClosed = inferr.Errorf(inferr.GRPC, "sidecar is shutting down")
 
 // publish swaps m in under path and returns the model it replaced.
 func (r *registry) publish(path string, m *runtimes.Model) (*runtimes.Model, error) {
+	return r.publishWithMeta(path, m, modelMeta{})
+}
+
+// publishWithMeta is publish recording m's meta, stamped with the time it
+// starts serving.
+func (r *registry) publishWithMeta(path string, m *runtimes.Model, meta modelMeta) (*runtimes.Model, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return nil, errRegistryClosed
+	}
+	if m != nil {
+		meta.loadedAt = time.Now()
+		r.meta[m] = meta
 	}
 	cur := *r.models.Load()
 	next := make(map[string]*runtimes.Model, len(cur)+1)
@@ -212,7 +242,79 @@ func (r *registry) publish(path string, m *runtimes.Model) (*runtimes.Model, err
 		next[path] = m
 	}
 	r.models.Store(&next)
+	if old != nil {
+		delete(r.meta, old)
+	}
 	return old, nil
+}
+
+func (r *registry) startLoading(path string) {
+	r.mu.Lock()
+	r.loading[path]++
+	r.mu.Unlock()
+}
+
+func (r *registry) stopLoading(path string) {
+	r.mu.Lock()
+	if r.loading[path]--; r.loading[path] <= 0 {
+		delete(r.loading, path)
+	}
+	r.mu.Unlock()
+}
+
+// ModelInfo describes a model the sidecar serves or is loading.
+type ModelInfo struct {
+	Path string
+	// State is ModelServing, or ModelLoading while a registration is
+	// under way and no model serves the path yet.
+	State    ModelState
+	Checksum string    // of the serving files, as `inferctl checksum` computes it
+	LoadedAt time.Time // when the serving model was published
+	// Load and WarmUp are how long the serving model took to load and
+	// warm up.
+	Load, WarmUp time.Duration
+	Files        int
+	Bytes        int64
+	Signature    runtimes.Signature
+}
+
+// ModelState is what the sidecar holds at a path.
+type ModelState string
+
+// The states a sidecar reports.
+const (
+	ModelLoading ModelState = "loading"
+	ModelServing ModelState = "serving"
+)
+
+// infos describes the models serving or loading, sorted by path; with path
+// set, only the model there (false when there is none).
+func (r *registry) infos(path string) ([]ModelInfo, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	models := *r.models.Load()
+	byPath := map[string]ModelInfo{}
+	for p, m := range models {
+		if path != "" && p != path {
+			continue
+		}
+		meta := r.meta[m]
+		byPath[p] = ModelInfo{Path: p, State: ModelServing, Checksum: meta.checksum, LoadedAt: meta.loadedAt,
+			Load: meta.load, WarmUp: meta.warmUp, Files: meta.files, Bytes: meta.bytes, Signature: m.Signature()}
+	}
+	for p := range r.loading {
+		if _, serving := byPath[p]; !serving && (path == "" || p == path) {
+			byPath[p] = ModelInfo{Path: p, State: ModelLoading}
+		}
+	}
+	if path != "" && len(byPath) == 0 {
+		return nil, false
+	}
+	out := make([]ModelInfo, 0, len(byPath))
+	for _, p := range slices.Sorted(maps.Keys(byPath)) {
+		out = append(out, byPath[p])
+	}
+	return out, true
 }
 
 // delete unpublishes path; calls in flight finish on the model before it
@@ -279,6 +381,7 @@ func (r *registry) close() {
 	cur := *r.models.Load()
 	empty := map[string]*runtimes.Model{}
 	r.models.Store(&empty)
+	clear(r.meta)
 	r.mu.Unlock()
 	for _, m := range cur {
 		r.closeInBackground(m)

@@ -556,3 +556,23 @@ func (s *Server) DeleteModel(ctx context.Context, req *inferencepb.DeleteModelRe
 func (s *Server) GetModelPaths(ctx context.Context, req *inferencepb.GetModelPathsRequest) (*inferencepb.GetModelPathsResponse, error) {
 	return &inferencepb.GetModelPathsResponse{ModelPaths: s.reg.paths()}, nil
 }
+
+// Models describes the models serving or loading, sorted by path.
+func (s *Server) Models() []ModelInfo {
+	infos, _ := s.reg.infos("")
+	return infos
+}
+
+// GetModels describes the registered models, or the one at model_path
+// (MODEL_NOT_FOUND when nothing is there).
+func (s *Server) GetModels(ctx context.Context, req *inferencepb.GetModelsRequest) (*inferencepb.GetModelsResponse, error) {
+	infos, ok := s.reg.infos(req.GetModelPath())
+	if !ok {
+		return nil, toStatus(inferr.Errorf(inferr.ModelNotFound, "model %s is not registered", inferr.Quote(req.GetModelPath())))
+	}
+	resp := &inferencepb.GetModelsResponse{Models: make([]*inferencepb.ModelStatus, len(infos))}
+	for i, in := range infos {
+		resp.Models[i] = modelInfoToProto(in)
+	}
+	return resp, nil
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/modelstore/modelfiles"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/sidecar"
 	"github.com/inferbid/inferbid/tensor"
@@ -157,6 +158,19 @@ func TestSupervisorRestartReplaysModels(t *testing.T) {
 	paths, err := c.ModelPaths(ctx)
 	if err != nil || strings.Join(paths, ",") != "a/,c/" {
 		t.Errorf("models after replay = %q, %v; want [a/ c/]", paths, err)
+	}
+	// Both serve again, each with the checksum of the files it replayed
+	// and its signature as the ONNX runtime read it.
+	infos, err := c.Models(ctx, "")
+	if err != nil || len(infos) != 2 {
+		t.Fatalf("Models after replay = %+v, %v; want a/ and c/", infos, err)
+	}
+	for i, want := range []runtimes.Files{v2, v1} {
+		in := infos[i].Signature.Inputs
+		if infos[i].State != sidecar.ModelServing || infos[i].Checksum != modelfiles.Checksum(want) ||
+			len(in) != 1 || in[0].Name != "x" || in[0].DType != tensor.Float || len(infos[i].Signature.Outputs) != 1 {
+			t.Errorf("Models after replay: %+v, want serving with checksum %s and one FLOAT input x", infos[i], modelfiles.Checksum(want))
+		}
 	}
 	if y, err := predictAffine(ctx, c, "c/", x); err != nil || !isAffine(x, y, 2, 1) {
 		t.Errorf("after restart: c/ = %v, %v; want v1", y, err)

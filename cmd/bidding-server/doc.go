@@ -23,7 +23,11 @@
 //	                       groups run concurrently through the JS pool, answers keep the request order;
 //	                       a body that is not JSON, lacks interest groups or is too large is a 400/413
 //	                       with {"error":..}
-//	GET  /v1/models        {"model_paths":[..],"inference_enabled":bool}
+//	GET  /v1/models        {"model_paths":[..],"inference_enabled":bool,"models":[{"model_path":..,
+//	                       "state":"loading|serving|failed|draining","checksum":..,"loaded_at":..,
+//	                       "last_error":..,"inputs":[{"name":..,"dtype":..,"shape":[..]}],"outputs":[..]},..]}
+//	                       (docs/architecture.md, "Model status over HTTP")
+//	GET  /v1/models/{path} one model of the models array (e.g. /v1/models/pctr/v1/); 404 {"error":..}
 //	GET  /healthz          200 while the process serves (from the moment the port is bound)
 //	GET  /readyz           200 once the module compiled, the sidecar is healthy (after a restart:
 //	                       with every model replayed), the local models

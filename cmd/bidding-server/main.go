@@ -240,6 +240,7 @@ func syncModels(ctx context.Context, cfg config, sup modelstore.Registrar, srv *
 		})
 		if err == nil {
 			w = watcher
+			srv.watcher.Store(watcher)
 			break
 		}
 		undo.undo()

@@ -112,6 +112,13 @@ func TestReadyWithABrokenModel(t *testing.T) {
 	if _, body := get(t, s.url+"/v1/models"); !strings.Contains(body, `"model_paths":["good/"]`) {
 		t.Errorf("/v1/models = %s, want only good/", body)
 	}
+	// /v1/models says why bad/ is missing; good/ serves with its checksum.
+	if code, body := get(t, s.url+"/v1/models/bad/"); code != 200 || !strings.Contains(body, `"state":"failed"`) || !strings.Contains(body, "checksum mismatch") {
+		t.Errorf("/v1/models/bad/ = %d %s, want failed with the checksum mismatch", code, body)
+	}
+	if code, body := get(t, s.url+"/v1/models/good/"); code != 200 || !strings.Contains(body, `"state":"serving"`) || !strings.Contains(body, modelfiles.Checksum(goodFiles)) {
+		t.Errorf("/v1/models/good/ = %d %s, want serving with its checksum", code, body)
+	}
 	if y, et := bidFor(t, s.url, "good/"); et != "" || !slices.Equal(y, good.want()) {
 		t.Errorf("good/: y=%v error_type=%q, want %v", y, et, good.want())
 	}

@@ -17,11 +17,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/inferbid/inferbid/jsbridge"
+	"github.com/inferbid/inferbid/modelstore"
+	"github.com/inferbid/inferbid/sidecar"
 )
 
 // modelLister answers /v1/models (the sidecar client).
 type modelLister interface {
 	ModelPaths(ctx context.Context) ([]string, error)
+	Models(ctx context.Context, modelPath string) ([]sidecar.ModelInfo, error)
 }
 
 // healthChecker probes the sidecar for /readyz.
@@ -59,6 +62,9 @@ type server struct {
 	// draining is set at SIGTERM: /readyz answers 503 while requests are
 	// still served.
 	draining atomic.Bool
+	// watcher is the model bucket's watcher once it is made (nil without
+	// a bucket): /v1/models reports its failed and draining models.
+	watcher atomic.Pointer[modelstore.Watcher]
 }
 
 // setStarting records the start-up step under way, for /readyz.
@@ -81,6 +87,7 @@ func (s *server) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/generateBids", s.count("generateBids", s.generateBids))
 	mux.HandleFunc("GET /v1/models", s.count("models", s.listModels))
+	mux.HandleFunc("GET /v1/models/{model_path...}", s.count("model", s.getModel))
 	mux.HandleFunc("GET /healthz", s.count("healthz", func(w http.ResponseWriter, r *http.Request) int {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 		return http.StatusOK
@@ -246,7 +253,7 @@ func (s *server) listModels(w http.ResponseWriter, r *http.Request) int {
 		return code
 	}
 	if s.models == nil {
-		writeJSON(w, http.StatusOK, map[string]any{"model_paths": []string{}, "inference_enabled": false})
+		writeJSON(w, http.StatusOK, map[string]any{"model_paths": []string{}, "models": []modelStatus{}, "inference_enabled": false})
 		return http.StatusOK
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
@@ -258,8 +265,54 @@ func (s *server) listModels(w http.ResponseWriter, r *http.Request) int {
 	if paths == nil {
 		paths = []string{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"model_paths": paths, "inference_enabled": true})
+	models, err := s.modelStatuses(ctx)
+	if err != nil {
+		return writeError(w, http.StatusServiceUnavailable, "cannot list models: "+err.Error())
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"model_paths": paths, "models": models, "inference_enabled": true})
 	return http.StatusOK
+}
+
+// getModel answers GET /v1/models/{model_path...}: one model's status, or
+// 404 when neither the sidecar nor the model sync knows the path.
+func (s *server) getModel(w http.ResponseWriter, r *http.Request) int {
+	if code, ok := s.notStarted(w); ok {
+		return code
+	}
+	path := r.PathValue("model_path")
+	if path == "" {
+		return writeError(w, http.StatusNotFound, "no model path: GET /v1/models/MODEL_PATH, e.g. /v1/models/pctr/v1/")
+	}
+	if s.models == nil {
+		return writeError(w, http.StatusNotFound, fmt.Sprintf("model %q is not known: inference is disabled", path))
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	models, err := s.modelStatuses(ctx)
+	if err != nil {
+		return writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("cannot describe model %q: %v", path, err))
+	}
+	for _, m := range models {
+		if m.ModelPath == path {
+			writeJSON(w, http.StatusOK, m)
+			return http.StatusOK
+		}
+	}
+	return writeError(w, http.StatusNotFound, fmt.Sprintf("model %q is not known: the sidecar has no model at this path and the model config does not list it", path))
+}
+
+// modelStatuses merges what the sidecar holds with what the model sync
+// knows (failed loads, draining models), sorted by path.
+func (s *server) modelStatuses(ctx context.Context) ([]modelStatus, error) {
+	infos, err := s.models.Models(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	var synced []modelstore.ModelStatus
+	if wt := s.watcher.Load(); wt != nil {
+		synced = wt.Status()
+	}
+	return mergeModelStatus(infos, synced), nil
 }
 
 // ready: not draining, start-up finished (the sidecar is healthy and the

@@ -3,7 +3,9 @@
 //
 //	inferctl --socket PATH register --model-path P [--warmup FILE] LOCAL_FILE_OR_DIR
 //	inferctl --socket PATH predict [FILE]        (batch JSON from FILE or stdin)
-//	inferctl --socket PATH models                (the JSON array getModelPaths returns)
+//	inferctl [--socket PATH] models [--server URL] [--json] [MODEL_PATH]
+//	                                             (a table: state, checksum, loaded_at, inputs, outputs;
+//	                                             --server asks a bidding-server's GET /v1/models)
 //	inferctl --socket PATH delete --model-path P
 //	inferctl checksum LOCAL_FILE_OR_DIR
 //

@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/inferbid/inferbid/batch"
@@ -23,7 +21,7 @@ func main() { cli.Main("inferctl", run) }
 const usage = `usage:
   inferctl --socket PATH register --model-path P [--warmup FILE] LOCAL_FILE_OR_DIR
   inferctl --socket PATH predict [FILE]
-  inferctl --socket PATH models
+  inferctl [--socket PATH] models [--server URL] [--json] [MODEL_PATH]
   inferctl --socket PATH delete --model-path P
   inferctl checksum LOCAL_FILE_OR_DIR
 global flags:
@@ -59,7 +57,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	switch cmd {
 	case "checksum":
 		err = checksum(rest, stdout, stderr)
-	case "register", "predict", "models", "delete":
+	case "models":
+		err = modelsCmd(ctx, *socket, rest, stdout, stderr)
+	case "register", "predict", "delete":
 		if *socket == "" {
 			err = cli.Usagef("%s needs --socket PATH", cmd)
 			break
@@ -75,8 +75,6 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			err = register(ctx, c, rest, stdout, stderr)
 		case "predict":
 			err = predict(ctx, c, rest, stdin, stdout, stderr)
-		case "models":
-			err = models(ctx, c, rest, stdout)
 		case "delete":
 			err = deleteModel(ctx, c, rest, stderr)
 		}
@@ -181,22 +179,6 @@ func predict(ctx context.Context, c *sidecar.Client, args []string, stdin io.Rea
 		return err
 	}
 	fmt.Fprintf(stdout, "%s\n", out)
-	return nil
-}
-
-func models(ctx context.Context, c *sidecar.Client, args []string, stdout io.Writer) error {
-	if len(args) > 0 {
-		return cli.Usagef("models takes no arguments, got %s", strings.Join(args, " "))
-	}
-	paths, err := c.ModelPaths(ctx)
-	if err != nil {
-		return err
-	}
-	b, err := json.Marshal(paths)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "%s\n", b)
 	return nil
 }
 

@@ -148,6 +148,58 @@ func (ErrorType) EnumDescriptor() ([]byte, []int) {
 	return file_inference_proto_rawDescGZIP(), []int{1}
 }
 
+// ModelState is what the sidecar holds at a path.
+type ModelState int32
+
+const (
+	ModelState_MODEL_STATE_UNSPECIFIED ModelState = 0
+	// A registration is under way and no model serves the path yet.
+	ModelState_LOADING ModelState = 1
+	// A model serves the path (a registration replacing it may be under way).
+	ModelState_SERVING ModelState = 2
+)
+
+// Enum value maps for ModelState.
+var (
+	ModelState_name = map[int32]string{
+		0: "MODEL_STATE_UNSPECIFIED",
+		1: "LOADING",
+		2: "SERVING",
+	}
+	ModelState_value = map[string]int32{
+		"MODEL_STATE_UNSPECIFIED": 0,
+		"LOADING":                 1,
+		"SERVING":                 2,
+	}
+)
+
+func (x ModelState) Enum() *ModelState {
+	p := new(ModelState)
+	*p = x
+	return p
+}
+
+func (x ModelState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ModelState) Descriptor() protoreflect.EnumDescriptor {
+	return file_inference_proto_enumTypes[2].Descriptor()
+}
+
+func (ModelState) Type() protoreflect.EnumType {
+	return &file_inference_proto_enumTypes[2]
+}
+
+func (x ModelState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ModelState.Descriptor instead.
+func (ModelState) EnumDescriptor() ([]byte, []int) {
+	return file_inference_proto_rawDescGZIP(), []int{2}
+}
+
 // Tensor is a dense row-major tensor. Exactly one data field is used, the
 // one matching data_type: INT8, INT16 and INT32 travel in int_data.
 type Tensor struct {
@@ -1227,6 +1279,318 @@ func (x *GetModelPathsResponse) GetModelPaths() []string {
 	return nil
 }
 
+type GetModelsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only the model at this path (MODEL_NOT_FOUND when the sidecar has
+	// neither a model nor a registration in progress there); "" = every model.
+	ModelPath     string `protobuf:"bytes,1,opt,name=model_path,json=modelPath,proto3" json:"model_path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetModelsRequest) Reset() {
+	*x = GetModelsRequest{}
+	mi := &file_inference_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetModelsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetModelsRequest) ProtoMessage() {}
+
+func (x *GetModelsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_inference_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetModelsRequest.ProtoReflect.Descriptor instead.
+func (*GetModelsRequest) Descriptor() ([]byte, []int) {
+	return file_inference_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *GetModelsRequest) GetModelPath() string {
+	if x != nil {
+		return x.ModelPath
+	}
+	return ""
+}
+
+// TensorSpec is one input or output of a model's signature.
+type TensorSpec struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Other names accepted for an input (TensorFlow's signature key).
+	Aliases []string `protobuf:"bytes,2,rep,name=aliases,proto3" json:"aliases,omitempty"`
+	// DATA_TYPE_UNSPECIFIED: any, or a type outside the contract's six.
+	DataType DataType `protobuf:"varint,3,opt,name=data_type,json=dataType,proto3,enum=inferbid.inference.v1.DataType" json:"data_type,omitempty"`
+	// -1 marks an unknown dimension; empty with unknown_rank set when even
+	// the rank is unknown (empty without it is a scalar).
+	Shape       []int64 `protobuf:"varint,4,rep,packed,name=shape,proto3" json:"shape,omitempty"`
+	UnknownRank bool    `protobuf:"varint,5,opt,name=unknown_rank,json=unknownRank,proto3" json:"unknown_rank,omitempty"`
+	// The input may be left out.
+	Optional      bool `protobuf:"varint,6,opt,name=optional,proto3" json:"optional,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TensorSpec) Reset() {
+	*x = TensorSpec{}
+	mi := &file_inference_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TensorSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TensorSpec) ProtoMessage() {}
+
+func (x *TensorSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_inference_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TensorSpec.ProtoReflect.Descriptor instead.
+func (*TensorSpec) Descriptor() ([]byte, []int) {
+	return file_inference_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *TensorSpec) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *TensorSpec) GetAliases() []string {
+	if x != nil {
+		return x.Aliases
+	}
+	return nil
+}
+
+func (x *TensorSpec) GetDataType() DataType {
+	if x != nil {
+		return x.DataType
+	}
+	return DataType_DATA_TYPE_UNSPECIFIED
+}
+
+func (x *TensorSpec) GetShape() []int64 {
+	if x != nil {
+		return x.Shape
+	}
+	return nil
+}
+
+func (x *TensorSpec) GetUnknownRank() bool {
+	if x != nil {
+		return x.UnknownRank
+	}
+	return false
+}
+
+func (x *TensorSpec) GetOptional() bool {
+	if x != nil {
+		return x.Optional
+	}
+	return false
+}
+
+type ModelStatus struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ModelPath string                 `protobuf:"bytes,1,opt,name=model_path,json=modelPath,proto3" json:"model_path,omitempty"`
+	State     ModelState             `protobuf:"varint,2,opt,name=state,proto3,enum=inferbid.inference.v1.ModelState" json:"state,omitempty"`
+	// The serving files' checksum, as the model config's checksum is
+	// computed (inferctl checksum); empty while loading.
+	Checksum string `protobuf:"bytes,3,opt,name=checksum,proto3" json:"checksum,omitempty"`
+	// When the serving model was published (Unix time in nanoseconds); 0
+	// while loading.
+	LoadedAtUnixNanos int64         `protobuf:"varint,4,opt,name=loaded_at_unix_nanos,json=loadedAtUnixNanos,proto3" json:"loaded_at_unix_nanos,omitempty"`
+	Inputs            []*TensorSpec `protobuf:"bytes,5,rep,name=inputs,proto3" json:"inputs,omitempty"`
+	Outputs           []*TensorSpec `protobuf:"bytes,6,rep,name=outputs,proto3" json:"outputs,omitempty"`
+	// The model takes its inputs by position and ignores names (PyTorch);
+	// inputs may then be empty (unknown).
+	Positional bool    `protobuf:"varint,7,opt,name=positional,proto3" json:"positional,omitempty"`
+	LoadMs     float64 `protobuf:"fixed64,8,opt,name=load_ms,json=loadMs,proto3" json:"load_ms,omitempty"`
+	WarmUpMs   float64 `protobuf:"fixed64,9,opt,name=warm_up_ms,json=warmUpMs,proto3" json:"warm_up_ms,omitempty"`
+	// Files and bytes of the serving model.
+	Files         int32 `protobuf:"varint,10,opt,name=files,proto3" json:"files,omitempty"`
+	Bytes         int64 `protobuf:"varint,11,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ModelStatus) Reset() {
+	*x = ModelStatus{}
+	mi := &file_inference_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelStatus) ProtoMessage() {}
+
+func (x *ModelStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_inference_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelStatus.ProtoReflect.Descriptor instead.
+func (*ModelStatus) Descriptor() ([]byte, []int) {
+	return file_inference_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ModelStatus) GetModelPath() string {
+	if x != nil {
+		return x.ModelPath
+	}
+	return ""
+}
+
+func (x *ModelStatus) GetState() ModelState {
+	if x != nil {
+		return x.State
+	}
+	return ModelState_MODEL_STATE_UNSPECIFIED
+}
+
+func (x *ModelStatus) GetChecksum() string {
+	if x != nil {
+		return x.Checksum
+	}
+	return ""
+}
+
+func (x *ModelStatus) GetLoadedAtUnixNanos() int64 {
+	if x != nil {
+		return x.LoadedAtUnixNanos
+	}
+	return 0
+}
+
+func (x *ModelStatus) GetInputs() []*TensorSpec {
+	if x != nil {
+		return x.Inputs
+	}
+	return nil
+}
+
+func (x *ModelStatus) GetOutputs() []*TensorSpec {
+	if x != nil {
+		return x.Outputs
+	}
+	return nil
+}
+
+func (x *ModelStatus) GetPositional() bool {
+	if x != nil {
+		return x.Positional
+	}
+	return false
+}
+
+func (x *ModelStatus) GetLoadMs() float64 {
+	if x != nil {
+		return x.LoadMs
+	}
+	return 0
+}
+
+func (x *ModelStatus) GetWarmUpMs() float64 {
+	if x != nil {
+		return x.WarmUpMs
+	}
+	return 0
+}
+
+func (x *ModelStatus) GetFiles() int32 {
+	if x != nil {
+		return x.Files
+	}
+	return 0
+}
+
+func (x *ModelStatus) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+type GetModelsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Sorted by model_path.
+	Models        []*ModelStatus `protobuf:"bytes,1,rep,name=models,proto3" json:"models,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetModelsResponse) Reset() {
+	*x = GetModelsResponse{}
+	mi := &file_inference_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetModelsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetModelsResponse) ProtoMessage() {}
+
+func (x *GetModelsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_inference_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetModelsResponse.ProtoReflect.Descriptor instead.
+func (*GetModelsResponse) Descriptor() ([]byte, []int) {
+	return file_inference_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *GetModelsResponse) GetModels() []*ModelStatus {
+	if x != nil {
+		return x.Models
+	}
+	return nil
+}
+
 var File_inference_proto protoreflect.FileDescriptor
 
 const file_inference_proto_rawDesc = "" +
@@ -1309,7 +1673,37 @@ const file_inference_proto_rawDesc = "" +
 	"\x14GetModelPathsRequest\"8\n" +
 	"\x15GetModelPathsResponse\x12\x1f\n" +
 	"\vmodel_paths\x18\x01 \x03(\tR\n" +
-	"modelPaths*g\n" +
+	"modelPaths\"1\n" +
+	"\x10GetModelsRequest\x12\x1d\n" +
+	"\n" +
+	"model_path\x18\x01 \x01(\tR\tmodelPath\"\xcd\x01\n" +
+	"\n" +
+	"TensorSpec\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\aaliases\x18\x02 \x03(\tR\aaliases\x12<\n" +
+	"\tdata_type\x18\x03 \x01(\x0e2\x1f.inferbid.inference.v1.DataTypeR\bdataType\x12\x14\n" +
+	"\x05shape\x18\x04 \x03(\x03R\x05shape\x12!\n" +
+	"\funknown_rank\x18\x05 \x01(\bR\vunknownRank\x12\x1a\n" +
+	"\boptional\x18\x06 \x01(\bR\boptional\"\xad\x03\n" +
+	"\vModelStatus\x12\x1d\n" +
+	"\n" +
+	"model_path\x18\x01 \x01(\tR\tmodelPath\x127\n" +
+	"\x05state\x18\x02 \x01(\x0e2!.inferbid.inference.v1.ModelStateR\x05state\x12\x1a\n" +
+	"\bchecksum\x18\x03 \x01(\tR\bchecksum\x12/\n" +
+	"\x14loaded_at_unix_nanos\x18\x04 \x01(\x03R\x11loadedAtUnixNanos\x129\n" +
+	"\x06inputs\x18\x05 \x03(\v2!.inferbid.inference.v1.TensorSpecR\x06inputs\x12;\n" +
+	"\aoutputs\x18\x06 \x03(\v2!.inferbid.inference.v1.TensorSpecR\aoutputs\x12\x1e\n" +
+	"\n" +
+	"positional\x18\a \x01(\bR\n" +
+	"positional\x12\x17\n" +
+	"\aload_ms\x18\b \x01(\x01R\x06loadMs\x12\x1c\n" +
+	"\n" +
+	"warm_up_ms\x18\t \x01(\x01R\bwarmUpMs\x12\x14\n" +
+	"\x05files\x18\n" +
+	" \x01(\x05R\x05files\x12\x14\n" +
+	"\x05bytes\x18\v \x01(\x03R\x05bytes\"O\n" +
+	"\x11GetModelsResponse\x12:\n" +
+	"\x06models\x18\x01 \x03(\v2\".inferbid.inference.v1.ModelStatusR\x06models*g\n" +
 	"\bDataType\x12\x19\n" +
 	"\x15DATA_TYPE_UNSPECIFIED\x10\x00\x12\n" +
 	"\n" +
@@ -1325,13 +1719,19 @@ const file_inference_proto_rawDesc = "" +
 	"\x0fMODEL_NOT_FOUND\x10\x02\x12\x13\n" +
 	"\x0fMODEL_EXECUTION\x10\x03\x12\x12\n" +
 	"\x0eOUTPUT_PARSING\x10\x04\x12\b\n" +
-	"\x04GRPC\x10\x052\x9c\x04\n" +
+	"\x04GRPC\x10\x05*C\n" +
+	"\n" +
+	"ModelState\x12\x1b\n" +
+	"\x17MODEL_STATE_UNSPECIFIED\x10\x00\x12\v\n" +
+	"\aLOADING\x10\x01\x12\v\n" +
+	"\aSERVING\x10\x022\xfc\x04\n" +
 	"\x10InferenceService\x12X\n" +
 	"\aPredict\x12%.inferbid.inference.v1.PredictRequest\x1a&.inferbid.inference.v1.PredictResponse\x12j\n" +
 	"\rRegisterModel\x12+.inferbid.inference.v1.RegisterModelRequest\x1a,.inferbid.inference.v1.RegisterModelResponse\x12p\n" +
 	"\x13RegisterModelStream\x12).inferbid.inference.v1.RegisterModelChunk\x1a,.inferbid.inference.v1.RegisterModelResponse(\x01\x12d\n" +
 	"\vDeleteModel\x12).inferbid.inference.v1.DeleteModelRequest\x1a*.inferbid.inference.v1.DeleteModelResponse\x12j\n" +
-	"\rGetModelPaths\x12+.inferbid.inference.v1.GetModelPathsRequest\x1a,.inferbid.inference.v1.GetModelPathsResponseB0Z.github.com/inferbid/inferbid/proto/inferencepbb\x06proto3"
+	"\rGetModelPaths\x12+.inferbid.inference.v1.GetModelPathsRequest\x1a,.inferbid.inference.v1.GetModelPathsResponse\x12^\n" +
+	"\tGetModels\x12'.inferbid.inference.v1.GetModelsRequest\x1a(.inferbid.inference.v1.GetModelsResponseB0Z.github.com/inferbid/inferbid/proto/inferencepbb\x06proto3"
 
 var (
 	file_inference_proto_rawDescOnce sync.Once
@@ -1345,60 +1745,72 @@ func file_inference_proto_rawDescGZIP() []byte {
 	return file_inference_proto_rawDescData
 }
 
-var file_inference_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_inference_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_inference_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_inference_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_inference_proto_goTypes = []any{
 	(DataType)(0),                 // 0: inferbid.inference.v1.DataType
 	(ErrorType)(0),                // 1: inferbid.inference.v1.ErrorType
-	(*Tensor)(nil),                // 2: inferbid.inference.v1.Tensor
-	(*Error)(nil),                 // 3: inferbid.inference.v1.Error
-	(*ModelRequest)(nil),          // 4: inferbid.inference.v1.ModelRequest
-	(*ModelResponse)(nil),         // 5: inferbid.inference.v1.ModelResponse
-	(*Batch)(nil),                 // 6: inferbid.inference.v1.Batch
-	(*BatchResult)(nil),           // 7: inferbid.inference.v1.BatchResult
-	(*PredictRequest)(nil),        // 8: inferbid.inference.v1.PredictRequest
-	(*PredictResponse)(nil),       // 9: inferbid.inference.v1.PredictResponse
-	(*ModelFile)(nil),             // 10: inferbid.inference.v1.ModelFile
-	(*RegisterModelRequest)(nil),  // 11: inferbid.inference.v1.RegisterModelRequest
-	(*RegisterModelResponse)(nil), // 12: inferbid.inference.v1.RegisterModelResponse
-	(*FileHeader)(nil),            // 13: inferbid.inference.v1.FileHeader
-	(*RegisterModelHeader)(nil),   // 14: inferbid.inference.v1.RegisterModelHeader
-	(*RegisterModelChunk)(nil),    // 15: inferbid.inference.v1.RegisterModelChunk
-	(*DeleteModelRequest)(nil),    // 16: inferbid.inference.v1.DeleteModelRequest
-	(*DeleteModelResponse)(nil),   // 17: inferbid.inference.v1.DeleteModelResponse
-	(*GetModelPathsRequest)(nil),  // 18: inferbid.inference.v1.GetModelPathsRequest
-	(*GetModelPathsResponse)(nil), // 19: inferbid.inference.v1.GetModelPathsResponse
-	nil,                           // 20: inferbid.inference.v1.PredictResponse.MetricsEntry
+	(ModelState)(0),               // 2: inferbid.inference.v1.ModelState
+	(*Tensor)(nil),                // 3: inferbid.inference.v1.Tensor
+	(*Error)(nil),                 // 4: inferbid.inference.v1.Error
+	(*ModelRequest)(nil),          // 5: inferbid.inference.v1.ModelRequest
+	(*ModelResponse)(nil),         // 6: inferbid.inference.v1.ModelResponse
+	(*Batch)(nil),                 // 7: inferbid.inference.v1.Batch
+	(*BatchResult)(nil),           // 8: inferbid.inference.v1.BatchResult
+	(*PredictRequest)(nil),        // 9: inferbid.inference.v1.PredictRequest
+	(*PredictResponse)(nil),       // 10: inferbid.inference.v1.PredictResponse
+	(*ModelFile)(nil),             // 11: inferbid.inference.v1.ModelFile
+	(*RegisterModelRequest)(nil),  // 12: inferbid.inference.v1.RegisterModelRequest
+	(*RegisterModelResponse)(nil), // 13: inferbid.inference.v1.RegisterModelResponse
+	(*FileHeader)(nil),            // 14: inferbid.inference.v1.FileHeader
+	(*RegisterModelHeader)(nil),   // 15: inferbid.inference.v1.RegisterModelHeader
+	(*RegisterModelChunk)(nil),    // 16: inferbid.inference.v1.RegisterModelChunk
+	(*DeleteModelRequest)(nil),    // 17: inferbid.inference.v1.DeleteModelRequest
+	(*DeleteModelResponse)(nil),   // 18: inferbid.inference.v1.DeleteModelResponse
+	(*GetModelPathsRequest)(nil),  // 19: inferbid.inference.v1.GetModelPathsRequest
+	(*GetModelPathsResponse)(nil), // 20: inferbid.inference.v1.GetModelPathsResponse
+	(*GetModelsRequest)(nil),      // 21: inferbid.inference.v1.GetModelsRequest
+	(*TensorSpec)(nil),            // 22: inferbid.inference.v1.TensorSpec
+	(*ModelStatus)(nil),           // 23: inferbid.inference.v1.ModelStatus
+	(*GetModelsResponse)(nil),     // 24: inferbid.inference.v1.GetModelsResponse
+	nil,                           // 25: inferbid.inference.v1.PredictResponse.MetricsEntry
 }
 var file_inference_proto_depIdxs = []int32{
 	0,  // 0: inferbid.inference.v1.Tensor.data_type:type_name -> inferbid.inference.v1.DataType
 	1,  // 1: inferbid.inference.v1.Error.type:type_name -> inferbid.inference.v1.ErrorType
-	2,  // 2: inferbid.inference.v1.ModelRequest.tensors:type_name -> inferbid.inference.v1.Tensor
-	2,  // 3: inferbid.inference.v1.ModelResponse.tensors:type_name -> inferbid.inference.v1.Tensor
-	3,  // 4: inferbid.inference.v1.ModelResponse.error:type_name -> inferbid.inference.v1.Error
-	4,  // 5: inferbid.inference.v1.Batch.requests:type_name -> inferbid.inference.v1.ModelRequest
-	5,  // 6: inferbid.inference.v1.BatchResult.responses:type_name -> inferbid.inference.v1.ModelResponse
-	6,  // 7: inferbid.inference.v1.PredictRequest.batch:type_name -> inferbid.inference.v1.Batch
-	7,  // 8: inferbid.inference.v1.PredictResponse.result:type_name -> inferbid.inference.v1.BatchResult
-	20, // 9: inferbid.inference.v1.PredictResponse.metrics:type_name -> inferbid.inference.v1.PredictResponse.MetricsEntry
-	10, // 10: inferbid.inference.v1.RegisterModelRequest.files:type_name -> inferbid.inference.v1.ModelFile
-	13, // 11: inferbid.inference.v1.RegisterModelHeader.files:type_name -> inferbid.inference.v1.FileHeader
-	14, // 12: inferbid.inference.v1.RegisterModelChunk.header:type_name -> inferbid.inference.v1.RegisterModelHeader
-	8,  // 13: inferbid.inference.v1.InferenceService.Predict:input_type -> inferbid.inference.v1.PredictRequest
-	11, // 14: inferbid.inference.v1.InferenceService.RegisterModel:input_type -> inferbid.inference.v1.RegisterModelRequest
-	15, // 15: inferbid.inference.v1.InferenceService.RegisterModelStream:input_type -> inferbid.inference.v1.RegisterModelChunk
-	16, // 16: inferbid.inference.v1.InferenceService.DeleteModel:input_type -> inferbid.inference.v1.DeleteModelRequest
-	18, // 17: inferbid.inference.v1.InferenceService.GetModelPaths:input_type -> inferbid.inference.v1.GetModelPathsRequest
-	9,  // 18: inferbid.inference.v1.InferenceService.Predict:output_type -> inferbid.inference.v1.PredictResponse
-	12, // 19: inferbid.inference.v1.InferenceService.RegisterModel:output_type -> inferbid.inference.v1.RegisterModelResponse
-	12, // 20: inferbid.inference.v1.InferenceService.RegisterModelStream:output_type -> inferbid.inference.v1.RegisterModelResponse
-	17, // 21: inferbid.inference.v1.InferenceService.DeleteModel:output_type -> inferbid.inference.v1.DeleteModelResponse
-	19, // 22: inferbid.inference.v1.InferenceService.GetModelPaths:output_type -> inferbid.inference.v1.GetModelPathsResponse
-	18, // [18:23] is the sub-list for method output_type
-	13, // [13:18] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	3,  // 2: inferbid.inference.v1.ModelRequest.tensors:type_name -> inferbid.inference.v1.Tensor
+	3,  // 3: inferbid.inference.v1.ModelResponse.tensors:type_name -> inferbid.inference.v1.Tensor
+	4,  // 4: inferbid.inference.v1.ModelResponse.error:type_name -> inferbid.inference.v1.Error
+	5,  // 5: inferbid.inference.v1.Batch.requests:type_name -> inferbid.inference.v1.ModelRequest
+	6,  // 6: inferbid.inference.v1.BatchResult.responses:type_name -> inferbid.inference.v1.ModelResponse
+	7,  // 7: inferbid.inference.v1.PredictRequest.batch:type_name -> inferbid.inference.v1.Batch
+	8,  // 8: inferbid.inference.v1.PredictResponse.result:type_name -> inferbid.inference.v1.BatchResult
+	25, // 9: inferbid.inference.v1.PredictResponse.metrics:type_name -> inferbid.inference.v1.PredictResponse.MetricsEntry
+	11, // 10: inferbid.inference.v1.RegisterModelRequest.files:type_name -> inferbid.inference.v1.ModelFile
+	14, // 11: inferbid.inference.v1.RegisterModelHeader.files:type_name -> inferbid.inference.v1.FileHeader
+	15, // 12: inferbid.inference.v1.RegisterModelChunk.header:type_name -> inferbid.inference.v1.RegisterModelHeader
+	0,  // 13: inferbid.inference.v1.TensorSpec.data_type:type_name -> inferbid.inference.v1.DataType
+	2,  // 14: inferbid.inference.v1.ModelStatus.state:type_name -> inferbid.inference.v1.ModelState
+	22, // 15: inferbid.inference.v1.ModelStatus.inputs:type_name -> inferbid.inference.v1.TensorSpec
+	22, // 16: inferbid.inference.v1.ModelStatus.outputs:type_name -> inferbid.inference.v1.TensorSpec
+	23, // 17: inferbid.inference.v1.GetModelsResponse.models:type_name -> inferbid.inference.v1.ModelStatus
+	9,  // 18: inferbid.inference.v1.InferenceService.Predict:input_type -> inferbid.inference.v1.PredictRequest
+	12, // 19: inferbid.inference.v1.InferenceService.RegisterModel:input_type -> inferbid.inference.v1.RegisterModelRequest
+	16, // 20: inferbid.inference.v1.InferenceService.RegisterModelStream:input_type -> inferbid.inference.v1.RegisterModelChunk
+	17, // 21: inferbid.inference.v1.InferenceService.DeleteModel:input_type -> inferbid.inference.v1.DeleteModelRequest
+	19, // 22: inferbid.inference.v1.InferenceService.GetModelPaths:input_type -> inferbid.inference.v1.GetModelPathsRequest
+	21, // 23: inferbid.inference.v1.InferenceService.GetModels:input_type -> inferbid.inference.v1.GetModelsRequest
+	10, // 24: inferbid.inference.v1.InferenceService.Predict:output_type -> inferbid.inference.v1.PredictResponse
+	13, // 25: inferbid.inference.v1.InferenceService.RegisterModel:output_type -> inferbid.inference.v1.RegisterModelResponse
+	13, // 26: inferbid.inference.v1.InferenceService.RegisterModelStream:output_type -> inferbid.inference.v1.RegisterModelResponse
+	18, // 27: inferbid.inference.v1.InferenceService.DeleteModel:output_type -> inferbid.inference.v1.DeleteModelResponse
+	20, // 28: inferbid.inference.v1.InferenceService.GetModelPaths:output_type -> inferbid.inference.v1.GetModelPathsResponse
+	24, // 29: inferbid.inference.v1.InferenceService.GetModels:output_type -> inferbid.inference.v1.GetModelsResponse
+	24, // [24:30] is the sub-list for method output_type
+	18, // [18:24] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_inference_proto_init() }
@@ -1423,8 +1835,8 @@ func file_inference_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_inference_proto_rawDesc), len(file_inference_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   19,
+			NumEnums:      3,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

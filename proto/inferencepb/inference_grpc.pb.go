@@ -30,6 +30,7 @@ const (
 	InferenceService_RegisterModelStream_FullMethodName = "/inferbid.inference.v1.InferenceService/RegisterModelStream"
 	InferenceService_DeleteModel_FullMethodName         = "/inferbid.inference.v1.InferenceService/DeleteModel"
 	InferenceService_GetModelPaths_FullMethodName       = "/inferbid.inference.v1.InferenceService/GetModelPaths"
+	InferenceService_GetModels_FullMethodName           = "/inferbid.inference.v1.InferenceService/GetModels"
 )
 
 // InferenceServiceClient is the client API for InferenceService service.
@@ -49,6 +50,9 @@ type InferenceServiceClient interface {
 	DeleteModel(ctx context.Context, in *DeleteModelRequest, opts ...grpc.CallOption) (*DeleteModelResponse, error)
 	// GetModelPaths lists the registered model paths, sorted.
 	GetModelPaths(ctx context.Context, in *GetModelPathsRequest, opts ...grpc.CallOption) (*GetModelPathsResponse, error)
+	// GetModels describes the registered models (or the one at model_path):
+	// state, checksum, when it was loaded, and its signature.
+	GetModels(ctx context.Context, in *GetModelsRequest, opts ...grpc.CallOption) (*GetModelsResponse, error)
 }
 
 type inferenceServiceClient struct {
@@ -112,6 +116,16 @@ func (c *inferenceServiceClient) GetModelPaths(ctx context.Context, in *GetModel
 	return out, nil
 }
 
+func (c *inferenceServiceClient) GetModels(ctx context.Context, in *GetModelsRequest, opts ...grpc.CallOption) (*GetModelsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetModelsResponse)
+	err := c.cc.Invoke(ctx, InferenceService_GetModels_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // InferenceServiceServer is the server API for InferenceService service.
 // All implementations must embed UnimplementedInferenceServiceServer
 // for forward compatibility.
@@ -129,6 +143,9 @@ type InferenceServiceServer interface {
 	DeleteModel(context.Context, *DeleteModelRequest) (*DeleteModelResponse, error)
 	// GetModelPaths lists the registered model paths, sorted.
 	GetModelPaths(context.Context, *GetModelPathsRequest) (*GetModelPathsResponse, error)
+	// GetModels describes the registered models (or the one at model_path):
+	// state, checksum, when it was loaded, and its signature.
+	GetModels(context.Context, *GetModelsRequest) (*GetModelsResponse, error)
 	mustEmbedUnimplementedInferenceServiceServer()
 }
 
@@ -153,6 +170,9 @@ func (UnimplementedInferenceServiceServer) DeleteModel(context.Context, *DeleteM
 }
 func (UnimplementedInferenceServiceServer) GetModelPaths(context.Context, *GetModelPathsRequest) (*GetModelPathsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetModelPaths not implemented")
+}
+func (UnimplementedInferenceServiceServer) GetModels(context.Context, *GetModelsRequest) (*GetModelsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetModels not implemented")
 }
 func (UnimplementedInferenceServiceServer) mustEmbedUnimplementedInferenceServiceServer() {}
 func (UnimplementedInferenceServiceServer) testEmbeddedByValue()                          {}
@@ -254,6 +274,24 @@ func _InferenceService_GetModelPaths_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _InferenceService_GetModels_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetModelsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InferenceServiceServer).GetModels(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: InferenceService_GetModels_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InferenceServiceServer).GetModels(ctx, req.(*GetModelsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // InferenceService_ServiceDesc is the grpc.ServiceDesc for InferenceService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -276,6 +314,10 @@ var InferenceService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetModelPaths",
 			Handler:    _InferenceService_GetModelPaths_Handler,
+		},
+		{
+			MethodName: "GetModels",
+			Handler:    _InferenceService_GetModels_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

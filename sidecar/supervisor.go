@@ -563,6 +563,11 @@ func (s *Supervisor) replay(ctx context.Context) {
 	s.log.Info("replay finished", "models", len(items), "took", time.Since(start))
 }
 
+// LogFormatEnv is the environment variable through which the supervisor
+// asks the sidecar for JSON log lines ("json"), which lineLogger forwards
+// as structured records; the sidecar's --log_format defaults to it.
+const LogFormatEnv = "INFERENCE_SIDECAR_LOG_FORMAT"
+
 // lineLogger logs what a child writes, one record per line, and keeps the
 // last lines for start-up errors.
 type lineLogger struct {

@@ -51,15 +51,9 @@ func Run(ctx context.Context, runtimeName string, args []string, stdin io.Reader
 	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return cli.Usagef("--log_level: %w", err)
 	}
-	hopts := &slog.HandlerOptions{Level: level}
-	var log *slog.Logger
-	switch o.logFormat {
-	case "text":
-		log = slog.New(slog.NewTextHandler(stderr, hopts))
-	case "json":
-		log = slog.New(slog.NewJSONHandler(stderr, hopts))
-	default:
-		return cli.Usagef("--log_format %q: want text or json", o.logFormat)
+	log, err := newLogger(o.logFormat, level, stderr)
+	if err != nil {
+		return err
 	}
 	// From here on a failure is logged at ERROR with its cause, in the
 	// log's format (a supervisor parses it), rather than printed by
@@ -69,6 +63,25 @@ func Run(ctx context.Context, runtimeName string, args []string, stdin io.Reader
 		return cli.Reported(err)
 	}
 	return nil
+}
+
+// newLogger logs to w as logfmt ("text") or one JSON object per line
+// ("json"). In JSON a duration is its text ("1.5ms"), as logfmt writes it,
+// not a count of nanoseconds: the supervisor forwards the attribute as it
+// finds it.
+func newLogger(format string, level slog.Level, w io.Writer) (*slog.Logger, error) {
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Value.Kind() == slog.KindDuration {
+				a.Value = slog.StringValue(a.Value.Duration().String())
+			}
+			return a
+		}})), nil
+	}
+	return nil, cli.Usagef("--log_format %q: want text or json", format)
 }
 
 // options are the sidecar's flags.

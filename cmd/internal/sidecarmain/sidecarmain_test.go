@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -174,5 +175,19 @@ func TestFlagDefaultsStated(t *testing.T) {
 	}
 	if err := fs.Parse([]string{"--stop_grace", "2500", "--fast_lane_spin_wait", "20µs"}); err != nil || o.stopGrace != 2500*time.Millisecond || o.spinWait != 20*time.Microsecond {
 		t.Errorf("durations: %v, stop_grace %v, spin wait %v", err, o.stopGrace, o.spinWait)
+	}
+}
+
+// TestJSONLogDurations: in JSON a duration is written as its text, as in
+// logfmt, for the supervisor to forward as it is.
+func TestJSONLogDurations(t *testing.T) {
+	var b bytes.Buffer
+	log, err := newLogger("json", slog.LevelInfo, &b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Info("model registered", "load", 1500*time.Microsecond, "group", slog.GroupValue(slog.Duration("inner", time.Second)))
+	if !strings.Contains(b.String(), `"load":"1.5ms","group":{"inner":"1s"}`) {
+		t.Errorf("JSON log line %s", b.String())
 	}
 }

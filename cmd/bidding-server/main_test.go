@@ -120,7 +120,7 @@ func TestFlagDefaultsStated(t *testing.T) {
 	var help bytes.Buffer
 	fs.SetOutput(&help)
 	fs.PrintDefaults()
-	if !strings.Contains(help.String(), "or milliseconds (5000); 0 = the default (default 1m0s)") {
+	if !strings.Contains(help.String(), "-inference_model_fetch_period_ms duration\n    \tbucket poll period; 0 = the default (a Go duration like 5s, or milliseconds) (default 1m0s)") {
 		t.Errorf("the fetch period's help does not state its 60 s default:\n%s", help.String())
 	}
 }

@@ -38,7 +38,7 @@ func newGlobals() *globals {
 // defaults (so that a command's flag set keeps what came before its name).
 func (g *globals) define(fs *flag.FlagSet) {
 	fs.StringVar(&g.socket, "socket", g.socket, "the sidecar's Unix socket (default $INFERENCE_SIDECAR_SOCKET)")
-	cli.DurationVar(fs, &g.timeout, "timeout", g.timeout, "deadline of the whole command: a Go duration (30s) or milliseconds")
+	cli.DurationVar(fs, &g.timeout, "timeout", g.timeout, "deadline of the whole command")
 	fs.BoolVar(&g.version, "version", g.version, "print the version (module version and VCS commit) and exit")
 }
 

@@ -42,11 +42,16 @@ func (d *durationValue) Set(s string) error {
 func (d *durationValue) String() string { return time.Duration(*d).String() }
 
 // DurationVar defines a duration flag on fs that accepts a Go duration or
-// plain milliseconds (ParseDuration), unlike fs.DurationVar.
+// plain milliseconds (ParseDuration), unlike fs.DurationVar. The help says
+// so after usage, and shows the flag as "-name duration".
 func DurationVar(fs *flag.FlagSet, p *time.Duration, name string, value time.Duration, usage string) {
 	*p = value
-	fs.Var((*durationValue)(p), name, usage)
+	fs.Var((*durationValue)(p), name, usage+durationHelp)
 }
+
+// durationHelp ends every duration flag's help; the back-quoted word is
+// the value's name in PrintDefaults.
+const durationHelp = " (a Go `duration` like 5s, or milliseconds)"
 
 // Duration is DurationVar returning the variable.
 func Duration(fs *flag.FlagSet, name string, value time.Duration, usage string) *time.Duration {

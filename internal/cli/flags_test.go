@@ -50,7 +50,7 @@ func TestDurationFlag(t *testing.T) {
 		t.Fatalf("default %v", *d)
 	}
 	fs.PrintDefaults()
-	if !strings.Contains(out.String(), "(default 1m0s)") {
+	if !strings.Contains(out.String(), "-period duration\n    \tpoll period (a Go duration like 5s, or milliseconds) (default 1m0s)") {
 		t.Errorf("help does not state the default: %q", out.String())
 	}
 	for in, want := range map[string]time.Duration{"5s": 5 * time.Second, "1500": 1500 * time.Millisecond} {

@@ -102,14 +102,14 @@ func newFlagSet(prog string, o *options, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.runtimeConfig, "runtime_config", os.Getenv("INFERENCE_SIDECAR_RUNTIME_CONFIG"), "runtime config JSON (num_interop_threads, num_intraop_threads, module_name, cpuset, ...); default $INFERENCE_SIDECAR_RUNTIME_CONFIG, else none: the runtime's defaults")
 	fs.Int64Var(&o.maxModelBytes, "max_model_bytes", runtimes.DefaultMaxModelBytes, "largest model (total file bytes) accepted")
 	fs.IntVar(&o.maxEntries, "max_batch_entries", 0, "most entries per Predict batch; default 0 = 4096")
-	cli.DurationVar(fs, &o.stopGrace, "stop_grace", 10*time.Second, "how long a SIGTERM waits for calls in flight: a Go duration or milliseconds")
+	cli.DurationVar(fs, &o.stopGrace, "stop_grace", 10*time.Second, "how long a SIGTERM waits for calls in flight")
 	fs.StringVar(&o.logLevel, "log_level", "info", "debug, info, warn or error")
 	logFormat := os.Getenv(sidecar.LogFormatEnv)
 	if logFormat == "" {
 		logFormat = "text"
 	}
 	fs.StringVar(&o.logFormat, "log_format", logFormat, "text (logfmt) or json (one slog JSON object per line, what the supervisor asks for through $"+sidecar.LogFormatEnv+")")
-	cli.DurationVar(fs, &o.spinWait, "fast_lane_spin_wait", 0, "how long a fast-lane connection polls for the next request before it parks, a Go duration or milliseconds; default 0 = 50µs, negative = never (no CPU spent polling)")
+	cli.DurationVar(fs, &o.spinWait, "fast_lane_spin_wait", 0, "how long a fast-lane connection polls for the next request before it parks; default 0 = 50µs, negative = never (no CPU spent polling)")
 	fs.BoolVar(&o.version, "version", false, "print the version (module version and VCS commit) and exit")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: %s --socket PATH [--runtime_config JSON]\n       %s --version\n", prog, prog)

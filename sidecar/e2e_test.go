@@ -199,16 +199,19 @@ func TestEndToEndInferctl(t *testing.T) {
 	}
 	checkAffine(t, "predict after failed registrations", x, y, 3, -1)
 
-	// Bad batch JSON answers the INPUT_PARSING batch error (exit 0: the
-	// call worked, the answer carries the error, as runInference does).
-	out = mustRun(t, `{"request":`, "--socket", socket, "predict")
+	// Bad batch JSON prints the INPUT_PARSING batch error, as runInference
+	// answers it, and exits 1.
+	out = wantExit(t, 1, "INPUT_PARSING: the batch on stdin is not valid JSON", `{"request":`, "--socket", socket, "predict")
 	if _, err := affineOutputs(t, out); inferr.TypeOf(err) != inferr.InputParsing {
 		t.Errorf("predict of bad JSON printed %q (%v), want an INPUT_PARSING batch error", out, err)
 	}
 
 	mustRun(t, "", "--socket", socket, "delete", "--model-path", "aff/")
 	wantExit(t, 1, "MODEL_NOT_FOUND", "", "--socket", socket, "delete", "--model-path", "aff/")
-	if _, err := affineOutputs(t, mustRun(t, "", "--socket", socket, "predict", req)); inferr.TypeOf(err) != inferr.ModelNotFound {
+	// A failed entry is in the answer, and the exit code is 1 (0 with
+	// --allow-entry-errors).
+	wantExit(t, 1, "MODEL_NOT_FOUND: 1 of 1 entries failed", "", "--socket", socket, "predict", req)
+	if _, err := affineOutputs(t, mustRun(t, "", "--socket", socket, "predict", "--allow-entry-errors", req)); inferr.TypeOf(err) != inferr.ModelNotFound {
 		t.Errorf("predict after delete: %v, want MODEL_NOT_FOUND", err)
 	}
 	if out := mustRun(t, "", "--socket", socket, "models"); !strings.HasPrefix(out, "MODEL_PATH") || strings.Count(out, "\n") != 1 {

@@ -1,7 +1,6 @@
 package sidecar
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -402,17 +401,29 @@ func (s *Supervisor) spawn() (*child, error) {
 		args = append(args, "--fast_lane_spin_wait", s.opts.FastLaneSpinWait.String())
 	}
 	cmd := exec.Command(s.opts.BinaryPath, args...)
-	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, RlimitEnv+"=") })
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		return strings.HasPrefix(kv, RlimitEnv+"=") || strings.HasPrefix(kv, LogFormatEnv+"=")
+	})
 	if s.opts.RlimitMB > 0 {
 		env = append(env, RlimitEnv+"="+strconv.Itoa(s.opts.RlimitMB))
 	}
-	cmd.Env = env
+	// JSON log lines, which the lineLogger forwards as structured records.
+	cmd.Env = append(env, LogFormatEnv+"=json")
 	out := &lineLogger{log: s.log, stream: "stderr"}
-	cmd.Stderr = out
-	cmd.Stdout = &lineLogger{log: s.log, stream: "stdout"}
+	stdout := &lineLogger{log: s.log, stream: "stdout"}
+	cmd.Stderr, cmd.Stdout = out, stdout
 	// The sidecar must not outlive the host.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	// Lines the child writes before its pid is known wait for it.
+	out.mu.Lock()
+	stdout.mu.Lock()
+	err := cmd.Start()
+	if err == nil {
+		out.pid, stdout.pid = cmd.Process.Pid, cmd.Process.Pid
+	}
+	stdout.mu.Unlock()
+	out.mu.Unlock()
+	if err != nil {
 		return nil, fmt.Errorf("sidecar supervisor: start %q: %w", s.opts.BinaryPath, err)
 	}
 	if s.opts.RlimitMB > 0 {
@@ -561,76 +572,4 @@ func (s *Supervisor) replay(ctx context.Context) {
 	close(work)
 	wg.Wait()
 	s.log.Info("replay finished", "models", len(items), "took", time.Since(start))
-}
-
-// lineLogger logs what a child writes, one record per line, and keeps the
-// last lines for start-up errors.
-type lineLogger struct {
-	log    *slog.Logger
-	stream string
-	mu     sync.Mutex
-	buf    []byte
-	tail   []string // the last tailLines lines
-}
-
-// A start-up error carries at most the last tailLines lines, tailBytes
-// bytes, of the child's stderr.
-const (
-	tailLines = 20
-	tailBytes = 4 << 10
-)
-
-// tailNote is "; stderr: ..." with the last lines written (flushed once
-// the child has exited), or "" when there are none.
-func (l *lineLogger) tailNote() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.tail) == 0 {
-		return ""
-	}
-	t := strings.Join(l.tail, "\n")
-	if len(t) > tailBytes {
-		t = "..." + t[len(t)-tailBytes:]
-	}
-	return "; " + l.stream + ":\n" + strings.ToValidUTF8(t, "\uFFFD")
-}
-
-const maxLogLine = 64 << 10
-
-func (l *lineLogger) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf = append(l.buf, p...)
-	for {
-		i := bytes.IndexByte(l.buf, '\n')
-		if i < 0 {
-			if len(l.buf) > maxLogLine {
-				l.emit(l.buf)
-				l.buf = l.buf[:0]
-			}
-			return len(p), nil
-		}
-		l.emit(l.buf[:i])
-		l.buf = l.buf[i+1:]
-	}
-}
-
-func (l *lineLogger) flush() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.buf) > 0 {
-		l.emit(l.buf)
-		l.buf = nil
-	}
-}
-
-func (l *lineLogger) emit(line []byte) {
-	if len(bytes.TrimSpace(line)) == 0 {
-		return
-	}
-	if len(l.tail) == tailLines {
-		l.tail = slices.Delete(l.tail, 0, 1)
-	}
-	l.tail = append(l.tail, string(line[max(0, len(line)-tailBytes):]))
-	l.log.Info("sidecar output", "stream", l.stream, "line", string(line))
 }

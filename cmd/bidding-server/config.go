@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/inferbid/inferbid/internal/cli"
+	"github.com/inferbid/inferbid/modelstore"
 	"github.com/inferbid/inferbid/sidecar"
 )
 
@@ -42,6 +44,7 @@ type config struct {
 	RequestTimeout       time.Duration
 	ShutdownGrace        time.Duration
 	LogLevel             string
+	Version              bool // --version: print it and exit
 
 	// The HTTP listener: the drain after SIGTERM, the connection cap and
 	// the per-connection timeouts (http.Server's fields of the same names).
@@ -77,54 +80,72 @@ const usageHeader = `bidding-server runs an ad tech's generateBid JavaScript wit
 Every INFERENCE_* setting can be given as a flag or as the environment
 variable of the same name in upper case (e.g. --inference_model_bucket_name or
 INFERENCE_MODEL_BUCKET_NAME); a flag on the command line wins over the
-environment. Without a sidecar binary, inference is disabled: the module runs
+environment. Durations are Go durations (5s, 1m30s, 250ms) or plain
+milliseconds (5000). Without a sidecar binary, inference is disabled: the module runs
 without getModelPaths/runInference, as in B&A.
 
 Flags:
 `
 
-// parseConfig reads flags from args and the environment through getenv.
-func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+// flagText is what the flags that need conversion after parsing hold.
+type flagText struct {
+	local, transport string
+}
+
+// newFlagSet defines every flag on a new flag set, storing into c and raw.
+// Every flag's help states its default: PrintDefaults shows non-zero ones,
+// the text says what "" or 0 means (TestFlagDefaultsStated).
+func newFlagSet(c *config, raw *flagText, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("bidding-server", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usageHeader)
 		fs.PrintDefaults()
 	}
-	var c config
-	var fetchMS int
-	var local, transport string
-	fs.StringVar(&c.SidecarBinaryPath, "inference_sidecar_binary_path", "", "the inference sidecar binary (e.g. bin/inference-sidecar-tensorflow); empty disables inference")
-	fs.StringVar(&c.SidecarRuntimeConfig, "inference_sidecar_runtime_config", "", `the sidecar's runtime config JSON ({"num_interop_threads":..,"num_intraop_threads":..,"module_name":..,"cpuset":[..]})`)
-	fs.IntVar(&c.SidecarRlimitMB, "inference_sidecar_rlimit_mb", 0, "address-space limit of the sidecar in MiB; 0 = none")
-	fs.StringVar(&transport, "inference_sidecar_transport", "fastlane", "how runInference batches reach the sidecar: fastlane (length-prefixed frames on pooled connections) or grpc; everything else is gRPC")
-	fs.DurationVar(&c.SidecarSpinWait, "inference_sidecar_spin_wait", 0, "how long each end of the fast lane polls its socket before it parks (a wake-up costs tens of µs; polling costs CPU, bounded and off under concurrency); 0 = the default (50µs), negative = never")
-	fs.StringVar(&c.ModelBucketName, "inference_model_bucket_name", "", "the model bucket as a gocloud URL: file:///dir, s3://bucket?..., gs://bucket; empty = no bucket sync")
-	fs.StringVar(&c.ModelConfigPath, "inference_model_config_path", "", "the model_metadata config object in the bucket (e.g. model_config.json)")
-	fs.IntVar(&fetchMS, "inference_model_fetch_period_ms", 0, "bucket poll period in milliseconds; 0 = the watcher's default")
-	fs.StringVar(&local, "inference_model_local_paths", "", "comma-separated local models registered at start: LOCAL or MODEL_PATH=LOCAL; without MODEL_PATH the path is LOCAL's base name, plus a trailing / for a directory")
-	fs.StringVar(&c.UDFCodePath, "udf_code_path", "", "the JavaScript bidding module defining generateBid; empty = the embedded example (examples/bidding/generate_bid.js)")
+	fs.StringVar(&c.SidecarBinaryPath, "inference_sidecar_binary_path", "", "the inference sidecar binary (e.g. bin/inference-sidecar-tensorflow); default none: inference disabled")
+	fs.StringVar(&c.SidecarRuntimeConfig, "inference_sidecar_runtime_config", "", `the sidecar's runtime config JSON ({"num_interop_threads":..,"num_intraop_threads":..,"module_name":..,"cpuset":[..]}); default none: the runtime's defaults`)
+	fs.IntVar(&c.SidecarRlimitMB, "inference_sidecar_rlimit_mb", 0, "address-space limit of the sidecar in MiB; default 0 = none")
+	fs.StringVar(&raw.transport, "inference_sidecar_transport", "fastlane", "how runInference batches reach the sidecar: fastlane (length-prefixed frames on pooled connections) or grpc; everything else is gRPC")
+	cli.DurationVar(fs, &c.SidecarSpinWait, "inference_sidecar_spin_wait", 0, "how long each end of the fast lane polls its socket before it parks (a wake-up costs tens of µs; polling costs CPU, bounded and off under concurrency); default 0 = 50µs, negative = never")
+	fs.StringVar(&c.ModelBucketName, "inference_model_bucket_name", "", "the model bucket as a gocloud URL: file:///dir, s3://bucket?..., gs://bucket; default none: no bucket sync")
+	fs.StringVar(&c.ModelConfigPath, "inference_model_config_path", "", "the model_metadata config object in the bucket (e.g. model_config.json); no default, required with a bucket")
+	cli.DurationVar(fs, &c.ModelFetchPeriod, "inference_model_fetch_period_ms", modelstore.DefaultPeriod, "bucket poll period; 0 = the default")
+	fs.StringVar(&raw.local, "inference_model_local_paths", "", "comma-separated local models registered at start: LOCAL or MODEL_PATH=LOCAL; without MODEL_PATH the path is LOCAL's base name, plus a trailing / for a directory; default none")
+	fs.StringVar(&c.UDFCodePath, "udf_code_path", "", "the JavaScript bidding module defining generateBid; default: the embedded example (examples/bidding/generate_bid.js)")
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "HTTP listen address")
-	fs.IntVar(&c.JSPoolSize, "js_pool_size", 0, "number of JS runtimes; 0 = GOMAXPROCS")
-	fs.DurationVar(&c.JSCallTimeout, "js_call_timeout", 0, "deadline of one generateBid call, inference included; 0 = 2s")
+	fs.IntVar(&c.JSPoolSize, "js_pool_size", 0, "number of JS runtimes; default 0 = GOMAXPROCS")
+	cli.DurationVar(fs, &c.JSCallTimeout, "js_call_timeout", 0, "deadline of one generateBid call, inference included; default 0 = 2s")
 	fs.BoolVar(&c.JSIsolateCalls, "js_isolate_calls", true, "run every generateBid in a fresh JS runtime, so that nothing one call leaves (globals, prototypes, replaced functions: one user's data) reaches another; false shares runtimes between calls and is UNSAFE")
-	fs.IntVar(&c.JSRequestConcurrency, "js_request_concurrency", 0, "most generateBid calls of one request running at once; 0 = half the JS pool, at least 1")
-	fs.IntVar(&c.JSMaxAbandoned, "js_max_abandoned", 0, "most JS runtimes abandoned at a deadline (stuck in a built-in call) still running; beyond it calls fail at once; 0 = the JS pool size")
+	fs.IntVar(&c.JSRequestConcurrency, "js_request_concurrency", 0, "most generateBid calls of one request running at once; default 0 = half the JS pool, at least 1")
+	fs.IntVar(&c.JSMaxAbandoned, "js_max_abandoned", 0, "most JS runtimes abandoned at a deadline (stuck in a built-in call) still running; beyond it calls fail at once; default 0 = the JS pool size")
 	fs.IntVar(&c.JSHeapBudgetMB, "js_heap_budget_mb", 1024, "heap in MiB the JS runtimes may use on top of the models the server holds; past it the longest-running call is stopped; 0 = no bound")
 	fs.Int64Var(&c.MaxRequestBytes, "max_request_bytes", 4<<20, "largest accepted generateBids body")
 	fs.IntVar(&c.MaxGroups, "max_interest_groups", 1000, "most interest groups in one generateBids request")
 	fs.IntVar(&c.MaxBidBytes, "max_bid_bytes", 1<<20, "largest JSON a generateBid call may return; larger is that group's error")
-	fs.DurationVar(&c.RequestTimeout, "request_timeout", 10*time.Second, "bound on one generateBids request, waiting for a free JS runtime included")
-	fs.DurationVar(&c.DrainPeriod, "drain_period", 5*time.Second, "after SIGTERM, how long /readyz answers 503 (draining) while requests are still served, so that load balancers stop routing here before the port closes; 0 = none")
-	fs.DurationVar(&c.ShutdownGrace, "shutdown_grace", 10*time.Second, "after the drain period, how long requests in flight may take to finish before the server exits anyway (exit status 1)")
+	cli.DurationVar(fs, &c.RequestTimeout, "request_timeout", 10*time.Second, "bound on one generateBids request, waiting for a free JS runtime included")
+	cli.DurationVar(fs, &c.DrainPeriod, "drain_period", 5*time.Second, "after SIGTERM, how long /readyz answers 503 (draining) while requests are still served, so that load balancers stop routing here before the port closes; 0 = none")
+	cli.DurationVar(fs, &c.ShutdownGrace, "shutdown_grace", 10*time.Second, "after the drain period, how long requests in flight may take to finish before the server exits anyway (exit status 1)")
 	fs.IntVar(&c.MaxConnections, "max_connections", 10000, "most HTTP connections open at once (idle keep-alive ones included); further ones wait in the kernel's accept queue; 0 = no cap")
-	fs.DurationVar(&c.ReadHeaderTimeout, "read_header_timeout", 10*time.Second, "time a connection has to send a request's headers (slow clients are closed)")
-	fs.DurationVar(&c.ReadTimeout, "read_timeout", 30*time.Second, "time a connection has to send a whole request, body included")
-	fs.DurationVar(&c.WriteTimeout, "write_timeout", 0, "time from the end of a request's headers to the end of its response; 0 = --read_timeout + --request_timeout + 10s")
-	fs.DurationVar(&c.IdleTimeout, "idle_timeout", 2*time.Minute, "how long an idle keep-alive connection stays open")
+	cli.DurationVar(fs, &c.ReadHeaderTimeout, "read_header_timeout", 10*time.Second, "time a connection has to send a request's headers (slow clients are closed)")
+	cli.DurationVar(fs, &c.ReadTimeout, "read_timeout", 30*time.Second, "time a connection has to send a whole request, body included")
+	cli.DurationVar(fs, &c.WriteTimeout, "write_timeout", 0, "time from the end of a request's headers to the end of its response; default 0 = --read_timeout + --request_timeout + 10s")
+	cli.DurationVar(fs, &c.IdleTimeout, "idle_timeout", 2*time.Minute, "how long an idle keep-alive connection stays open")
 	fs.StringVar(&c.LogLevel, "log_level", "info", "debug, info, warn or error")
+	fs.BoolVar(&c.Version, "version", false, "print the version (module version and VCS commit) and exit")
+	return fs
+}
+
+// parseConfig reads flags from args and the environment through getenv.
+// With --version it returns at once, with only Version set.
+func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (config, error) {
+	var c config
+	var raw flagText
+	fs := newFlagSet(&c, &raw, stderr)
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if c.Version {
+		return config{Version: true}, nil
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %q", fs.Args())
@@ -142,10 +163,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 			}
 		}
 	}
-	if fetchMS < 0 {
-		return c, fmt.Errorf("--inference_model_fetch_period_ms must be >= 0, got %d", fetchMS)
+	if c.ModelFetchPeriod < 0 {
+		return c, fmt.Errorf("--inference_model_fetch_period_ms must be >= 0, got %s", c.ModelFetchPeriod)
 	}
-	c.ModelFetchPeriod = time.Duration(fetchMS) * time.Millisecond
 	if c.SidecarRlimitMB < 0 {
 		return c, fmt.Errorf("--inference_sidecar_rlimit_mb must be >= 0, got %d", c.SidecarRlimitMB)
 	}
@@ -170,10 +190,10 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 		return c, fmt.Errorf("--write_timeout %s must be longer than --request_timeout %s, or a request that uses its time gets no answer", c.WriteTimeout, c.RequestTimeout)
 	}
 	var err error
-	if c.SidecarTransport, err = sidecar.ParseTransport(transport); err != nil {
+	if c.SidecarTransport, err = sidecar.ParseTransport(raw.transport); err != nil {
 		return c, fmt.Errorf("--inference_sidecar_transport: %w", err)
 	}
-	if c.LocalModels, err = parseLocalModels(local); err != nil {
+	if c.LocalModels, err = parseLocalModels(raw.local); err != nil {
 		return c, err
 	}
 	if c.SidecarBinaryPath == "" && (c.ModelBucketName != "" || len(c.LocalModels) > 0) {

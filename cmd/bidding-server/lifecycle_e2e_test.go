@@ -131,7 +131,8 @@ func TestStartsWithMissingBucket(t *testing.T) {
 
 // TestSidecarStartFailureExits: a sidecar that exits 2 at start (a runtime
 // config with an unknown field) stops the server with exit status 1 and a
-// message holding the sidecar's own stderr, after the port served.
+// message naming the cause and holding the sidecar's own stderr, after the
+// port served; the sidecar's ERROR record is in the server's log.
 func TestSidecarStartFailureExits(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs binaries")
@@ -163,6 +164,26 @@ func TestSidecarStartFailureExits(t *testing.T) {
 	t.Logf("exit message: %s", msg)
 	if !strings.Contains(msg, "exit status 2") || !strings.Contains(msg, "num_threads") {
 		t.Errorf("the exit message lacks the sidecar's exit status or its stderr (num_threads): %s", msg)
+	}
+	// The cause comes first, from the sidecar's ERROR record ...
+	if !strings.Contains(msg, "exit status 2; the sidecar's error: sidecar failed: --runtime_config: ") {
+		t.Errorf("the exit message does not name the cause first: %s", msg)
+	}
+	// ... which is in the server's log as one record of its own: the
+	// sidecar's level, message and attributes, one timestamp.
+	found := false
+	for line := range strings.SplitSeq(log[:i], "\n") {
+		if strings.Contains(line, "source=sidecar") {
+			if strings.Count(line, "time=") != 1 || strings.Contains(line, "sidecar output") {
+				t.Errorf("a sidecar line is wrapped: %s", line)
+			}
+			if strings.Contains(line, `level=ERROR msg="sidecar failed"`) && strings.Contains(line, "num_threads") {
+				found = true
+			}
+		}
+	}
+	if !found {
+		t.Errorf("the sidecar's ERROR record is not in the server's log:\n%s", log)
 	}
 }
 

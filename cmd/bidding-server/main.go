@@ -36,7 +36,8 @@ type modelSyncer interface {
 
 // run starts everything, serves until ctx ends, then shuts down gracefully.
 // getenv reads the INFERENCE_* environment variables. A bad command line or
-// environment is a *cli.UsageError (exit 2). stdin and stdout are unused.
+// environment is a *cli.UsageError (exit 2). stdin is unused; stdout gets
+// only --version.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) error {
 	cfg, err := parseConfig(args, getenv, stderr)
 	if err != nil {
@@ -44,6 +45,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			return nil
 		}
 		return &cli.UsageError{Err: err}
+	}
+	if cfg.Version {
+		cli.PrintVersion(stdout, "bidding-server")
+		return nil
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {

@@ -58,19 +58,19 @@ func TestParseConfig(t *testing.T) {
 	}
 
 	for name, args := range map[string][]string{
-		"bad period":         {"--inference_sidecar_binary_path", "x", "--inference_model_fetch_period_ms", "-1"},
-		"bucket, no config":  {"--inference_sidecar_binary_path", "x", "--inference_model_bucket_name", "file:///b"},
-		"models, no binary":  {"--inference_model_local_paths", modelFile},
-		"missing local":      {"--inference_sidecar_binary_path", "x", "--inference_model_local_paths", filepath.Join(dir, "nope")},
-		"stray argument":     {"extra"},
-		"unknown transport":  {"--inference_sidecar_transport", "http"},
-		"spin wait, no unit": {"--inference_sidecar_spin_wait", "50"},
-		"negative budget":    {"--js_heap_budget_mb", "-1"},
-		"negative share":     {"--js_request_concurrency", "-2"},
-		"negative drain":     {"--drain_period", "-1s"},
-		"negative cap":       {"--max_connections", "-1"},
-		"no header timeout":  {"--read_header_timeout", "0"},
-		"short write":        {"--write_timeout", "5s", "--request_timeout", "10s"},
+		"bad period":           {"--inference_sidecar_binary_path", "x", "--inference_model_fetch_period_ms", "-1"},
+		"bucket, no config":    {"--inference_sidecar_binary_path", "x", "--inference_model_bucket_name", "file:///b"},
+		"models, no binary":    {"--inference_model_local_paths", modelFile},
+		"missing local":        {"--inference_sidecar_binary_path", "x", "--inference_model_local_paths", filepath.Join(dir, "nope")},
+		"stray argument":       {"extra"},
+		"unknown transport":    {"--inference_sidecar_transport", "http"},
+		"spin wait, no number": {"--inference_sidecar_spin_wait", "fast"},
+		"negative budget":      {"--js_heap_budget_mb", "-1"},
+		"negative share":       {"--js_request_concurrency", "-2"},
+		"negative drain":       {"--drain_period", "-1s"},
+		"negative cap":         {"--max_connections", "-1"},
+		"no header timeout":    {"--read_header_timeout", "0"},
+		"short write":          {"--write_timeout", "5s", "--request_timeout", "10s"},
 	} {
 		if _, err := parseConfig(args, func(string) string { return "" }, io.Discard); err == nil {
 			t.Errorf("%s: accepted %q", name, args)

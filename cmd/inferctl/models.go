@@ -56,53 +56,49 @@ const maxModelsAnswer = 64 << 20
 // modelsCmd is `inferctl models`: the models of a sidecar (--socket) or of
 // a bidding-server (--server, which adds the models the bucket sync failed
 // to load or is draining), as a table or as JSON.
-func modelsCmd(ctx context.Context, socket string, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("models", flag.ContinueOnError)
-	server := fs.String("server", "", "a bidding-server's base URL (e.g. http://127.0.0.1:8080): ask its GET /v1/models instead of a sidecar")
+func modelsCmd(fs *flag.FlagSet) func(context.Context, *sidecar.Client, []string, stdio) error {
+	server := fs.String("server", "", "a bidding-server's base URL (e.g. http://127.0.0.1:8080): ask its GET /v1/models instead of a sidecar (default: ask the sidecar at --socket)")
 	asJSON := fs.Bool("json", false, "print JSON (the models array of GET /v1/models, or one model) instead of a table")
-	if err := parseFlags(fs, args, stderr); err != nil {
-		return err
-	}
-	if fs.NArg() > 1 {
-		return cli.Usagef("models takes at most one MODEL_PATH, got %s", strings.Join(fs.Args(), " "))
-	}
-	path := fs.Arg(0)
-	var models []modelStatus
-	var err error
-	switch {
-	case *server != "":
-		models, err = serverModels(ctx, *server, path)
-	case socket != "":
-		models, err = sidecarModels(ctx, socket, path)
-	default:
-		return cli.Usagef("models needs --socket PATH (a sidecar) or --server URL (a bidding-server)")
-	}
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		var v any = models
-		if path != "" {
-			v = models[0]
+	return func(ctx context.Context, c *sidecar.Client, args []string, s stdio) error {
+		if len(args) > 1 {
+			return cli.Usagef("models takes at most one MODEL_PATH, got %s", strings.Join(args, " "))
 		}
-		b, err := json.MarshalIndent(v, "", "  ")
+		var path string
+		if len(args) == 1 {
+			path = args[0]
+		}
+		var models []modelStatus
+		var err error
+		switch {
+		case *server != "":
+			models, err = serverModels(ctx, *server, path)
+		case c != nil:
+			models, err = sidecarModels(ctx, c, path)
+		default:
+			return cli.Usagef("models needs --socket PATH (a sidecar) or --server URL (a bidding-server)")
+		}
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "%s\n", b)
+		if *asJSON {
+			var v any = models
+			if path != "" {
+				v = models[0]
+			}
+			b, err := json.MarshalIndent(v, "", "  ")
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(s.out, "%s\n", b)
+			return nil
+		}
+		printModels(s.out, models)
 		return nil
 	}
-	printModels(stdout, models)
-	return nil
 }
 
 // sidecarModels asks a sidecar over its socket.
-func sidecarModels(ctx context.Context, socket, path string) ([]modelStatus, error) {
-	c, err := sidecar.NewClient(socket, sidecar.ClientOptions{})
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
+func sidecarModels(ctx context.Context, c *sidecar.Client, path string) ([]modelStatus, error) {
 	infos, err := c.Models(ctx, path)
 	if err != nil {
 		return nil, err

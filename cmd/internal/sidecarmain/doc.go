@@ -4,12 +4,22 @@
 //
 //	inference-sidecar-<runtime> --socket PATH [--runtime_config JSON]
 //	    [--max_model_bytes N] [--max_batch_entries N] [--stop_grace 10s] [--log_level info]
+//	    [--log_format text|json]
+//	inference-sidecar-<runtime> --version
 //
 // --runtime_config defaults to $INFERENCE_SIDECAR_RUNTIME_CONFIG. When
 // $INFERENCE_SIDECAR_RLIMIT_MB is set the process caps its own address
 // space (RLIMIT_AS) before it opens the runtime. SIGTERM or SIGINT (the end
 // of Run's context) stop it gracefully: calls in flight finish (bounded by
 // --stop_grace), then it exits 0.
+//
+// Logs go to stderr as logfmt, or as one slog JSON object per line with
+// --log_format json (the default when $INFERENCE_SIDECAR_LOG_FORMAT=json,
+// which the supervisor sets, so that it forwards each line as a structured
+// record). A failure after the command line is parsed (a bad runtime
+// config included) is logged at ERROR, "sidecar failed" with the cause in
+// err, before the process exits. Durations are Go durations (5s) or plain
+// milliseconds.
 //
 // Exit codes: 0 after a stop, 1 when serving or the runtime fails, 2 for a
 // bad command line or runtime config (Run returns a *cli.UsageError).

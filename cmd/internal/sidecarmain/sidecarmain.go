@@ -25,43 +25,105 @@ import (
 // Run runs the sidecar for runtimeName with args (without the program
 // name) until it fails or ctx ends; then calls in flight get --stop_grace
 // to finish before the server stops hard, and Run returns nil. A bad
-// command line or runtime config is a *cli.UsageError. Errors are for
-// cli.Main to print as "inference-sidecar-<runtime>: err"; stdin and stdout
-// are unused.
+// command line or runtime config is a *cli.UsageError. A bad command line
+// is for cli.Main to print as "inference-sidecar-<runtime>: err"; any later
+// failure (the runtime config, the runtime, serving) is logged at ERROR
+// with its cause ("sidecar failed", err=...) in the log's format and
+// returned cli.Reported. stdin is unused; stdout gets only --version.
 func Run(ctx context.Context, runtimeName string, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	prog := "inference-sidecar-" + runtimeName
-	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	socket := fs.String("socket", "", "Unix socket path to serve on (required); its directory is created 0700 if missing")
-	runtimeConfig := fs.String("runtime_config", os.Getenv("INFERENCE_SIDECAR_RUNTIME_CONFIG"), "runtime config JSON (num_interop_threads, num_intraop_threads, module_name, cpuset, ...)")
-	maxModelBytes := fs.Int64("max_model_bytes", runtimes.DefaultMaxModelBytes, "largest model (total file bytes) accepted")
-	maxEntries := fs.Int("max_batch_entries", 0, "most entries per Predict batch (0 = default 4096)")
-	stopGrace := fs.Duration("stop_grace", 10*time.Second, "how long a SIGTERM waits for calls in flight")
-	logLevel := fs.String("log_level", "info", "debug, info, warn or error")
-	spinWait := fs.Duration("fast_lane_spin_wait", 0, "how long a fast-lane connection polls for the next request before it parks; 0 = the default (50µs), negative = never (no CPU spent polling)")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: %s --socket PATH [--runtime_config JSON]\n", prog)
-		fs.PrintDefaults()
-	}
+	o := options{}
+	fs := newFlagSet(prog, &o, stderr)
 	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
+	}
+	if o.version {
+		cli.PrintVersion(stdout, prog)
+		return nil
 	}
 	if fs.NArg() > 0 {
 		return cli.Usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
-	if *socket == "" {
+	if o.socket == "" {
 		return cli.Usagef("--socket is required")
 	}
 	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
 		return cli.Usagef("--log_level: %w", err)
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	log, err := newLogger(o.logFormat, level, stderr)
+	if err != nil {
+		return err
+	}
+	// From here on a failure is logged at ERROR with its cause, in the
+	// log's format (a supervisor parses it), rather than printed by
+	// cli.Main as a plain line.
+	if err := serve(ctx, runtimeName, o, log); err != nil {
+		log.Error("sidecar failed", "err", err, "exit_code", cli.ExitCode(err))
+		return cli.Reported(err)
+	}
+	return nil
+}
 
+// newLogger logs to w as logfmt ("text") or one JSON object per line
+// ("json"). In JSON a duration is its text ("1.5ms"), as logfmt writes it,
+// not a count of nanoseconds: the supervisor forwards the attribute as it
+// finds it.
+func newLogger(format string, level slog.Level, w io.Writer) (*slog.Logger, error) {
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Value.Kind() == slog.KindDuration {
+				a.Value = slog.StringValue(a.Value.Duration().String())
+			}
+			return a
+		}})), nil
+	}
+	return nil, cli.Usagef("--log_format %q: want text or json", format)
+}
+
+// options are the sidecar's flags.
+type options struct {
+	socket, runtimeConfig, logLevel, logFormat string
+	maxModelBytes                              int64
+	maxEntries                                 int
+	stopGrace, spinWait                        time.Duration
+	version                                    bool
+}
+
+// newFlagSet defines the flags into o. Every flag's help states its
+// default (TestFlagDefaultsStated).
+func newFlagSet(prog string, o *options, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(prog, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.socket, "socket", "", "Unix socket path to serve on (required, no default); its directory is created 0700 if missing")
+	fs.StringVar(&o.runtimeConfig, "runtime_config", os.Getenv("INFERENCE_SIDECAR_RUNTIME_CONFIG"), "runtime config JSON (num_interop_threads, num_intraop_threads, module_name, cpuset, ...); default $INFERENCE_SIDECAR_RUNTIME_CONFIG, else none: the runtime's defaults")
+	fs.Int64Var(&o.maxModelBytes, "max_model_bytes", runtimes.DefaultMaxModelBytes, "largest model (total file bytes) accepted")
+	fs.IntVar(&o.maxEntries, "max_batch_entries", 0, "most entries per Predict batch; default 0 = 4096")
+	cli.DurationVar(fs, &o.stopGrace, "stop_grace", 10*time.Second, "how long a SIGTERM waits for calls in flight")
+	fs.StringVar(&o.logLevel, "log_level", "info", "debug, info, warn or error")
+	logFormat := os.Getenv(sidecar.LogFormatEnv)
+	if logFormat == "" {
+		logFormat = "text"
+	}
+	fs.StringVar(&o.logFormat, "log_format", logFormat, "text (logfmt) or json (one slog JSON object per line, what the supervisor asks for through $"+sidecar.LogFormatEnv+")")
+	cli.DurationVar(fs, &o.spinWait, "fast_lane_spin_wait", 0, "how long a fast-lane connection polls for the next request before it parks; default 0 = 50µs, negative = never (no CPU spent polling)")
+	fs.BoolVar(&o.version, "version", false, "print the version (module version and VCS commit) and exit")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: %s --socket PATH [--runtime_config JSON]\n       %s --version\n", prog, prog)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// serve opens the runtime and serves until it fails or ctx ends.
+func serve(ctx context.Context, runtimeName string, o options, log *slog.Logger) error {
 	if err := applyRlimit(os.Getenv(sidecar.RlimitEnv)); err != nil {
 		return &cli.UsageError{Err: err}
 	}
-	cfg, err := sidecar.ParseRuntimeConfig(*runtimeConfig)
+	cfg, err := sidecar.ParseRuntimeConfig(o.runtimeConfig)
 	if err != nil {
 		return cli.Usagef("--runtime_config: %w", err)
 	}
@@ -77,15 +139,15 @@ func Run(ctx context.Context, runtimeName string, args []string, stdin io.Reader
 	defer rt.Close()
 	srv, err := sidecar.NewServer(sidecar.ServerOptions{
 		Runtime:          rt,
-		Limits:           batch.Limits{MaxElements: cfg.MaxTensorElements, MaxEntries: *maxEntries},
-		MaxModelBytes:    *maxModelBytes,
+		Limits:           batch.Limits{MaxElements: cfg.MaxTensorElements, MaxEntries: o.maxEntries},
+		MaxModelBytes:    o.maxModelBytes,
 		Logger:           log,
-		FastLaneSpinWait: *spinWait,
+		FastLaneSpinWait: o.spinWait,
 	})
 	if err != nil {
 		return err
 	}
-	abs, err := filepath.Abs(*socket)
+	abs, err := filepath.Abs(o.socket)
 	if err != nil {
 		return cli.Usagef("--socket: %w", err)
 	}
@@ -96,7 +158,7 @@ func Run(ctx context.Context, runtimeName string, args []string, stdin io.Reader
 	case err := <-served:
 		return err
 	case <-ctx.Done():
-		log.Info("stopping", "cause", context.Cause(ctx), "grace", *stopGrace)
+		log.Info("stopping", "cause", context.Cause(ctx), "grace", o.stopGrace)
 	}
 	stopped := make(chan struct{})
 	go func() {
@@ -105,7 +167,7 @@ func Run(ctx context.Context, runtimeName string, args []string, stdin io.Reader
 	}()
 	select {
 	case <-stopped:
-	case <-time.After(*stopGrace):
+	case <-time.After(o.stopGrace):
 		log.Warn("calls still in flight after the grace period; stopping hard")
 		srv.Stop()
 		<-stopped

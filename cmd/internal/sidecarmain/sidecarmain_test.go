@@ -3,8 +3,12 @@ package sidecarmain
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -111,5 +115,79 @@ func TestRunContextEndedDuringStartUp(t *testing.T) {
 		if err := Run(ctx, "tensorflow", []string{"--socket", testhelp.SocketPath(t, "s.sock")}, nil, nil, &stderr); err != nil {
 			t.Fatalf("Run with an ended context: %v\nstderr:\n%s", err, stderr.String())
 		}
+	}
+}
+
+// TestRunLogsFatalErrorAtError: a bad runtime config exits 2 with the cause
+// logged at ERROR, as JSON under a supervisor ($INFERENCE_SIDECAR_LOG_FORMAT
+// =json) and as logfmt by hand, and nothing else printed after it.
+func TestRunLogsFatalErrorAtError(t *testing.T) {
+	t.Setenv("INFERENCE_SIDECAR_RUNTIME_CONFIG", "")
+	t.Setenv(sidecar.RlimitEnv, "")
+	socket := testhelp.SocketPath(t, "s.sock")
+	args := []string{"--socket", socket, "--runtime_config", `{"num_threads":2}`}
+
+	t.Setenv(sidecar.LogFormatEnv, "json")
+	var stderr bytes.Buffer
+	err := Run(context.Background(), "tensorflow", args, nil, io.Discard, &stderr)
+	if cli.ExitCode(err) != 2 || !cli.IsReported(err) {
+		t.Errorf("bad runtime config: %v (exit %d, reported %v), want exit 2, reported", err, cli.ExitCode(err), cli.IsReported(err))
+	}
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	var rec map[string]any
+	if len(lines) != 1 || json.Unmarshal([]byte(lines[0]), &rec) != nil {
+		t.Fatalf("stderr is not one JSON line: %q", stderr.String())
+	}
+	if rec["level"] != "ERROR" || rec["msg"] != "sidecar failed" || !strings.Contains(fmt.Sprint(rec["err"]), `--runtime_config: `) ||
+		!strings.Contains(fmt.Sprint(rec["err"]), "num_threads") || rec["exit_code"] != 2.0 {
+		t.Errorf("fatal record %v, want level ERROR, msg \"sidecar failed\", the cause in err, exit_code 2", rec)
+	}
+
+	t.Setenv(sidecar.LogFormatEnv, "")
+	stderr.Reset()
+	err = Run(context.Background(), "tensorflow", args, nil, io.Discard, &stderr)
+	if cli.ExitCode(err) != 2 || !strings.Contains(stderr.String(), `level=ERROR msg="sidecar failed" err="--runtime_config: `) {
+		t.Errorf("by hand: %v, stderr %q", err, stderr.String())
+	}
+	stderr.Reset()
+	err = Run(context.Background(), "tensorflow", append(args, "--log_format", "xml"), nil, io.Discard, &stderr)
+	if cli.ExitCode(err) != 2 || !strings.Contains(err.Error(), `--log_format "xml": want text or json`) {
+		t.Errorf("--log_format xml: %v", err)
+	}
+}
+
+func TestRunVersion(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	// No --socket: --version needs nothing else.
+	err := Run(context.Background(), "onnx", []string{"--version"}, nil, &stdout, &stderr)
+	if err != nil || !strings.HasPrefix(stdout.String(), "inference-sidecar-onnx ") || stderr.Len() != 0 {
+		t.Errorf("--version: %v, stdout %q, stderr %q", err, stdout.String(), stderr.String())
+	}
+}
+
+// TestFlagDefaultsStated: the help of every flag says its default, and the
+// durations take milliseconds too.
+func TestFlagDefaultsStated(t *testing.T) {
+	var o options
+	fs := newFlagSet("inference-sidecar-x", &o, io.Discard)
+	if missing := cli.UndocumentedDefaults(fs); len(missing) > 0 {
+		t.Errorf("the help of %q does not state the default", missing)
+	}
+	if err := fs.Parse([]string{"--stop_grace", "2500", "--fast_lane_spin_wait", "20µs"}); err != nil || o.stopGrace != 2500*time.Millisecond || o.spinWait != 20*time.Microsecond {
+		t.Errorf("durations: %v, stop_grace %v, spin wait %v", err, o.stopGrace, o.spinWait)
+	}
+}
+
+// TestJSONLogDurations: in JSON a duration is written as its text, as in
+// logfmt, for the supervisor to forward as it is.
+func TestJSONLogDurations(t *testing.T) {
+	var b bytes.Buffer
+	log, err := newLogger("json", slog.LevelInfo, &b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Info("model registered", "load", 1500*time.Microsecond, "group", slog.GroupValue(slog.Duration("inner", time.Second)))
+	if !strings.Contains(b.String(), `"load":"1.5ms","group":{"inner":"1s"}`) {
+		t.Errorf("JSON log line %s", b.String())
 	}
 }

@@ -296,7 +296,9 @@ func (s *Summary) Heartbeat(now time.Time, elapsed time.Duration) {
 			rs = append(rs, running{strings.TrimPrefix(strings.TrimPrefix(name, s.opts.ModulePath), "/"), now.Sub(p.started)})
 		}
 	}
-	sort.Slice(rs, func(i, j int) bool { return rs[i].for_ > rs[j].for_ || rs[i].for_ == rs[j].for_ && rs[i].name < rs[j].name })
+	sort.Slice(rs, func(i, j int) bool {
+		return rs[i].for_ > rs[j].for_ || rs[i].for_ == rs[j].for_ && rs[i].name < rs[j].name
+	})
 	var b strings.Builder
 	fmt.Fprintf(&b, "    ... %s so far, %d packages done; ", Round(elapsed), done)
 	if len(rs) == 0 {

@@ -221,7 +221,15 @@ func runShell(t *testing.T, dir, script string) (string, error) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-e", "-o", "pipefail", "-c", script)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "DEMO_KEEP_LOG=")
+	// A newcomer's shell: no settings of an outer make (make test runs
+	// this test), no demo log.
+	for _, kv := range os.Environ() {
+		switch name, _, _ := strings.Cut(kv, "="); name {
+		case "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "DEMO_KEEP_LOG":
+		default:
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	// A file, not a pipe: a server the block left running would hold a

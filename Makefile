@@ -96,7 +96,7 @@ TEST_GO_CMD = env INFERBID_REQUIRE_NATIVE=1 INFERBID_REQUIRE_SERVERS=1 INFERBID_
 TEST_PYTORCH_CMD = env INFERBID_REQUIRE_NATIVE=1 $(GO) test -json -tags pytorch -race -count=1 ./runtimes/pytorch/...
 
 test: deps lint proto-check testsummary
-	@echo "==> every test with -race, then the PyTorch runtime's: a line per package as it ends, progress each silent minute (about 10 min cold on 2 cores, 4 to 5 min when cached)"
+	@echo "==> every test with -race, then the PyTorch runtime's: a line per package as it ends, progress each silent minute (about 10 min cold on 2 cores, 4 min when cached)"
 	@$(TESTSUMMARY) -- $(TEST_GO_CMD) -- $(TEST_PYTORCH_CMD)
 
 test-go: testsummary

@@ -12,24 +12,40 @@ export AWS_EC2_METADATA_DISABLED := true
 # Binaries without cgo, and the ones that load native libraries.
 PURE_CMDS := bidding-server inferctl inference-sidecar-tensorflow
 
+# STEP runs one long step so that it is never silent: what it does (with an
+# honest estimate) before, a line each minute while it runs, and how long it
+# took after (scripts/step.sh).
+STEP := scripts/step.sh
+# TESTSUMMARY runs go test -json commands and prints a line per package, the
+# output of failing tests, progress while silent, the count of checks
+# skipped for want of the reference models, and the totals
+# (internal/cmd/testsummary).
+TESTSUMMARY := .cache/bin/testsummary
+
 .PHONY: all build build-pytorch deps deps-onnx deps-pytorch deps-test-servers deps-node-peer \
-	test test-go test-pytorch bench lint proto proto-check demo fuzz models clean
+	test test-go test-pytorch testsummary bench lint proto proto-check demo fuzz models clean
 
 all: build
 
+# Each install is quick when its piece is already there; the estimates are
+# for a fresh 2-core machine.
 deps-onnx:
-	scripts/install-onnxruntime.sh
+	@$(STEP) "ONNX Runtime library into lib/onnxruntime/ (when missing: a 113 MB npm download, about 1 min)" \
+	  scripts/install-onnxruntime.sh
 
 deps-pytorch:
-	scripts/install-libtorch.sh
+	@$(STEP) "Debian's libtorch-dev (when missing: about 1 GB of packages, a few minutes)" \
+	  scripts/install-libtorch.sh
 
 deps-test-servers:
-	scripts/test-servers.sh install
+	@$(STEP) "S3 and GCS test servers versitygw and fake-gcs-server into $$(go env GOPATH)/bin (when missing: built from source, about 10 min on 2 cores)" \
+	  scripts/test-servers.sh install
 
 # deps-node-peer: onnxruntime-node in .cache/node-peer, for the Node.js peer
 # of the peer comparison (bench/).
 deps-node-peer:
-	scripts/install-node-peer.sh
+	@$(STEP) "onnxruntime-node for the Node.js peer into .cache/node-peer/ (when missing: about 1 min)" \
+	  scripts/install-node-peer.sh
 
 deps: deps-onnx deps-pytorch deps-test-servers deps-node-peer
 
@@ -37,20 +53,26 @@ deps: deps-onnx deps-pytorch deps-test-servers deps-node-peer
 # next to itself; the PyTorch sidecar links Debian's libtorch.
 build: deps-onnx deps-pytorch
 	@mkdir -p $(BIN)
-	CGO_ENABLED=0 $(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(PURE_CMDS))
-	$(GO) build -o $(BIN)/ ./cmd/inference-sidecar-onnx
-	$(GO) build -tags pytorch -o $(BIN)/ ./cmd/inference-sidecar-pytorch
+	@$(STEP) "building $(addprefix $(BIN)/,$(PURE_CMDS)) (about 2 min cold on 2 cores, seconds when cached)" \
+	  env CGO_ENABLED=0 $(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(PURE_CMDS))
+	@$(STEP) "building $(BIN)/inference-sidecar-onnx (cgo; about 1 min cold)" \
+	  $(GO) build -o $(BIN)/ ./cmd/inference-sidecar-onnx
+	@$(STEP) "building $(BIN)/inference-sidecar-pytorch (cgo and libtorch's C++ headers; a few minutes cold)" \
+	  $(GO) build -tags pytorch -o $(BIN)/ ./cmd/inference-sidecar-pytorch
 
-# demo: the README's main command (TensorFlow sidecar, file:// bucket).
+# demo: the README's main command (TensorFlow sidecar, file:// bucket); it
+# also builds bin/inferctl and ends with three commands to try next.
 demo:
 	scripts/demo.sh
 
 lint:
-	@fmt=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); \
-	  if [ -n "$$fmt" ]; then echo "gofmt needed: $$fmt"; exit 1; fi
-	$(GO) vet ./...
-	$(GO) vet -tags pytorch ./runtimes/pytorch/... ./cmd/inference-sidecar-pytorch/...
-	CGO_ENABLED=0 $(GO) build ./...
+	@$(STEP) "gofmt -l on every tracked Go file" bash -c \
+	  'fmt=$$(gofmt -l $$(git ls-files "*.go" | grep -v "\.pb\.go$$")); if [ -n "$$fmt" ]; then echo "gofmt needed: $$fmt"; exit 1; fi'
+	@$(STEP) "go vet ./... (a few minutes cold on 2 cores, seconds when cached)" $(GO) vet ./...
+	@$(STEP) "go vet -tags pytorch on the PyTorch runtime (about 1 min cold)" \
+	  $(GO) vet -tags pytorch ./runtimes/pytorch/... ./cmd/inference-sidecar-pytorch/...
+	@$(STEP) "CGO_ENABLED=0 go build ./... (everything but the native runtimes builds without cgo)" \
+	  env CGO_ENABLED=0 $(GO) build ./...
 
 # proto: regenerate proto/inferencepb. go generate is the entry point for
 # generated code: `go generate ./proto/...` runs the //go:generate directive
@@ -60,17 +82,32 @@ proto:
 	$(GO) generate ./proto/...
 
 proto-check:
-	scripts/check-proto.sh
+	@$(STEP) "checking that proto/inferencepb is what protoc generates (installs protoc and its plugins when missing)" \
+	  scripts/check-proto.sh
 
 # test: the README's test command. Native libraries and test servers are
 # required here: a test that cannot find them fails instead of skipping.
-test: deps lint proto-check test-go test-pytorch
+# Tests that need the reference models skip without INFERBID_REFERENCE_MODELS
+# (the last lines say how many); CI sets INFERBID_REQUIRE_REFERENCE=1, which
+# makes them fail instead. Both go test runs go through TESTSUMMARY, whose
+# last line is the totals over both; its exit status is go test's.
+TEST_GO_CMD = env INFERBID_REQUIRE_NATIVE=1 INFERBID_REQUIRE_SERVERS=1 INFERBID_REQUIRE_PEER=1 \
+	$(GO) test -json -race -count=1 ./...
+TEST_PYTORCH_CMD = env INFERBID_REQUIRE_NATIVE=1 $(GO) test -json -tags pytorch -race -count=1 ./runtimes/pytorch/...
 
-test-go:
-	INFERBID_REQUIRE_NATIVE=1 INFERBID_REQUIRE_SERVERS=1 INFERBID_REQUIRE_PEER=1 $(GO) test -race -count=1 ./...
+test: deps lint proto-check testsummary
+	@echo "==> every test with -race, then the PyTorch runtime's: a line per package as it ends, progress each silent minute (about 10 min cold on 2 cores, 4 min when cached)"
+	@$(TESTSUMMARY) -- $(TEST_GO_CMD) -- $(TEST_PYTORCH_CMD)
 
-test-pytorch: deps-pytorch
-	INFERBID_REQUIRE_NATIVE=1 $(GO) test -tags pytorch -race -count=1 ./runtimes/pytorch/...
+test-go: testsummary
+	@$(TESTSUMMARY) -- $(TEST_GO_CMD)
+
+test-pytorch: deps-pytorch testsummary
+	@$(TESTSUMMARY) -- $(TEST_PYTORCH_CMD)
+
+# testsummary: the go test -json summarizer, into .cache/bin (seconds).
+testsummary:
+	@$(GO) build -o $(TESTSUMMARY) ./internal/cmd/testsummary
 
 # bench: the performance budget, printed (never asserted). The last line is
 # the peer comparison (bench/doc.go): one request through every layer and

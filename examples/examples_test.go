@@ -78,29 +78,11 @@ func TestBucketChecksums(t *testing.T) {
 // by the TensorFlow runtime behind a real sidecar socket, and checks each
 // bid against the models run directly.
 func TestGenerateBid(t *testing.T) {
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	rt, err := runtimes.Open(tensorflow.Name, runtimes.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := sidecartest.Serve(t, sidecar.ServerOptions{Runtime: rt, Logger: quiet}, sidecar.ClientOptions{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	direct := map[string]*runtimes.Model{}
-	for _, m := range bucketgen.Models() {
-		files, err := modelfiles.ReadLocal(filepath.Join("bucket", filepath.FromSlash(m.Path)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := client.RegisterModel(ctx, m.Path, files, m.WarmUp); err != nil {
-			t.Fatal(err)
-		}
-		if direct[m.Path], err = rt.Load(ctx, m.Path, files); err != nil {
-			t.Fatal(err)
-		}
-	}
+	client, direct := serveExampleModels(t, ctx)
 
-	pool, err := jsbridge.New("generate_bid.js", examples.GenerateBidJS, jsbridge.Options{Inference: client, Size: 2, Logger: quiet})
+	pool, err := jsbridge.New("generate_bid.js", examples.GenerateBidJS, jsbridge.Options{Inference: client, Size: 2, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,4 +169,32 @@ func TestGenerateBid(t *testing.T) {
 			t.Errorf("%s: bid %v on %s, want %v on %s", ig.Name, bid.Bid, bid.Render, best, bestRender)
 		}
 	}
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// serveExampleModels serves the models of bucket/ with the TensorFlow
+// runtime behind a real sidecar socket, and returns a client of it and the
+// same models loaded directly (no socket), by model path.
+func serveExampleModels(t *testing.T, ctx context.Context) (*sidecar.Client, map[string]*runtimes.Model) {
+	t.Helper()
+	rt, err := runtimes.Open(tensorflow.Name, runtimes.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := sidecartest.Serve(t, sidecar.ServerOptions{Runtime: rt, Logger: quietLogger()}, sidecar.ClientOptions{})
+	direct := map[string]*runtimes.Model{}
+	for _, m := range bucketgen.Models() {
+		files, err := modelfiles.ReadLocal(filepath.Join("bucket", filepath.FromSlash(m.Path)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := client.RegisterModel(ctx, m.Path, files, m.WarmUp); err != nil {
+			t.Fatal(err)
+		}
+		if direct[m.Path], err = rt.Load(ctx, m.Path, files); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return client, direct
 }

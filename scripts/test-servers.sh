@@ -33,11 +33,11 @@ install() {
   local bin; bin=$(gobin)
   local pids=()
   if ! installed "$bin/versitygw" github.com/versity/versitygw "$VERSITYGW_VERSION"; then
-    echo "installing versitygw@$VERSITYGW_VERSION (about 3 min cold)" >&2
+    echo "installing versitygw@$VERSITYGW_VERSION from source (about 10 min on 2 cores, the S3 SDK included)" >&2
     GOFLAGS=-buildvcs=false go install "github.com/versity/versitygw/cmd/versitygw@$VERSITYGW_VERSION" & pids+=($!)
   fi
   if ! installed "$bin/fake-gcs-server" github.com/fsouza/fake-gcs-server "$FAKE_GCS_VERSION"; then
-    echo "installing fake-gcs-server@$FAKE_GCS_VERSION" >&2
+    echo "installing fake-gcs-server@$FAKE_GCS_VERSION from source (in parallel with versitygw)" >&2
     GOFLAGS=-buildvcs=false go install "github.com/fsouza/fake-gcs-server@$FAKE_GCS_VERSION" & pids+=($!)
   fi
   local rc=0

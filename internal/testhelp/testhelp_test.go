@@ -1,6 +1,7 @@
 package testhelp
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -94,22 +95,28 @@ func TestRequireNativeFailsWhenRequired(t *testing.T) {
 type fakeTB struct {
 	testing.TB
 	failed, skipped bool
+	message         string // of the last Fatalf or Skipf
 }
 
 func (f *fakeTB) Helper() {}
-func (f *fakeTB) Fatalf(string, ...any) {
+func (f *fakeTB) Fatalf(format string, args ...any) {
 	f.failed = true
+	f.message = fmt.Sprintf(format, args...)
 	panic("fatal")
 }
-func (f *fakeTB) Skipf(string, ...any) {
+func (f *fakeTB) Skipf(format string, args ...any) {
 	f.skipped = true
+	f.message = fmt.Sprintf(format, args...)
 	panic("skip")
 }
 
 // refOutcome calls LookupReferenceModels and ReferenceModels through a fake
 // TB with the variable set to value ("" = unset) and reports what happened.
+// The skip-or-fail switch INFERBID_REQUIRE_REFERENCE is off (CI runs these
+// tests with it on).
 func refOutcome(t *testing.T, value string) (dir string, ok, failed, skipped bool) {
 	t.Helper()
+	t.Setenv(EnvRequireReference, "")
 	t.Setenv(EnvReferenceModels, value)
 	ft := &fakeTB{TB: t}
 	func() {
@@ -139,6 +146,46 @@ func TestReferenceModelsUnsetSkips(t *testing.T) {
 	dir, ok, failed, skipped := refOutcome(t, "")
 	if dir != "" || ok || failed || !skipped {
 		t.Fatalf("unset: dir %q ok %v failed %v skipped %v; want a skip (and ok=false from the lookup)", dir, ok, failed, skipped)
+	}
+	// The skip message starts with the tag make test counts, and names
+	// the variable to set.
+	ft := &fakeTB{TB: t}
+	func() {
+		defer func() { recover() }()
+		ReferenceModels(ft)
+	}()
+	if !strings.HasPrefix(ft.message, ReferenceSkipTag) || !strings.Contains(ft.message, EnvReferenceModels) {
+		t.Fatalf("skip message %q: want it to start with %q and name %s", ft.message, ReferenceSkipTag, EnvReferenceModels)
+	}
+}
+
+// TestReferenceModelsRequired: with INFERBID_REQUIRE_REFERENCE=1 (CI), an
+// unset variable fails both helpers instead of skipping or answering !ok;
+// a set one works as without the switch.
+func TestReferenceModelsRequired(t *testing.T) {
+	t.Setenv(EnvRequireReference, "1")
+	t.Setenv(EnvReferenceModels, "")
+	for name, call := range map[string]func(testing.TB){
+		"ReferenceModels":       func(tb testing.TB) { ReferenceModels(tb) },
+		"LookupReferenceModels": func(tb testing.TB) { LookupReferenceModels(tb) },
+	} {
+		ft := &fakeTB{TB: t}
+		func() {
+			defer func() { recover() }()
+			call(ft)
+		}()
+		if !ft.failed || ft.skipped || !strings.Contains(ft.message, EnvRequireReference+"=1") {
+			t.Errorf("%s with %s=1 and %s unset: failed %v skipped %v (%q); want a failure naming the switch",
+				name, EnvRequireReference, EnvReferenceModels, ft.failed, ft.skipped, ft.message)
+		}
+	}
+	want := t.TempDir()
+	t.Setenv(EnvReferenceModels, want)
+	if dir, ok := LookupReferenceModels(t); dir != want || !ok {
+		t.Fatalf("required and set to %s: LookupReferenceModels = %q, %v", want, dir, ok)
+	}
+	if dir := ReferenceModels(t); dir != want {
+		t.Fatalf("required and set to %s: ReferenceModels = %q", want, dir)
 	}
 }
 

@@ -49,16 +49,22 @@ deps-node-peer:
 
 deps: deps-onnx deps-pytorch deps-test-servers deps-node-peer
 
+# LDFLAGS stamp the commit into --version (internal/cli.Commit) for builds
+# go does not stamp itself (GOFLAGS=-buildvcs=false, git worktrees).
+GIT_REV := $(shell git rev-parse HEAD 2>/dev/null)
+GIT_DIRTY := $(if $(GIT_REV),$(shell git diff --quiet HEAD 2>/dev/null || echo -modified))
+LDFLAGS ?= -X github.com/inferbid/inferbid/internal/cli.Commit=$(GIT_REV)$(GIT_DIRTY)
+
 # build: every binary into bin/. The ONNX sidecar finds ../lib/onnxruntime
 # next to itself; the PyTorch sidecar links Debian's libtorch.
 build: deps-onnx deps-pytorch
 	@mkdir -p $(BIN)
 	@$(STEP) "building $(addprefix $(BIN)/,$(PURE_CMDS)) (about 2 min cold on 2 cores, seconds when cached)" \
-	  env CGO_ENABLED=0 $(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(PURE_CMDS))
+	  env CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ $(addprefix ./cmd/,$(PURE_CMDS))
 	@$(STEP) "building $(BIN)/inference-sidecar-onnx (cgo; about 1 min cold)" \
-	  $(GO) build -o $(BIN)/ ./cmd/inference-sidecar-onnx
+	  $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/inference-sidecar-onnx
 	@$(STEP) "building $(BIN)/inference-sidecar-pytorch (cgo and libtorch's C++ headers; a few minutes cold)" \
-	  $(GO) build -tags pytorch -o $(BIN)/ ./cmd/inference-sidecar-pytorch
+	  $(GO) build -ldflags "$(LDFLAGS)" -tags pytorch -o $(BIN)/ ./cmd/inference-sidecar-pytorch
 
 # demo: the README's main command (TensorFlow sidecar, file:// bucket); it
 # also builds bin/inferctl and ends with three commands to try next.

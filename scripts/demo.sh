@@ -18,7 +18,8 @@ command -v curl >/dev/null || scripts/step.sh "installing curl" scripts/apt-inst
 
 mkdir -p bin
 scripts/step.sh "building bin/bidding-server, bin/inference-sidecar-tensorflow and bin/inferctl (on 2 cores: about 2 min cold, 13 min on a fresh machine that first downloads the Go modules, seconds when cached)" \
-  env CGO_ENABLED=0 go build -o bin/ ./cmd/bidding-server ./cmd/inference-sidecar-tensorflow ./cmd/inferctl >&2
+  env CGO_ENABLED=0 go build -ldflags "-X github.com/inferbid/inferbid/internal/cli.Commit=$(git rev-parse HEAD 2>/dev/null || true)" \
+  -o bin/ ./cmd/bidding-server ./cmd/inference-sidecar-tensorflow ./cmd/inferctl >&2
 
 log=$(mktemp)
 started=$EPOCHREALTIME

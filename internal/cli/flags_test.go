@@ -139,4 +139,17 @@ func TestFormatVersion(t *testing.T) {
 	if v := Version("prog"); !strings.HasPrefix(v, "prog ") {
 		t.Errorf("Version = %q", v)
 	}
+
+	// A commit set at link time stands in for VCS information go did not
+	// stamp, and never overrides what it did.
+	defer func(c string) { Commit = c }(Commit)
+	Commit = "abc123-modified"
+	noVCS := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}}
+	if got, want := formatVersion("prog", noVCS, true), "prog devel (commit abc123-modified) go1.26.8"; got != want {
+		t.Errorf("with Commit set: %q, want %q", got, want)
+	}
+	stamped := &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: settings("vcs.revision", "31c241b")}
+	if got, want := formatVersion("prog", stamped, true), "prog devel (commit 31c241b)"; got != want {
+		t.Errorf("stamped and Commit set: %q, want %q", got, want)
+	}
 }

@@ -8,6 +8,12 @@ import (
 	"strings"
 )
 
+// Commit is the VCS commit the build was made from, set at link time
+// (-ldflags "-X github.com/inferbid/inferbid/internal/cli.Commit=REV", as
+// make and scripts/demo.sh do) for builds go did not stamp: GOFLAGS with
+// -buildvcs=false, a git worktree. VCS information go stamped wins.
+var Commit string
+
 // VersionFlag defines --version on fs. When it is set after parsing, the
 // command prints Version(name) to stdout and exits 0 before checking
 // anything else (a missing required flag must not hide the version).
@@ -51,6 +57,8 @@ func formatVersion(name string, bi *debug.BuildInfo, ok bool) string {
 		if t := settings["vcs.time"]; t != "" {
 			vcs = append(vcs, t)
 		}
+	} else if Commit != "" {
+		vcs = append(vcs, "commit "+Commit)
 	} else {
 		// go test binaries, -buildvcs=false, or a build outside a checkout.
 		vcs = append(vcs, "commit unknown: built without VCS information")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -94,19 +95,37 @@ func parseSavedModel(data []byte) (sm *cpb.SavedModel, err error) {
 	return sm, nil
 }
 
-// serveGraph picks the MetaGraph tagged "serve" (or the only one).
-func serveGraph(sm *cpb.SavedModel) (*cpb.MetaGraphDef, error) {
+// serveTags is the MetaGraph tag set the runtime loads, as TensorFlow
+// Serving loads with tags={"serve"}. driver.Config has no tag setting, so
+// it is fixed.
+var serveTags = []string{"serve"}
+
+// serveGraph picks the MetaGraph whose tag set is exactly tags, as
+// TensorFlow's loader matches them (a set: order and repeats do not count).
+// A MetaGraph with other tags, or more tags, is not a match even when it is
+// the only one.
+func serveGraph(sm *cpb.SavedModel, tags []string) (*cpb.MetaGraphDef, error) {
+	want := tagSet(tags)
+	var present []string
 	for _, mg := range sm.MetaGraphs {
-		for _, t := range mg.GetMetaInfoDef().GetTags() {
-			if t == "serve" {
-				return mg, nil
-			}
+		have := tagSet(mg.GetMetaInfoDef().GetTags())
+		if have == want {
+			return mg, nil
 		}
+		present = append(present, have)
 	}
-	if len(sm.MetaGraphs) == 1 {
-		return sm.MetaGraphs[0], nil
+	if len(present) == 0 {
+		return nil, fmt.Errorf("%w: the SavedModel holds no MetaGraph (want tag set %s)", ErrNoServeGraph, want)
 	}
-	return nil, fmt.Errorf("%w: saved_model.pb has %d MetaGraphs and none is tagged \"serve\"", ErrNoSignature, len(sm.MetaGraphs))
+	return nil, fmt.Errorf("%w: no MetaGraph has the tag set %s; tag sets present: %s", ErrNoServeGraph, want, strings.Join(present, ", "))
+}
+
+// tagSet formats tags as a canonical set: "{serve,tpu}".
+func tagSet(tags []string) string {
+	s := append([]string(nil), tags...)
+	sort.Strings(s)
+	s = slices.Compact(s)
+	return "{" + strings.Join(s, ",") + "}"
 }
 
 func newGraphDef(mg *cpb.MetaGraphDef) (*graphDef, error) {
@@ -159,7 +178,7 @@ func load(files driver.Files, resetProb float64) (*model, error) {
 	if err != nil {
 		return nil, err
 	}
-	mg, err := serveGraph(sm)
+	mg, err := serveGraph(sm, serveTags)
 	if err != nil {
 		return nil, err
 	}

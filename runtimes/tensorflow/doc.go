@@ -1,8 +1,11 @@
 // Package tensorflow is inferbid's pure-Go TensorFlow SavedModel runtime,
 // registered as "tensorflow". It needs no TensorFlow library and no cgo.
 //
-// Loading reads saved_model.pb with the protos of github.com/wamuir/graft
-// and the variables bundle (variables.index, a LevelDB table read with
+// Loading reads saved_model.pb with the protos of github.com/wamuir/graft,
+// picks the MetaGraph whose tag set is exactly {serve} (as TensorFlow
+// Serving loads with tags=["serve"]; a MetaGraph tagged {train} or
+// {serve,gpu} is no match even when it is the only one, and the error lists
+// the tag sets present), and reads the variables bundle (variables.index, a LevelDB table read with
 // goleveldb, and its data shards) from memory; every checkpoint tensor read
 // is checked against its masked CRC32C. Variables are restored the way
 // TensorFlow restores them: the MetaGraph's saver restore op is compiled and

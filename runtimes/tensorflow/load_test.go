@@ -1,0 +1,96 @@
+package tensorflow
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	cpb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
+
+	"github.com/inferbid/inferbid/runtimes/driver"
+	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
+	"github.com/inferbid/inferbid/tensor"
+)
+
+// editSavedModel rewrites saved_model.pb of files with edit.
+func editSavedModel(t *testing.T, files driver.Files, edit func(sm *cpb.SavedModel)) driver.Files {
+	t.Helper()
+	files = cloneFiles(files)
+	sm := &cpb.SavedModel{}
+	if err := proto.Unmarshal(files["saved_model.pb"], sm); err != nil {
+		t.Fatal(err)
+	}
+	edit(sm)
+	b, err := proto.Marshal(sm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files["saved_model.pb"] = b
+	return files
+}
+
+func mlpFiles(t *testing.T, opts tfsave.Options) driver.Files {
+	t.Helper()
+	files, err := tfsave.MLP(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// checkMLP runs the benchmark MLP on two rows and compares with the float64
+// reference.
+func checkMLP(t *testing.T, files driver.Files) {
+	t.Helper()
+	m := loadFiles(t, files, driver.Config{})
+	x := tfsave.MLPInput(2)
+	out, err := m.Predict(context.Background(), []tensor.Tensor{tensor.New("x", []int64{2, 8}, x)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := tensor.Data[float32](out[0])
+	want := mlpReference(x, 2)
+	for i := range want {
+		if d := float64(got[i]) - want[i]; d > 1e-6 || d < -1e-6 {
+			t.Fatalf("row %d: %v, want %v", i, got[i], want[i])
+		}
+	}
+}
+
+// TestMetaGraphTags: the runtime loads the MetaGraph whose tag set is
+// exactly {serve}, as TensorFlow Serving does, and nothing else.
+func TestMetaGraphTags(t *testing.T) {
+	serve := mlpFiles(t, tfsave.Options{})
+	retag := func(tags ...string) driver.Files {
+		return editSavedModel(t, serve, func(sm *cpb.SavedModel) { sm.MetaGraphs[0].MetaInfoDef.Tags = tags })
+	}
+	t.Run("serve", func(t *testing.T) { checkMLP(t, serve) })
+	t.Run("serve twice", func(t *testing.T) { checkMLP(t, retag("serve", "serve")) })
+	for name, tags := range map[string][]string{"train only": {"train"}, "serve and gpu": {"serve", "gpu"}, "no tags": nil} {
+		t.Run(name, func(t *testing.T) {
+			err := loadErr(t, retag(tags...))
+			if !errors.Is(err, ErrNoServeGraph) || !strings.Contains(err.Error(), "{serve}") || !strings.Contains(err.Error(), tagSet(tags)) {
+				t.Errorf("error %v: want ErrNoServeGraph naming {serve} and the tag set %s", err, tagSet(tags))
+			}
+		})
+	}
+	t.Run("train and serve MetaGraphs", func(t *testing.T) {
+		// A training MetaGraph first, whose serving_default is broken:
+		// loading it instead of the serve one would fail.
+		both := editSavedModel(t, serve, func(sm *cpb.SavedModel) {
+			train := proto.Clone(sm.MetaGraphs[0]).(*cpb.MetaGraphDef)
+			train.MetaInfoDef.Tags = []string{"train"}
+			delete(train.SignatureDef, "serving_default")
+			sm.MetaGraphs = append([]*cpb.MetaGraphDef{train}, sm.MetaGraphs...)
+		})
+		checkMLP(t, both)
+		trainOnly := editSavedModel(t, both, func(sm *cpb.SavedModel) { sm.MetaGraphs[1].MetaInfoDef.Tags = []string{"train", "serve"} })
+		err := loadErr(t, trainOnly)
+		if !errors.Is(err, ErrNoServeGraph) || !strings.Contains(err.Error(), "{train}, {serve,train}") {
+			t.Errorf("error %v: want ErrNoServeGraph listing {train}, {serve,train}", err)
+		}
+	})
+}

@@ -187,7 +187,7 @@ func load(files driver.Files, resetProb float64) (*model, error) {
 		return nil, err
 	}
 	nodes := mg.GetGraphDef().GetNode()
-	if err := validateGraph(nodes, g.lib, mg.GetSaverDef().GetSaveTensorName()); err != nil {
+	if err := validateGraph(nodes, g.lib, runRoots(mg)); err != nil {
 		return nil, err
 	}
 	if err := checkAssets(mg, files2); err != nil {
@@ -262,6 +262,23 @@ func load(files driver.Files, resetProb float64) (*model, error) {
 		releaseUnreadVariables(m.serve, vars)
 	}
 	return m, nil
+}
+
+// runRoots lists what the loader and serving run: the serving signature's
+// outputs, the saver's restore op and the init op signature's outputs.
+// Only what they reach can ever run.
+func runRoots(mg *cpb.MetaGraphDef) []string {
+	var roots []string
+	for _, key := range []string{servingKey, initOpKey} {
+		sd := mg.SignatureDef[key]
+		for _, k := range sortedKeys(sd.GetOutputs()) {
+			roots = append(roots, sd.Outputs[k].GetName())
+		}
+	}
+	if op := mg.GetSaverDef().GetRestoreOpName(); op != "" {
+		roots = append(roots, op)
+	}
+	return roots
 }
 
 // releaseUnreadVariables drops the value of every variable that no step of

@@ -31,11 +31,15 @@
 // signature key ("x") as alias; outputs are ordered by signature key and
 // named by graph tensor name.
 //
-// The validator rejects graphs whose main graph or function library holds
-// ops that write files or summaries (B&A's denylist plus dataset, debugger
-// and V1 checkpoint writers, and PrintV2 to a file); SaveV2 and
-// MergeV2Checkpoints are allowed only on the saver's own save path, which
-// serving never runs.
+// The validator rejects graphs holding ops that write files or summaries
+// (B&A's denylist plus SaveV2, MergeV2Checkpoints, dataset, debugger and V1
+// checkpoint writers, and PrintV2 to a file) where they can run: in the
+// main-graph nodes that the serving signature's outputs, the saver's restore
+// op and the init op reach (data and control inputs), and in the whole body
+// of every library function those nodes call, transitively. Nodes nothing
+// the loader or serving runs depends on (the saver's own save path, a second
+// tf.train.Saver's SaveV2, an uncalled function) are not judged, as
+// TensorFlow never runs them.
 //
 // Models whose serving subgraph assigns variables are stateful: their calls
 // run one at a time, and with probability Config.ModelResetProbability a

@@ -8,6 +8,9 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	fpb "github.com/wamuir/graft/tensorflow/core/framework/function_go_proto"
+	ndpb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
+	opb "github.com/wamuir/graft/tensorflow/core/framework/op_def_go_proto"
 	cpb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
 
 	"github.com/inferbid/inferbid/runtimes/driver"
@@ -93,4 +96,80 @@ func TestMetaGraphTags(t *testing.T) {
 			t.Errorf("error %v: want ErrNoServeGraph listing {train}, {serve,train}", err)
 		}
 	})
+}
+
+// TestValidatorReachability: the validator judges only what the serving
+// signature, the restore op and the init op reach. A second
+// tf.train.Saver's SaveV2 (and any node nothing runs) is not judged; the
+// same op where serving, restore or init runs it is refused.
+func TestValidatorReachability(t *testing.T) {
+	for name, opts := range map[string]tfsave.Options{"tf1 graph": {Variables: tfsave.RefVariables}, "tf2 functions": {FunctionCall: true}} {
+		t.Run(name, func(t *testing.T) {
+			good := mlpFiles(t, opts)
+			// What a second tf.train.Saver adds: its own save subgraph,
+			// which nothing the loader runs depends on.
+			secondSaver := func(mg *cpb.MetaGraphDef) {
+				mg.GraphDef.Node = append(mg.GraphDef.Node,
+					&ndpb.NodeDef{Name: "save_1/Const", Op: "Const"},
+					&ndpb.NodeDef{Name: "save_1/SaveV2", Op: "SaveV2", Input: []string{"save_1/Const"}},
+					&ndpb.NodeDef{Name: "save_1/MergeV2Checkpoints", Op: "MergeV2Checkpoints", Input: []string{"^save_1/SaveV2"}},
+					&ndpb.NodeDef{Name: "orphan_writer", Op: "WriteFile"},
+					&ndpb.NodeDef{Name: "orphan_mystery", Op: "MysteryOp"})
+				if mg.GraphDef.Library == nil {
+					mg.GraphDef.Library = &fpb.FunctionDefLibrary{}
+				}
+				mg.GraphDef.Library.Function = append(mg.GraphDef.Library.Function, &fpb.FunctionDef{
+					Signature: &opb.OpDef{Name: "__inference_unused_42"},
+					NodeDef:   []*ndpb.NodeDef{{Name: "leak", Op: "WriteFile"}},
+				})
+			}
+			t.Run("unreachable writers load", func(t *testing.T) {
+				checkMLP(t, editGraph(t, good, secondSaver))
+			})
+			reachedBy := map[string]func(mg *cpb.MetaGraphDef) string{
+				"serving": func(mg *cpb.MetaGraphDef) string {
+					sd := mg.SignatureDef["serving_default"]
+					n, _, _ := splitTensorName(sd.Outputs["y"].GetName())
+					return n
+				},
+				"restore": func(mg *cpb.MetaGraphDef) string { return mg.SaverDef.RestoreOpName },
+			}
+			if opts.FunctionCall {
+				reachedBy["init"] = func(mg *cpb.MetaGraphDef) string {
+					n, _, _ := splitTensorName(mg.SignatureDef[initOpKey].Outputs[initOpKey].GetName())
+					return n
+				}
+			}
+			for by, root := range reachedBy {
+				t.Run("SaveV2 run by "+by, func(t *testing.T) {
+					err := loadErr(t, editGraph(t, good, func(mg *cpb.MetaGraphDef) {
+						secondSaver(mg)
+						r := root(mg)
+						for _, n := range mg.GraphDef.Node {
+							if n.Name == r {
+								n.Input = append(n.Input, "^save_1/MergeV2Checkpoints")
+							}
+						}
+					}))
+					if !errors.Is(err, ErrForbiddenOp) || !strings.Contains(err.Error(), "save_1/") {
+						t.Errorf("error %v: want ErrForbiddenOp naming save_1/", err)
+					}
+				})
+			}
+			if opts.FunctionCall {
+				t.Run("WriteFile in a called function", func(t *testing.T) {
+					err := loadErr(t, editGraph(t, good, func(mg *cpb.MetaGraphDef) {
+						for _, fn := range mg.GraphDef.Library.Function {
+							if strings.HasPrefix(fn.Signature.Name, "__inference__wrapped_model") {
+								fn.NodeDef = append(fn.NodeDef, &ndpb.NodeDef{Name: "leak", Op: "WriteFile"})
+							}
+						}
+					}))
+					if !errors.Is(err, ErrForbiddenOp) || !strings.Contains(err.Error(), "__inference__wrapped_model") {
+						t.Errorf("error %v: want ErrForbiddenOp in __inference__wrapped_model", err)
+					}
+				})
+			}
+		})
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 
 	fpb "github.com/wamuir/graft/tensorflow/core/framework/function_go_proto"
@@ -57,17 +58,24 @@ func (b *Backend) Load(ctx context.Context, files driver.Files) (driver.Model, e
 	return m, nil
 }
 
-// modelRoot finds saved_model.pb (at the root or in one folder) and
-// returns the files relative to its folder.
+// SavedModel file names: TensorFlow reads saved_model.pb, or the text
+// format saved_model.pbtxt when there is no saved_model.pb.
+const (
+	savedModelPB    = "saved_model.pb"
+	savedModelPBTxt = "saved_model.pbtxt"
+)
+
+// modelRoot finds saved_model.pb or saved_model.pbtxt (at the root or in
+// one folder) and returns the files relative to its folder.
 func modelRoot(files driver.Files) (map[string][]byte, error) {
 	best := ""
 	for name := range files {
-		if path.Base(name) == "saved_model.pb" && (best == "" || len(name) < len(best)) {
+		if b := path.Base(name); (b == savedModelPB || b == savedModelPBTxt) && (best == "" || len(name) < len(best)) {
 			best = name
 		}
 	}
 	if best == "" {
-		return nil, fmt.Errorf("%w: no saved_model.pb among the model files", ErrCorruptModel)
+		return nil, fmt.Errorf("%w: no saved_model.pb (or saved_model.pbtxt) among the model files", ErrCorruptModel)
 	}
 	dir := path.Dir(best)
 	if dir == "." {
@@ -82,6 +90,15 @@ func modelRoot(files driver.Files) (map[string][]byte, error) {
 	return out, nil
 }
 
+// readSavedModel parses saved_model.pb, or saved_model.pbtxt when the
+// binary form is absent, as TensorFlow's loader does.
+func readSavedModel(files map[string][]byte) (*cpb.SavedModel, error) {
+	if data, ok := files[savedModelPB]; ok {
+		return parseSavedModel(data)
+	}
+	return parseSavedModelText(files[savedModelPBTxt])
+}
+
 func parseSavedModel(data []byte) (sm *cpb.SavedModel, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -91,6 +108,21 @@ func parseSavedModel(data []byte) (sm *cpb.SavedModel, err error) {
 	sm = &cpb.SavedModel{}
 	if err := proto.Unmarshal(data, sm); err != nil {
 		return nil, fmt.Errorf("%w: saved_model.pb: %v", ErrCorruptModel, err)
+	}
+	return sm, nil
+}
+
+// parseSavedModelText parses the text format. Any fields (TF1 collections)
+// resolve against the graft protos this package links.
+func parseSavedModelText(data []byte) (sm *cpb.SavedModel, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			sm, err = nil, fmt.Errorf("%w: saved_model.pbtxt: %v", ErrCorruptModel, r)
+		}
+	}()
+	sm = &cpb.SavedModel{}
+	if err := prototext.Unmarshal(data, sm); err != nil {
+		return nil, fmt.Errorf("%w: saved_model.pbtxt: %v", ErrCorruptModel, err)
 	}
 	return sm, nil
 }
@@ -174,7 +206,7 @@ func load(files driver.Files, resetProb float64) (*model, error) {
 	if err != nil {
 		return nil, err
 	}
-	sm, err := parseSavedModel(files2["saved_model.pb"])
+	sm, err := readSavedModel(files2)
 	if err != nil {
 		return nil, err
 	}

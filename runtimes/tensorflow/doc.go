@@ -1,12 +1,14 @@
 // Package tensorflow is inferbid's pure-Go TensorFlow SavedModel runtime,
 // registered as "tensorflow". It needs no TensorFlow library and no cgo.
 //
-// Loading reads saved_model.pb with the protos of github.com/wamuir/graft,
+// Loading reads saved_model.pb with the protos of github.com/wamuir/graft
+// (or, when there is no saved_model.pb, the text-format saved_model.pbtxt,
+// parsed with protobuf's prototext; Any fields resolve against those protos),
 // picks the MetaGraph whose tag set is exactly {serve} (as TensorFlow
 // Serving loads with tags=["serve"]; a MetaGraph tagged {train} or
 // {serve,gpu} is no match even when it is the only one, and the error lists
-// the tag sets present), and reads the variables bundle (variables.index, a LevelDB table read with
-// goleveldb, and its data shards) from memory; every checkpoint tensor read
+// the tag sets present), and reads the variables bundle (variables.index,
+// a LevelDB table read with goleveldb, and its data shards) from memory; every checkpoint tensor read
 // is checked against its masked CRC32C. Variables are restored the way
 // TensorFlow restores them: the MetaGraph's saver restore op is compiled and
 // run (RestoreV2 feeding Assign for TF1 VariableV2, AssignVariableOp for TF2

@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
 
 	fpb "github.com/wamuir/graft/tensorflow/core/framework/function_go_proto"
 	ndpb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
@@ -172,4 +174,66 @@ func TestValidatorReachability(t *testing.T) {
 			}
 		})
 	}
+}
+
+// toText replaces saved_model.pb by saved_model.pbtxt, the same SavedModel
+// in text format.
+func toText(t *testing.T, files driver.Files) driver.Files {
+	t.Helper()
+	files = cloneFiles(files)
+	sm := &cpb.SavedModel{}
+	if err := proto.Unmarshal(files["saved_model.pb"], sm); err != nil {
+		t.Fatal(err)
+	}
+	txt, err := prototext.MarshalOptions{Multiline: true}.Marshal(sm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(files, "saved_model.pb")
+	files["saved_model.pbtxt"] = txt
+	return files
+}
+
+// TestSavedModelText: without saved_model.pb, saved_model.pbtxt is read and
+// gives the same answers; saved_model.pb wins when both are there.
+func TestSavedModelText(t *testing.T) {
+	for name, opts := range map[string]tfsave.Options{"tf1 graph": {Variables: tfsave.RefVariables}, "tf2 functions": {FunctionCall: true}} {
+		t.Run(name, func(t *testing.T) {
+			bin := mlpFiles(t, opts)
+			// A TF1 assets collection exercises Any in the text format.
+			asset, err := anypb.New(&cpb.AssetFileDef{Filename: "vocab.txt", TensorInfo: &cpb.TensorInfo{Encoding: &cpb.TensorInfo_Name{Name: "asset_path:0"}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			bin = editGraph(t, bin, func(mg *cpb.MetaGraphDef) {
+				if mg.CollectionDef == nil {
+					mg.CollectionDef = map[string]*cpb.CollectionDef{}
+				}
+				mg.CollectionDef["saved_model_assets"] = &cpb.CollectionDef{Kind: &cpb.CollectionDef_AnyList_{AnyList: &cpb.CollectionDef_AnyList{Value: []*anypb.Any{asset}}}}
+			})
+			bin["assets/vocab.txt"] = []byte("a\nb\n")
+			text := toText(t, bin)
+			if !strings.Contains(string(text["saved_model.pbtxt"]), "[type.googleapis.com/tensorflow.AssetFileDef]") {
+				t.Fatalf("the text form holds no Any AssetFileDef:\n%.2000s", text["saved_model.pbtxt"])
+			}
+			checkMLP(t, bin)
+			checkMLP(t, text)
+			nested := driver.Files{}
+			for k, v := range text {
+				nested["1/"+k] = v
+			}
+			checkMLP(t, nested)
+
+			both := cloneFiles(bin)
+			both["saved_model.pbtxt"] = []byte("not a SavedModel {")
+			checkMLP(t, both)
+
+		})
+	}
+	t.Run("garbage", func(t *testing.T) {
+		err := loadErr(t, driver.Files{"saved_model.pbtxt": []byte("meta_graphs { bogus_field: 1 }")})
+		if !errors.Is(err, ErrCorruptModel) || !strings.Contains(err.Error(), "saved_model.pbtxt") || !strings.Contains(err.Error(), "bogus_field") {
+			t.Errorf("error %v: want ErrCorruptModel naming saved_model.pbtxt and the field", err)
+		}
+	})
 }

@@ -13,8 +13,15 @@
 // TensorFlow restores them: the MetaGraph's saver restore op is compiled and
 // run (RestoreV2 feeding Assign for TF1 VariableV2, AssignVariableOp for TF2
 // resource variables), with the checkpoint prefix fed as the filename.
-// assets/ is checked against the MetaGraph's assets (asset_file_def, or
-// TF1's saved_model_assets collection): a missing asset fails the load.
+// The init op (the __saved_model_init_op signature's output, else TF1's
+// saved_model_main_op or legacy_init_op collection) then runs. As
+// TensorFlow's loader does, the restore and init ops get every asset's path
+// fed to its tensor (asset_file_def, or TF1's saved_model_assets
+// collection): "assets/<filename>", relative to the model root since the
+// files are in memory; ReadFile, which only these load-time programs may
+// run, reads the model's files by that path. A declared asset whose file is
+// missing fails the load only if the init op reads it; an asset name that
+// is not a clean relative name fails it always.
 //
 // The serving_default signature is compiled once, at load, into a flat
 // schedule of kernels over numbered value slots: function calls

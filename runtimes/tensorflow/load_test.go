@@ -237,3 +237,99 @@ func TestSavedModelText(t *testing.T) {
 		}
 	})
 }
+
+// assetModel builds a model whose init op reads the asset path placeholder
+// "asset_path_initializer" (ReadFile) and then assigns 5 to the variable v
+// serving returns (restored as 1): serving answers 5 only if the init op ran
+// after the restore with the asset read. reads=false leaves the path unread.
+func assetModel(t *testing.T, reads bool) driver.Files {
+	t.Helper()
+	b := tfsave.NewBuilder()
+	x := b.Placeholder("serving_default_x", tensor.Float, []int64{-1})
+	v := b.Variable("v", tensor.New("", []int64{}, []float32{1}))
+	y := b.OpNamed("y", "AddV2", []string{x, v.Value}, nil) // x is fed 0
+	b.Signature("serving_default", map[string]string{"x": x}, map[string]string{"y": y})
+	path := b.OpNamed("asset_path_initializer", "Placeholder", nil, map[string]any{"dtype": dtString, "shape": tfsave.Shape{}})
+	five := tfsave.ConstOf(b, "five", []int64{}, float32(5))
+	var deps []string
+	if reads {
+		deps = append(deps, "^"+b.OpNamed("read_asset", "ReadFile", []string{path}, nil)[:len("read_asset")])
+	}
+	assign := b.OpNamed("assign_v", "AssignVariableOp", append([]string{v.Handle, five}, deps...), nil)
+	b.OpNamed("asset_init", "NoOp", []string{"^" + assign}, nil)
+	files, err := b.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return editGraph(t, files, func(mg *cpb.MetaGraphDef) {
+		mg.SignatureDef[initOpKey] = &cpb.SignatureDef{Outputs: map[string]*cpb.TensorInfo{initOpKey: {Encoding: &cpb.TensorInfo_Name{Name: "asset_init"}}}}
+		mg.AssetFileDef = []*cpb.AssetFileDef{{Filename: "vocab.txt", TensorInfo: &cpb.TensorInfo{Encoding: &cpb.TensorInfo_Name{Name: "asset_path_initializer:0"}}}}
+	})
+}
+
+func predictY(t *testing.T, files driver.Files) float32 {
+	t.Helper()
+	m := loadFiles(t, files, driver.Config{})
+	out, err := m.Predict(context.Background(), []tensor.Tensor{tensor.New("x", []int64{1}, []float32{0})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, _ := tensor.Data[float32](out[0])
+	return y[0]
+}
+
+// TestAssetsFedToInitOp: as TensorFlow's loader does, every asset's path
+// is fed to the init op; a missing asset fails the load only when the init
+// op reads it.
+func TestAssetsFedToInitOp(t *testing.T) {
+	reading := assetModel(t, true)
+	reading["assets/vocab.txt"] = []byte("alpha\nbeta\n")
+	t.Run("asset present", func(t *testing.T) {
+		if y := predictY(t, reading); y != 5 {
+			t.Errorf("y = %v, want 5 (the init op did not run after the restore)", y)
+		}
+	})
+	t.Run("asset in a folder, text format", func(t *testing.T) {
+		nested := driver.Files{}
+		for k, v := range toText(t, reading) {
+			nested["1/"+k] = v
+		}
+		if y := predictY(t, nested); y != 5 {
+			t.Errorf("y = %v, want 5", y)
+		}
+	})
+	t.Run("asset missing and read", func(t *testing.T) {
+		files := cloneFiles(reading)
+		delete(files, "assets/vocab.txt")
+		err := loadErr(t, files)
+		if !strings.Contains(err.Error(), "init op") || !strings.Contains(err.Error(), "ReadFile") || !strings.Contains(err.Error(), "assets/vocab.txt") {
+			t.Errorf("error %v: want the init op's ReadFile naming assets/vocab.txt", err)
+		}
+	})
+	t.Run("asset missing and unread", func(t *testing.T) {
+		if y := predictY(t, assetModel(t, false)); y != 5 {
+			t.Errorf("y = %v, want 5", y)
+		}
+	})
+	t.Run("asset not declared", func(t *testing.T) {
+		files := editGraph(t, reading, func(mg *cpb.MetaGraphDef) { mg.AssetFileDef = nil })
+		if err := loadErr(t, files); !strings.Contains(err.Error(), "asset_path_initializer is not fed") {
+			t.Errorf("error %v: want the unfed placeholder named", err)
+		}
+	})
+	t.Run("TF1 legacy_init_op", func(t *testing.T) {
+		files := editGraph(t, reading, func(mg *cpb.MetaGraphDef) {
+			delete(mg.SignatureDef, initOpKey)
+			mg.CollectionDef["legacy_init_op"] = &cpb.CollectionDef{Kind: &cpb.CollectionDef_NodeList_{NodeList: &cpb.CollectionDef_NodeList{Value: []string{"asset_init"}}}}
+		})
+		if y := predictY(t, files); y != 5 {
+			t.Errorf("y = %v, want 5 (legacy_init_op did not run)", y)
+		}
+	})
+	t.Run("asset outside the model", func(t *testing.T) {
+		files := editGraph(t, reading, func(mg *cpb.MetaGraphDef) { mg.AssetFileDef[0].Filename = "../secret" })
+		if err := loadErr(t, files); !errors.Is(err, ErrCorruptModel) || !strings.Contains(err.Error(), "../secret") {
+			t.Errorf("error %v: want ErrCorruptModel naming the asset", err)
+		}
+	})
+}

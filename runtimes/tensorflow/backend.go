@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 
+	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 
 	fpb "github.com/wamuir/graft/tensorflow/core/framework/function_go_proto"
@@ -56,17 +58,24 @@ func (b *Backend) Load(ctx context.Context, files driver.Files) (driver.Model, e
 	return m, nil
 }
 
-// modelRoot finds saved_model.pb (at the root or in one folder) and
-// returns the files relative to its folder.
+// SavedModel file names: TensorFlow reads saved_model.pb, or the text
+// format saved_model.pbtxt when there is no saved_model.pb.
+const (
+	savedModelPB    = "saved_model.pb"
+	savedModelPBTxt = "saved_model.pbtxt"
+)
+
+// modelRoot finds saved_model.pb or saved_model.pbtxt (at the root or in
+// one folder) and returns the files relative to its folder.
 func modelRoot(files driver.Files) (map[string][]byte, error) {
 	best := ""
 	for name := range files {
-		if path.Base(name) == "saved_model.pb" && (best == "" || len(name) < len(best)) {
+		if b := path.Base(name); (b == savedModelPB || b == savedModelPBTxt) && (best == "" || len(name) < len(best)) {
 			best = name
 		}
 	}
 	if best == "" {
-		return nil, fmt.Errorf("%w: no saved_model.pb among the model files", ErrCorruptModel)
+		return nil, fmt.Errorf("%w: no saved_model.pb (or saved_model.pbtxt) among the model files", ErrCorruptModel)
 	}
 	dir := path.Dir(best)
 	if dir == "." {
@@ -79,6 +88,15 @@ func modelRoot(files driver.Files) (map[string][]byte, error) {
 		}
 	}
 	return out, nil
+}
+
+// readSavedModel parses saved_model.pb, or saved_model.pbtxt when the
+// binary form is absent, as TensorFlow's loader does.
+func readSavedModel(files map[string][]byte) (*cpb.SavedModel, error) {
+	if data, ok := files[savedModelPB]; ok {
+		return parseSavedModel(data)
+	}
+	return parseSavedModelText(files[savedModelPBTxt])
 }
 
 func parseSavedModel(data []byte) (sm *cpb.SavedModel, err error) {
@@ -94,19 +112,52 @@ func parseSavedModel(data []byte) (sm *cpb.SavedModel, err error) {
 	return sm, nil
 }
 
-// serveGraph picks the MetaGraph tagged "serve" (or the only one).
-func serveGraph(sm *cpb.SavedModel) (*cpb.MetaGraphDef, error) {
-	for _, mg := range sm.MetaGraphs {
-		for _, t := range mg.GetMetaInfoDef().GetTags() {
-			if t == "serve" {
-				return mg, nil
-			}
+// parseSavedModelText parses the text format. Any fields (TF1 collections)
+// resolve against the graft protos this package links.
+func parseSavedModelText(data []byte) (sm *cpb.SavedModel, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			sm, err = nil, fmt.Errorf("%w: saved_model.pbtxt: %v", ErrCorruptModel, r)
 		}
+	}()
+	sm = &cpb.SavedModel{}
+	if err := prototext.Unmarshal(data, sm); err != nil {
+		return nil, fmt.Errorf("%w: saved_model.pbtxt: %v", ErrCorruptModel, err)
 	}
-	if len(sm.MetaGraphs) == 1 {
-		return sm.MetaGraphs[0], nil
+	return sm, nil
+}
+
+// serveTags is the MetaGraph tag set the runtime loads, as TensorFlow
+// Serving loads with tags={"serve"}. driver.Config has no tag setting, so
+// it is fixed.
+var serveTags = []string{"serve"}
+
+// serveGraph picks the MetaGraph whose tag set is exactly tags, as
+// TensorFlow's loader matches them (a set: order and repeats do not count).
+// A MetaGraph with other tags, or more tags, is not a match even when it is
+// the only one.
+func serveGraph(sm *cpb.SavedModel, tags []string) (*cpb.MetaGraphDef, error) {
+	want := tagSet(tags)
+	var present []string
+	for _, mg := range sm.MetaGraphs {
+		have := tagSet(mg.GetMetaInfoDef().GetTags())
+		if have == want {
+			return mg, nil
+		}
+		present = append(present, have)
 	}
-	return nil, fmt.Errorf("%w: saved_model.pb has %d MetaGraphs and none is tagged \"serve\"", ErrNoSignature, len(sm.MetaGraphs))
+	if len(present) == 0 {
+		return nil, fmt.Errorf("%w: the SavedModel holds no MetaGraph (want tag set %s)", ErrNoServeGraph, want)
+	}
+	return nil, fmt.Errorf("%w: no MetaGraph has the tag set %s; tag sets present: %s", ErrNoServeGraph, want, strings.Join(present, ", "))
+}
+
+// tagSet formats tags as a canonical set: "{serve,tpu}".
+func tagSet(tags []string) string {
+	s := append([]string(nil), tags...)
+	sort.Strings(s)
+	s = slices.Compact(s)
+	return "{" + strings.Join(s, ",") + "}"
 }
 
 func newGraphDef(mg *cpb.MetaGraphDef) (*graphDef, error) {
@@ -155,11 +206,11 @@ func load(files driver.Files, resetProb float64) (*model, error) {
 	if err != nil {
 		return nil, err
 	}
-	sm, err := parseSavedModel(files2["saved_model.pb"])
+	sm, err := readSavedModel(files2)
 	if err != nil {
 		return nil, err
 	}
-	mg, err := serveGraph(sm)
+	mg, err := serveGraph(sm, serveTags)
 	if err != nil {
 		return nil, err
 	}
@@ -168,10 +219,15 @@ func load(files driver.Files, resetProb float64) (*model, error) {
 		return nil, err
 	}
 	nodes := mg.GetGraphDef().GetNode()
-	if err := validateGraph(nodes, g.lib, mg.GetSaverDef().GetSaveTensorName()); err != nil {
+	assets, err := assetFeeds(mg)
+	if err != nil {
 		return nil, err
 	}
-	if err := checkAssets(mg, files2); err != nil {
+	initOp, err := initOpName(mg)
+	if err != nil {
+		return nil, err
+	}
+	if err := validateGraph(nodes, g.lib, runRoots(mg, initOp)); err != nil {
 		return nil, err
 	}
 	sigDef, ok := mg.SignatureDef[servingKey]
@@ -204,6 +260,8 @@ func load(files driver.Files, resetProb float64) (*model, error) {
 		}
 		c := newCompiler(g, vars, ck)
 		c.feedConst(sd.FilenameTensorName, &dense{dt: dtString, shape: []int64{}, s: []string{checkpointAt}})
+		c.files = files2
+		feedAssets(c, assets)
 		restoreOp, _, _ := splitTensorName(strings.TrimPrefix(sd.RestoreOpName, "^"))
 		if err := c.target(main, restoreOp); err != nil {
 			return nil, fmt.Errorf("saver restore op: %w", err)
@@ -213,18 +271,17 @@ func load(files driver.Files, resetProb float64) (*model, error) {
 			return nil, fmt.Errorf("restoring variables: %w", err)
 		}
 	}
-	// The init op (TF2's __saved_model_init_op) runs after the restore.
-	if initSig, ok := mg.SignatureDef[initOpKey]; ok {
-		for _, out := range initSig.Outputs {
-			name, _, _ := splitTensorName(out.GetName())
-			main, err := g.mainScope(nodes)
-			if err != nil {
-				return nil, err
-			}
-			if nd, ok := main.nodes[name]; ok && nd.Op == "NoOp" && len(nd.Input) == 0 {
-				continue
-			}
+	// The init op runs after the restore, with every asset's path fed.
+	if initOp != "" {
+		name, _, _ := splitTensorName(strings.TrimPrefix(initOp, "^"))
+		main, err := g.mainScope(nodes)
+		if err != nil {
+			return nil, err
+		}
+		if nd, ok := main.nodes[name]; !ok || nd.Op != "NoOp" || len(nd.Input) != 0 {
 			c := newCompiler(g, vars, ck)
+			c.files = files2
+			feedAssets(c, assets)
 			if err := c.target(main, name); err != nil {
 				return nil, fmt.Errorf("init op: %w", err)
 			}
@@ -243,6 +300,32 @@ func load(files driver.Files, resetProb float64) (*model, error) {
 		releaseUnreadVariables(m.serve, vars)
 	}
 	return m, nil
+}
+
+// feedAssets binds each asset tensor to its path, as TensorFlow's loader
+// feeds them to the restore and init ops.
+func feedAssets(c *compiler, assets map[string]string) {
+	for _, name := range sortedKeys(assets) {
+		c.feedConst(name, &dense{dt: dtString, shape: []int64{}, s: []string{assets[name]}})
+	}
+}
+
+// runRoots lists what the loader and serving run: the serving signature's
+// outputs, the saver's restore op and the init op. Only what they reach
+// can ever run.
+func runRoots(mg *cpb.MetaGraphDef, initOp string) []string {
+	var roots []string
+	sd := mg.SignatureDef[servingKey]
+	for _, k := range sortedKeys(sd.GetOutputs()) {
+		roots = append(roots, sd.Outputs[k].GetName())
+	}
+	if op := mg.GetSaverDef().GetRestoreOpName(); op != "" {
+		roots = append(roots, op)
+	}
+	if initOp != "" {
+		roots = append(roots, initOp)
+	}
+	return roots
 }
 
 // releaseUnreadVariables drops the value of every variable that no step of
@@ -267,28 +350,58 @@ func releaseUnreadVariables(p *program, vars *varStore) {
 	}
 }
 
-// checkAssets checks the MetaGraph's asset_file_def against the files under
-// assets/: every asset the graph names must have been sent, under a clean
-// relative name. TensorFlow would find a missing asset only when an op
-// opened it; here it fails the load, before the model is published. No
-// kernel of this runtime reads files, so the bytes are not kept.
-func checkAssets(mg *cpb.MetaGraphDef, files map[string][]byte) error {
+// assetFeeds maps each asset's tensor (asset_file_def's tensor_info name)
+// to the path TensorFlow's loader feeds it with: "assets/<filename>", here
+// relative to the model's root, since the model's files live in memory
+// (ReadFile resolves such paths against them). As in TensorFlow, an asset
+// whose file is missing fails only when an op reads it; a file name that is
+// not a clean relative name fails the load.
+func assetFeeds(mg *cpb.MetaGraphDef) (map[string]string, error) {
 	assets, err := assetFileDefs(mg)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	feeds := map[string]string{}
 	for _, a := range assets {
 		name := a.GetFilename()
 		if name == "" || path.IsAbs(name) || path.Clean(name) != name || strings.HasPrefix(name, "../") || name == ".." {
-			return fmt.Errorf("%w: asset_file_def names the asset %q (tensor %s): not a clean relative file name",
+			return nil, fmt.Errorf("%w: asset_file_def names the asset %q (tensor %s): not a clean relative file name",
 				ErrCorruptModel, name, a.GetTensorInfo().GetName())
 		}
-		if _, ok := files["assets/"+name]; !ok {
-			return fmt.Errorf("%w: asset %q (tensor %s) is missing: no assets/%s among the model files",
-				ErrCorruptModel, name, a.GetTensorInfo().GetName(), name)
+		tensorName := a.GetTensorInfo().GetName()
+		if tensorName == "" {
+			return nil, fmt.Errorf("%w: asset %q has no tensor name to feed its path to", ErrCorruptModel, name)
 		}
+		feeds[tensorName] = assetsDir + name
 	}
-	return nil
+	return feeds, nil
+}
+
+const assetsDir = "assets/"
+
+// initOpName finds the init op as TensorFlow's loader does: the output of
+// the __saved_model_init_op signature (TF2), else the single node of the
+// saved_model_main_op collection, else of legacy_init_op (TF1); "" if none.
+func initOpName(mg *cpb.MetaGraphDef) (string, error) {
+	if sig, ok := mg.SignatureDef[initOpKey]; ok {
+		out, ok := sig.GetOutputs()[initOpKey]
+		if !ok {
+			return "", fmt.Errorf("%w: signature %s has no output %s", ErrBadGraph, initOpKey, initOpKey)
+		}
+		return out.GetName(), nil
+	}
+	key := "legacy_init_op"
+	if _, ok := mg.GetCollectionDef()["saved_model_main_op"]; ok {
+		key = "saved_model_main_op"
+	}
+	col, ok := mg.GetCollectionDef()[key]
+	if !ok {
+		return "", nil
+	}
+	if n := len(col.GetNodeList().GetValue()); n != 1 {
+		return "", fmt.Errorf("%w: collection %s lists %d nodes, want exactly one init op", ErrBadGraph, key, n)
+	}
+	return col.GetNodeList().GetValue()[0], nil
 }
 
 // assetFileDefs returns the MetaGraph's assets as TensorFlow's loader finds

@@ -2,14 +2,26 @@
 // registered as "tensorflow". It needs no TensorFlow library and no cgo.
 //
 // Loading reads saved_model.pb with the protos of github.com/wamuir/graft
-// and the variables bundle (variables.index, a LevelDB table read with
-// goleveldb, and its data shards) from memory; every checkpoint tensor read
+// (or, when there is no saved_model.pb, the text-format saved_model.pbtxt,
+// parsed with protobuf's prototext; Any fields resolve against those protos),
+// picks the MetaGraph whose tag set is exactly {serve} (as TensorFlow
+// Serving loads with tags=["serve"]; a MetaGraph tagged {train} or
+// {serve,gpu} is no match even when it is the only one, and the error lists
+// the tag sets present), and reads the variables bundle (variables.index,
+// a LevelDB table read with goleveldb, and its data shards) from memory; every checkpoint tensor read
 // is checked against its masked CRC32C. Variables are restored the way
 // TensorFlow restores them: the MetaGraph's saver restore op is compiled and
 // run (RestoreV2 feeding Assign for TF1 VariableV2, AssignVariableOp for TF2
 // resource variables), with the checkpoint prefix fed as the filename.
-// assets/ is checked against the MetaGraph's assets (asset_file_def, or
-// TF1's saved_model_assets collection): a missing asset fails the load.
+// The init op (the __saved_model_init_op signature's output, else TF1's
+// saved_model_main_op or legacy_init_op collection) then runs. As
+// TensorFlow's loader does, the restore and init ops get every asset's path
+// fed to its tensor (asset_file_def, or TF1's saved_model_assets
+// collection): "assets/<filename>", relative to the model root since the
+// files are in memory; ReadFile, which only these load-time programs may
+// run, reads the model's files by that path. A declared asset whose file is
+// missing fails the load only if the init op reads it; an asset name that
+// is not a clean relative name fails it always.
 //
 // The serving_default signature is compiled once, at load, into a flat
 // schedule of kernels over numbered value slots: function calls
@@ -28,11 +40,15 @@
 // signature key ("x") as alias; outputs are ordered by signature key and
 // named by graph tensor name.
 //
-// The validator rejects graphs whose main graph or function library holds
-// ops that write files or summaries (B&A's denylist plus dataset, debugger
-// and V1 checkpoint writers, and PrintV2 to a file); SaveV2 and
-// MergeV2Checkpoints are allowed only on the saver's own save path, which
-// serving never runs.
+// The validator rejects graphs holding ops that write files or summaries
+// (B&A's denylist plus SaveV2, MergeV2Checkpoints, dataset, debugger and V1
+// checkpoint writers, and PrintV2 to a file) where they can run: in the
+// main-graph nodes that the serving signature's outputs, the saver's restore
+// op and the init op reach (data and control inputs), and in the whole body
+// of every library function those nodes call, transitively. Nodes nothing
+// the loader or serving runs depends on (the saver's own save path, a second
+// tf.train.Saver's SaveV2, an uncalled function) are not judged, as
+// TensorFlow never runs them.
 //
 // Models whose serving subgraph assigns variables are stateful: their calls
 // run one at a time, and with probability Config.ModelResetProbability a

@@ -15,8 +15,9 @@ var (
 	ErrCorruptCheckpoint = errors.New("corrupt checkpoint")
 	// ErrChecksum: a checkpoint tensor does not match its CRC32C.
 	ErrChecksum = errors.New("checkpoint checksum mismatch")
-	// ErrNoSignature: the model has no serve MetaGraph or no
-	// serving_default signature.
+	// ErrNoServeGraph: no MetaGraph has exactly the tag set {serve}.
+	ErrNoServeGraph = errors.New("no serve MetaGraph")
+	// ErrNoSignature: the serve MetaGraph has no serving_default signature.
 	ErrNoSignature = errors.New("no serving_default signature")
 	// ErrForbiddenOp: the graph holds an op that writes files or summaries.
 	ErrForbiddenOp = errors.New("forbidden op")

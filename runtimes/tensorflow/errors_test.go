@@ -64,6 +64,19 @@ func editGraph(t *testing.T, files driver.Files, edit func(mg *cpb.MetaGraphDef)
 	return files
 }
 
+// addServed adds nd to the main graph as a control input of the first
+// serving_default output's node, so that serving runs it.
+func addServed(mg *cpb.MetaGraphDef, nd *ndpb.NodeDef) {
+	mg.GraphDef.Node = append(mg.GraphDef.Node, nd)
+	sd := mg.SignatureDef["serving_default"]
+	out, _, _ := splitTensorName(sd.Outputs[sortedKeys(sd.Outputs)[0]].GetName())
+	for _, n := range mg.GraphDef.Node {
+		if n.Name == out {
+			n.Input = append(n.Input, "^"+nd.Name)
+		}
+	}
+}
+
 func TestLoadErrors(t *testing.T) {
 	good := readModelDir(t, pcvrDir)
 	cases := []struct {
@@ -144,24 +157,27 @@ func TestLoadErrors(t *testing.T) {
 		}, ErrUnsupportedOp, "MysteryActivation"},
 		{"WriteFile in the library", func() driver.Files {
 			return editGraph(t, good, func(mg *cpb.MetaGraphDef) {
-				fn := mg.GraphDef.Library.Function[0]
-				fn.NodeDef = append(fn.NodeDef, &ndpb.NodeDef{Name: "leak", Op: "WriteFile"})
+				for _, fn := range mg.GraphDef.Library.Function {
+					if strings.HasPrefix(fn.Signature.Name, "__inference_signature_wrapper") {
+						fn.NodeDef = append(fn.NodeDef, &ndpb.NodeDef{Name: "leak", Op: "WriteFile"})
+					}
+				}
 			})
 		}, ErrForbiddenOp, "WriteFile"},
 		{"summary writer in the main graph", func() driver.Files {
 			return editGraph(t, good, func(mg *cpb.MetaGraphDef) {
-				mg.GraphDef.Node = append(mg.GraphDef.Node, &ndpb.NodeDef{Name: "w", Op: "CreateSummaryFileWriter"})
+				addServed(mg, &ndpb.NodeDef{Name: "w", Op: "CreateSummaryFileWriter"})
 			})
 		}, ErrForbiddenOp, "CreateSummaryFileWriter"},
 		{"PrintV2 to a file", func() driver.Files {
 			return editGraph(t, good, func(mg *cpb.MetaGraphDef) {
-				mg.GraphDef.Node = append(mg.GraphDef.Node, &ndpb.NodeDef{Name: "p", Op: "PrintV2",
+				addServed(mg, &ndpb.NodeDef{Name: "p", Op: "PrintV2",
 					Attr: map[string]*apb.AttrValue{"output_stream": {Value: &apb.AttrValue_S{S: []byte("file:///tmp/leak")}}}})
 			})
 		}, ErrForbiddenOp, "PrintV2"},
-		{"SaveV2 outside the save path", func() driver.Files {
+		{"SaveV2 serving runs", func() driver.Files {
 			return editGraph(t, good, func(mg *cpb.MetaGraphDef) {
-				mg.GraphDef.Node = append(mg.GraphDef.Node, &ndpb.NodeDef{Name: "exfil", Op: "SaveV2"})
+				addServed(mg, &ndpb.NodeDef{Name: "exfil", Op: "SaveV2"})
 			})
 		}, ErrForbiddenOp, "SaveV2"},
 		{"function calls itself", func() driver.Files {

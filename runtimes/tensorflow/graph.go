@@ -76,6 +76,10 @@ type compiler struct {
 	refVar map[int]*variable
 	// defaults of fed PlaceholderWithDefault nodes, by feed slot.
 	nsteps int
+	// files are the model's files, by path relative to its root, for
+	// ReadFile (the loader feeds asset paths as "assets/<name>"); nil when
+	// the program may read none (serving).
+	files map[string][]byte
 }
 
 func newCompiler(g *graphDef, vars *varStore, ck *checkpoint) *compiler {
@@ -381,6 +385,8 @@ func (c *compiler) build(sc *scope, nd *ndpb.NodeDef, ins []int) ([]int, error) 
 		return c.resourceOp(nd, a, ins)
 	case "RestoreV2":
 		return c.restoreV2(nd, a, ins)
+	case "ReadFile":
+		return c.readFile(nd, ins)
 	}
 	if fn, ok := c.lib[nd.Op]; ok {
 		return c.call(sc, nd, fn.Signature.GetName(), ins)
@@ -532,4 +538,33 @@ func (c *compiler) call(sc *scope, nd *ndpb.NodeDef, fname string, ins []int) ([
 		}
 	}
 	return outs, nil
+}
+
+// readFile reads a file of the model (an asset, by the path the loader
+// fed) when the step runs: as in TensorFlow, a missing file fails only the
+// run that reads it. Only the loader's restore and init programs may read
+// files; serving reads none.
+func (c *compiler) readFile(nd *ndpb.NodeDef, ins []int) ([]int, error) {
+	if len(ins) != 1 {
+		return nil, fmt.Errorf("takes 1 input, has %d", len(ins))
+	}
+	if c.files == nil {
+		return nil, fmt.Errorf("%w \"ReadFile\": serving may not read files; only the init op may read the model's assets", ErrUnsupportedOp)
+	}
+	files := c.files
+	in := ins[0]
+	out := newSlot(c.prog, dtString, nil)
+	c.emit(nd, ins, []int{out}, func(vals []*dense) error {
+		t := vals[in]
+		if t.dt != dtString || len(t.s) != 1 {
+			return fmt.Errorf("filename is %s, want a string scalar", t)
+		}
+		data, ok := files[t.s[0]]
+		if !ok {
+			return fmt.Errorf("%s: file not found among the model's files", t.s[0])
+		}
+		vals[out] = &dense{dt: dtString, shape: []int64{}, s: []string{string(data)}}
+		return nil
+	}, false)
+	return []int{out}, nil
 }

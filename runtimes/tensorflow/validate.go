@@ -44,20 +44,23 @@ var deniedOps = map[string]bool{
 }
 
 // saverOps write the checkpoint. Every SavedModel holds them on its
-// saver's save path (SaverDef.save_tensor_name), which serving never runs;
-// anywhere else they are rejected.
+// saver's save path (SaverDef.save_tensor_name), which serving never runs:
+// like every op, they are judged only where the loader or serving can run
+// them.
 var saverOps = map[string]bool{"SaveV2": true, "MergeV2Checkpoints": true}
 
-// validateGraph rejects graphs (main graph and function library) holding
-// ops that write files or summaries: B&A's rule, stricter in that it also
-// covers the ops listed above and PrintV2 to a file.
-func validateGraph(nodes []*ndpb.NodeDef, lib map[string]*fpb.FunctionDef, saveTensor string) error {
-	savePath := saverPath(nodes, lib, saveTensor)
-	check := func(where string, nd *ndpb.NodeDef, onSavePath bool) error {
+// validateGraph rejects graphs holding, where they can run, ops that write
+// files or summaries: B&A's rule, stricter in that it also covers the ops
+// listed above and PrintV2 to a file. What can run is what the roots (the
+// serving signature's outputs, the restore and init ops) reach: nodes
+// unreachable from them, such as a second tf.train.Saver's SaveV2, never
+// run and are not judged, as they are not compiled.
+func validateGraph(nodes []*ndpb.NodeDef, lib map[string]*fpb.FunctionDef, roots []string) error {
+	r := reachable(nodes, lib, roots)
+	check := func(where string, nd *ndpb.NodeDef) error {
 		op := nd.Op
 		switch {
-		case deniedOps[op]:
-		case saverOps[op] && !onSavePath:
+		case deniedOps[op], saverOps[op]:
 		case op == "PrintV2" && strings.HasPrefix(attrs(nd.Attr).s("output_stream"), "file://"):
 		default:
 			return nil
@@ -65,18 +68,23 @@ func validateGraph(nodes []*ndpb.NodeDef, lib map[string]*fpb.FunctionDef, saveT
 		return &OpError{Op: op, Node: where, Err: fmt.Errorf("%w: the graph writes files or summaries, which inference models may not do", ErrForbiddenOp)}
 	}
 	for _, nd := range nodes {
-		if err := check(nd.Name, nd, savePath.nodes[nd.Name]); err != nil {
+		if !r.nodes[nd.Name] {
+			continue
+		}
+		if err := check(nd.Name, nd); err != nil {
 			return err
 		}
 	}
-	names := make([]string, 0, len(lib))
-	for n := range lib {
+	names := make([]string, 0, len(r.funcs))
+	for n := range r.funcs {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, name := range names {
+		// A called function is judged whole: TensorFlow runs its
+		// stateful nodes whether or not its outputs need them.
 		for _, nd := range lib[name].NodeDef {
-			if err := check(name+"/"+nd.Name, nd, savePath.funcs[name]); err != nil {
+			if err := check(name+"/"+nd.Name, nd); err != nil {
 				return err
 			}
 		}
@@ -89,20 +97,20 @@ type reach struct {
 	funcs map[string]bool
 }
 
-// saverPath finds the main-graph nodes the save tensor depends on and the
-// functions they call, minus functions that other main-graph nodes call
-// too (so a function shared with serving gets no exemption).
-func saverPath(nodes []*ndpb.NodeDef, lib map[string]*fpb.FunctionDef, saveTensor string) reach {
+// reachable finds the main-graph nodes the roots (tensor or node names,
+// "^" control prefixes allowed) depend on through data and control inputs,
+// and the library functions those nodes call, transitively.
+func reachable(nodes []*ndpb.NodeDef, lib map[string]*fpb.FunctionDef, roots []string) reach {
 	r := reach{nodes: map[string]bool{}, funcs: map[string]bool{}}
-	if saveTensor == "" {
-		return r
-	}
 	byName := make(map[string]*ndpb.NodeDef, len(nodes))
 	for _, n := range nodes {
 		byName[n.Name] = n
 	}
-	start, _, _ := splitTensorName(saveTensor)
-	stack := []string{start}
+	var stack []string
+	for _, root := range roots {
+		n, _, _ := splitTensorName(strings.TrimPrefix(root, "^"))
+		stack = append(stack, n)
+	}
 	for len(stack) > 0 {
 		name := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
@@ -114,23 +122,10 @@ func saverPath(nodes []*ndpb.NodeDef, lib map[string]*fpb.FunctionDef, saveTenso
 			continue
 		}
 		r.nodes[name] = true
+		calledFuncs(nd, lib, r.funcs)
 		for _, in := range nd.Input {
 			n, _, _ := splitTensorName(strings.TrimPrefix(in, "^"))
 			stack = append(stack, n)
-		}
-	}
-	saveFuncs := map[string]bool{}
-	otherFuncs := map[string]bool{}
-	for _, nd := range nodes {
-		dst := otherFuncs
-		if r.nodes[nd.Name] {
-			dst = saveFuncs
-		}
-		calledFuncs(nd, lib, dst)
-	}
-	for f := range saveFuncs {
-		if !otherFuncs[f] {
-			r.funcs[f] = true
 		}
 	}
 	return r

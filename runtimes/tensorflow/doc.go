@@ -24,6 +24,12 @@
 // TensorFlow's CPU kernels: MatMul accumulates in float32 in index order,
 // Sigmoid is Eigen's exp(min(x, 16.6355...)) / (1 + exp(...)).
 //
+// Shapes follow TensorFlow exactly: binary ops broadcast by NumPy's rule
+// (a scalar or [1] operand takes the other's shape only when its rank is not
+// larger, so a [1,1] batch stays [1,1]), reductions drop or (keep_dims)
+// keep each reduced dimension as 1, and Squeeze drops every size-1
+// dimension or only squeeze_dims, refusing a listed dimension not of size 1.
+//
 // Inputs are named by graph tensor name ("serving_default_x:0") with the
 // signature key ("x") as alias; outputs are ordered by signature key and
 // named by graph tensor name.

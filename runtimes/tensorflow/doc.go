@@ -30,6 +30,13 @@
 // keep each reduced dimension as 1, and Squeeze drops every size-1
 // dimension or only squeeze_dims, refusing a listed dimension not of size 1.
 //
+// Constants are decoded by TensorFlow's TensorProto rules: tensor_content
+// when present, otherwise the dtype's typed field (int_val for INT8/16/32
+// and UINT8/16, half_val holding the bits of HALF and BFLOAT16, uint32_val,
+// uint64_val, ...), an empty field meaning zeros and a short one repeating
+// its last value. HALF, BFLOAT16 and UINT16/32/64 values are held but not
+// computed in: Cast widens them (exactly, for HALF and BFLOAT16).
+//
 // Inputs are named by graph tensor name ("serving_default_x:0") with the
 // signature key ("x") as alias; outputs are ordered by signature key and
 // named by graph tensor name.

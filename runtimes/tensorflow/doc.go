@@ -17,8 +17,9 @@
 // signature's outputs need (data and control inputs) are compiled, so
 // signatures with string ops or ops without a kernel do not stop a model
 // from loading, and subgraphs over constants (including variables serving
-// never assigns) are folded. An op the needed subgraph uses and the runtime
-// lacks is a load error naming it. Each call takes a per-call state from a
+// never assigns) are folded. Ops the needed subgraph uses and the runtime
+// lacks make one load error listing all of them (sorted, each with its node
+// count and first node names): compiling goes on past a missing op. Each call takes a per-call state from a
 // sync.Pool whose tensors keep their buffers between calls, so a call
 // allocates little more than its outputs. Float32 kernels follow
 // TensorFlow's CPU kernels: MatMul accumulates in float32 in index order,

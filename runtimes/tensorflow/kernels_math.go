@@ -822,7 +822,8 @@ func reduceK[T elem](dt dtype, op string, in, ax, out int, keep bool) kernel {
 		}
 		if op == "Mean" && len(dst) > 0 {
 			cnt := len(src) / len(dst)
-			if cnt > 0 {
+			// Floats average nothing to NaN (0/0), as TensorFlow does.
+			if cnt > 0 || isFloat(dt) {
 				for i := range dst {
 					dst[i] /= T(cnt)
 				}

@@ -3,6 +3,7 @@ package tensorflow
 import (
 	"context"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"testing"
@@ -163,4 +164,18 @@ func TestReduceAndSqueezeShapes(t *testing.T) {
 		},
 	}
 	runCase(t, tfsave.Options{}, gc)
+}
+
+// TestMeanOfNothing: TensorFlow's float Mean over a zero-size dimension is
+// NaN (0/0), with the reduced shape.
+func TestMeanOfNothing(t *testing.T) {
+	in := &dense{dt: dtFloat, shape: []int64{0, 2}, f32: []float32{}}
+	ax := &dense{dt: dtInt32, shape: []int64{1}, i32: []int32{0}}
+	v := []*dense{in, ax, {}}
+	if err := reduceK[float32](dtFloat, "Mean", 0, 1, 2, false)(v); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(v[2].shape, []int64{2}) || len(v[2].f32) != 2 || !math.IsNaN(float64(v[2].f32[0])) || !math.IsNaN(float64(v[2].f32[1])) {
+		t.Errorf("Mean over [0,2] axis 0 = %v %v, want [2] [NaN NaN]", v[2].shape, v[2].f32)
+	}
 }

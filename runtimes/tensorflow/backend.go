@@ -465,10 +465,16 @@ func (m *model) compileServing(g *graphDef, nodes []*ndpb.NodeDef, sd *cpb.Signa
 			return fmt.Errorf("%w: serving_default output %q has dtype %s, which cannot be returned", ErrBadGraph, key, dtypeName(ti.Dtype))
 		}
 		if err := c.fetch(main, ti.GetName()); err != nil {
+			if isMissingOp(err) {
+				continue // reported below with every other missing op
+			}
 			return fmt.Errorf("serving_default output %q (%s): %w", key, ti.GetName(), err)
 		}
 		m.outNames = append(m.outNames, ti.GetName())
 		m.sig.Outputs = append(m.sig.Outputs, driver.TensorSpec{Name: ti.GetName(), Aliases: []string{key}, DType: fromDType(ti.Dtype), Shape: specShape(ti.TensorShape)})
+	}
+	if err := c.missing.err(); err != nil {
+		return err
 	}
 	if err := c.prog.finish(); err != nil {
 		return err

@@ -29,12 +29,26 @@
 // signature's outputs need (data and control inputs) are compiled, so
 // signatures with string ops or ops without a kernel do not stop a model
 // from loading, and subgraphs over constants (including variables serving
-// never assigns) are folded. An op the needed subgraph uses and the runtime
-// lacks is a load error naming it. Each call takes a per-call state from a
+// never assigns) are folded. Ops the needed subgraph uses and the runtime
+// lacks make one load error listing all of them (sorted, each with its node
+// count and first node names): compiling goes on past a missing op. Each call takes a per-call state from a
 // sync.Pool whose tensors keep their buffers between calls, so a call
 // allocates little more than its outputs. Float32 kernels follow
 // TensorFlow's CPU kernels: MatMul accumulates in float32 in index order,
 // Sigmoid is Eigen's exp(min(x, 16.6355...)) / (1 + exp(...)).
+//
+// Shapes follow TensorFlow exactly: binary ops broadcast by NumPy's rule
+// (a scalar or [1] operand takes the other's shape only when its rank is not
+// larger, so a [1,1] batch stays [1,1]), reductions drop or (keep_dims)
+// keep each reduced dimension as 1, and Squeeze drops every size-1
+// dimension or only squeeze_dims, refusing a listed dimension not of size 1.
+//
+// Constants are decoded by TensorFlow's TensorProto rules: tensor_content
+// when present, otherwise the dtype's typed field (int_val for INT8/16/32
+// and UINT8/16, half_val holding the bits of HALF and BFLOAT16, uint32_val,
+// uint64_val, ...), an empty field meaning zeros and a short one repeating
+// its last value. HALF, BFLOAT16 and UINT16/32/64 values are held but not
+// computed in: Cast widens them (exactly, for HALF and BFLOAT16).
 //
 // Inputs are named by graph tensor name ("serving_default_x:0") with the
 // signature key ("x") as alias; outputs are ordered by signature key and

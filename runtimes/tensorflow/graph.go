@@ -1,6 +1,8 @@
 package tensorflow
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -74,6 +76,8 @@ type compiler struct {
 	// refVar maps the output slot of a VariableV2 step to its variable (the
 	// ref that Assign takes).
 	refVar map[int]*variable
+	// missing gathers every op without a kernel the fetches need.
+	missing missingOps
 	// defaults of fed PlaceholderWithDefault nodes, by feed slot.
 	nsteps int
 	// files are the model's files, by path relative to its root, for
@@ -83,7 +87,8 @@ type compiler struct {
 }
 
 func newCompiler(g *graphDef, vars *varStore, ck *checkpoint) *compiler {
-	return &compiler{lib: g.lib, ops: g.ops, vars: vars, ck: ck, feeds: map[string]int{}, prog: &program{}, refVar: map[int]*variable{}}
+	return &compiler{lib: g.lib, ops: g.ops, vars: vars, ck: ck, feeds: map[string]int{}, prog: &program{}, refVar: map[int]*variable{},
+		missing: missingOps{failed: map[failedKey]error{}}}
 }
 
 // graphDef is the parsed MetaGraph: main graph nodes, function library and
@@ -268,29 +273,46 @@ func (c *compiler) node(sc *scope, name string) ([]int, error) {
 	sc.visiting[name] = true
 	defer delete(sc.visiting, name)
 
+	if err, ok := c.missing.failed[failedKey{sc, name}]; ok {
+		return nil, err
+	}
 	// PlaceholderWithDefault that is not fed is its default.
 	var ins []int
+	var inErr error
 	for _, in := range nd.Input {
+		var s int
+		var err error
 		if strings.HasPrefix(in, "^") {
-			if _, err := c.node(sc, in[1:]); err != nil {
+			_, err = c.node(sc, in[1:])
+		} else {
+			s, err = c.ref(sc, in)
+		}
+		if err != nil {
+			if !errors.Is(err, ErrUnsupportedOp) {
 				return nil, err
 			}
+			// Go on with the other inputs: the load error lists every
+			// missing op at once.
+			inErr = cmp.Or(inErr, err)
 			continue
 		}
-		s, err := c.ref(sc, in)
-		if err != nil {
-			return nil, err
-		}
 		ins = append(ins, s)
+	}
+	if inErr != nil {
+		c.missing.failed[failedKey{sc, name}] = inErr
+		return nil, inErr
 	}
 	c.cur = sc
 	outs, err := c.build(sc, nd, ins)
 	if err != nil {
 		var oe *OpError
-		if isOpError(err, &oe) {
-			return nil, err
+		if !isOpError(err, &oe) {
+			err = &OpError{Op: nd.Op, Node: sc.where(nd.Name), Err: err}
 		}
-		return nil, &OpError{Op: nd.Op, Node: sc.where(nd.Name), Err: err}
+		if c.missing.record(nd.Op, sc.where(nd.Name), err) {
+			c.missing.failed[failedKey{sc, name}] = err
+		}
+		return nil, err
 	}
 	sc.done[name] = outs
 	return outs, nil
@@ -518,6 +540,7 @@ func (c *compiler) call(sc *scope, nd *ndpb.NodeDef, fname string, ins []int) ([
 		inner.args[arg.Name] = ins[i]
 	}
 	outs := make([]int, 0, len(sig.GetOutputArg()))
+	var outErr error
 	for _, arg := range sig.GetOutputArg() {
 		r, ok := fn.Ret[arg.Name]
 		if !ok {
@@ -525,9 +548,16 @@ func (c *compiler) call(sc *scope, nd *ndpb.NodeDef, fname string, ins []int) ([
 		}
 		s, err := c.ref(inner, r)
 		if err != nil {
-			return nil, err
+			if !errors.Is(err, ErrUnsupportedOp) {
+				return nil, err
+			}
+			outErr = cmp.Or(outErr, err) // the other outputs may lack ops too
+			continue
 		}
 		outs = append(outs, s)
+	}
+	if outErr != nil {
+		return nil, outErr
 	}
 	// Stateful nodes the function must run even when no output needs them.
 	for _, arg := range sig.GetControlOutput() {

@@ -156,6 +156,51 @@ func boolTo[D elem](to dtype, in, out int) kernel {
 	}
 }
 
+// castSlice converts the unsigned dtypes kernels do not compute in.
+func castSlice[S uint16 | uint32 | uint64, D elem](to dtype, in, out int, src func(*dense) []S) kernel {
+	return func(v []*dense) error {
+		o := alloc[D](v[out], to, v[in].shape)
+		for i, x := range src(v[in]) {
+			o[i] = D(x)
+		}
+		return nil
+	}
+}
+
+func castUnsigned[S uint16 | uint32 | uint64](to dtype, in, out int, src func(*dense) []S) kernel {
+	k, _ := pick(to, castSlice[S, float32](to, in, out, src), castSlice[S, float64](to, in, out, src), castSlice[S, int32](to, in, out, src),
+		castSlice[S, int64](to, in, out, src), castSlice[S, int16](to, in, out, src), castSlice[S, int8](to, in, out, src), castSlice[S, uint8](to, in, out, src))
+	return k
+}
+
+// castHalf widens HALF or BFLOAT16 (as mixed-precision exports store
+// constants) to FLOAT or DOUBLE, exactly.
+func castHalf(from, to dtype, in, out int) kernel {
+	widen := halfToFloat32
+	if from == dtBfloat16 {
+		widen = bfloat16ToFloat32
+	}
+	switch to {
+	case dtFloat:
+		return func(v []*dense) error {
+			o := alloc[float32](v[out], to, v[in].shape)
+			for i, h := range v[in].u16 {
+				o[i] = widen(h)
+			}
+			return nil
+		}
+	case dtDouble:
+		return func(v []*dense) error {
+			o := alloc[float64](v[out], to, v[in].shape)
+			for i, h := range v[in].u16 {
+				o[i] = float64(widen(h))
+			}
+			return nil
+		}
+	}
+	return nil
+}
+
 func buildCast(n *nodeCtx) (kernel, error) {
 	if err := n.wantInputs(1); err != nil {
 		return nil, err
@@ -185,6 +230,14 @@ func buildCast(n *nodeCtx) (kernel, error) {
 		k = castFrom[int8](to, in, out)
 	case dtUint8:
 		k = castFrom[uint8](to, in, out)
+	case dtUint16:
+		k = castUnsigned(to, in, out, func(t *dense) []uint16 { return t.u16 })
+	case dtUint32:
+		k = castUnsigned(to, in, out, func(t *dense) []uint32 { return t.u32 })
+	case dtUint64:
+		k = castUnsigned(to, in, out, func(t *dense) []uint64 { return t.u64 })
+	case dtHalf, dtBfloat16:
+		k = castHalf(from, to, in, out)
 	case dtBool:
 		k, _ = pick(to, boolTo[float32](to, in, out), boolTo[float64](to, in, out), boolTo[int32](to, in, out), boolTo[int64](to, in, out), boolTo[int16](to, in, out), boolTo[int8](to, in, out), boolTo[uint8](to, in, out))
 	}

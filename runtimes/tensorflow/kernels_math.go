@@ -226,11 +226,14 @@ func binaryKernel[T, R elem](outDT dtype, a, b, out int, row func(o []R, x, y []
 			row(alloc[R](o, outDT, ta.shape), x, y, 1, 1)
 			return nil
 		}
-		if len(y) == 1 {
+		// A one-element operand broadcasts to the other's shape only when
+		// its rank is not larger: a scalar plus a [1,1] batch is [1,1],
+		// not [] (a one-row batch once came back as a scalar).
+		if len(y) == 1 && len(tb.shape) <= len(ta.shape) {
 			row(alloc[R](o, outDT, ta.shape), x, y, 1, 0)
 			return nil
 		}
-		if len(x) == 1 {
+		if len(x) == 1 && len(ta.shape) <= len(tb.shape) {
 			row(alloc[R](o, outDT, tb.shape), x, y, 0, 1)
 			return nil
 		}
@@ -819,7 +822,8 @@ func reduceK[T elem](dt dtype, op string, in, ax, out int, keep bool) kernel {
 		}
 		if op == "Mean" && len(dst) > 0 {
 			cnt := len(src) / len(dst)
-			if cnt > 0 {
+			// Floats average nothing to NaN (0/0), as TensorFlow does.
+			if cnt > 0 || isFloat(dt) {
 				for i := range dst {
 					dst[i] /= T(cnt)
 				}

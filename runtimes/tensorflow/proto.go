@@ -1,12 +1,9 @@
 package tensorflow
 
 import (
-	"encoding/binary"
 	"fmt"
-	"math"
 
 	apb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
-	tenpb "github.com/wamuir/graft/tensorflow/core/framework/tensor_go_proto"
 	shpb "github.com/wamuir/graft/tensorflow/core/framework/tensor_shape_go_proto"
 )
 
@@ -55,79 +52,6 @@ func specShape(p *shpb.TensorShapeProto) []int64 {
 		}
 	}
 	return s
-}
-
-// decodeTensorProto decodes a constant.
-func decodeTensorProto(p *tenpb.TensorProto) (*dense, error) {
-	shape, err := shapeOf(p.TensorShape)
-	if err != nil {
-		return nil, err
-	}
-	n := numElems(shape)
-	t := &dense{dt: p.Dtype, shape: shape}
-	if p.Dtype == dtString {
-		if len(p.StringVal) != n && !(len(p.StringVal) == 1) {
-			return nil, fmt.Errorf("string constant has %d values for %d elements", len(p.StringVal), n)
-		}
-		t.s = make([]string, n)
-		for i := range t.s {
-			t.s[i] = string(p.StringVal[min(i, len(p.StringVal)-1)])
-		}
-		return t, nil
-	}
-	size := elemSize(p.Dtype)
-	if size == 0 {
-		return nil, fmt.Errorf("constants of dtype %s are not supported", dtypeName(p.Dtype))
-	}
-	if len(p.TensorContent) > 0 || n == 0 {
-		if len(p.TensorContent) != n*size {
-			return nil, fmt.Errorf("tensor_content has %d bytes, shape %v needs %d", len(p.TensorContent), shape, n*size)
-		}
-		return t, decodeRaw(t, p.TensorContent)
-	}
-	// Typed value fields; TensorFlow repeats the last value to fill.
-	var m int
-	switch p.Dtype {
-	case dtFloat:
-		m = len(p.FloatVal)
-	case dtDouble:
-		m = len(p.DoubleVal)
-	case dtInt32, dtInt16, dtInt8, dtUint8:
-		m = len(p.IntVal)
-	case dtInt64:
-		m = len(p.Int64Val)
-	case dtBool:
-		m = len(p.BoolVal)
-	}
-	if m == 0 || m > n {
-		return nil, fmt.Errorf("constant has %d values for %d elements", m, n)
-	}
-	if m < n && n > maxSplatElements {
-		return nil, fmt.Errorf("constant of %d elements repeats %d values; at most %d elements may be filled that way", n, m, maxSplatElements)
-	}
-	buf := make([]byte, n*size)
-	for i := range n {
-		j := min(i, m-1)
-		switch p.Dtype {
-		case dtFloat:
-			binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(p.FloatVal[j]))
-		case dtDouble:
-			binary.LittleEndian.PutUint64(buf[8*i:], math.Float64bits(p.DoubleVal[j]))
-		case dtInt32:
-			binary.LittleEndian.PutUint32(buf[4*i:], uint32(p.IntVal[j]))
-		case dtInt16:
-			binary.LittleEndian.PutUint16(buf[2*i:], uint16(p.IntVal[j]))
-		case dtInt8, dtUint8:
-			buf[i] = byte(p.IntVal[j])
-		case dtInt64:
-			binary.LittleEndian.PutUint64(buf[8*i:], uint64(p.Int64Val[j]))
-		case dtBool:
-			if p.BoolVal[j] {
-				buf[i] = 1
-			}
-		}
-	}
-	return t, decodeRaw(t, buf)
 }
 
 // attrs wraps a node's attributes with typed getters.

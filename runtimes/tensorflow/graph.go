@@ -282,7 +282,8 @@ func (c *compiler) node(sc *scope, name string) ([]int, error) {
 	for _, in := range nd.Input {
 		var s int
 		var err error
-		if strings.HasPrefix(in, "^") {
+		control := strings.HasPrefix(in, "^") // an order dependency, not an input
+		if control {
 			_, err = c.node(sc, in[1:])
 		} else {
 			s, err = c.ref(sc, in)
@@ -296,7 +297,9 @@ func (c *compiler) node(sc *scope, name string) ([]int, error) {
 			inErr = cmp.Or(inErr, err)
 			continue
 		}
-		ins = append(ins, s)
+		if !control {
+			ins = append(ins, s)
+		}
 	}
 	if inErr != nil {
 		c.missing.failed[failedKey{sc, name}] = inErr

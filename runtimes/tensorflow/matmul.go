@@ -249,7 +249,7 @@ func transpose2[T elem](dst, src []T, rows, cols int) []T {
 	return dst
 }
 
-func matmulK[T elem](dt dtype, a, b, out int, ta, tb bool) kernel {
+func matmulK[T elem](dt dtype, par *intraop, a, b, out int, ta, tb bool) kernel {
 	return func(v []*dense) error {
 		x, y, o := v[a], v[b], v[out]
 		if len(x.shape) != 2 || len(y.shape) != 2 {
@@ -271,10 +271,10 @@ func matmulK[T elem](dt dtype, a, b, out int, ta, tb bool) kernel {
 		if d32, ok := any(dst).([]float32); ok && !ta && !tb {
 			switch {
 			case n == 1:
-				matvec32(d32, data[float32](x), data[float32](y), m, k)
+				matvec32Par(par, d32, data[float32](x), data[float32](y), m, k)
 			default:
 				o.tmp32 = packB(o.tmp32, data[float32](y), k, n)
-				matmul32(d32, data[float32](x), o.tmp32, m, k, n, nil)
+				matmul32Par(par, d32, data[float32](x), o.tmp32, m, k, n, nil)
 			}
 			return nil
 		}
@@ -298,8 +298,9 @@ func buildMatMul(n *nodeCtx) (kernel, error) {
 		// the fusion pass.
 		n.fuse = &fusable{kind: fuseMatMul, a: a, b: b, tb: tb}
 	}
-	return pick(dt, matmulK[float32](dt, a, b, out, ta, tb), matmulK[float64](dt, a, b, out, ta, tb), matmulK[int32](dt, a, b, out, ta, tb),
-		matmulK[int64](dt, a, b, out, ta, tb), nil, nil, nil)
+	par := n.c.prog.intraop()
+	return pick(dt, matmulK[float32](dt, par, a, b, out, ta, tb), matmulK[float64](dt, par, a, b, out, ta, tb), matmulK[int32](dt, par, a, b, out, ta, tb),
+		matmulK[int64](dt, par, a, b, out, ta, tb), nil, nil, nil)
 }
 
 func batchMatmulK[T elem](dt dtype, a, b, out int, ta, tb bool) kernel {
@@ -385,7 +386,7 @@ type fusable struct {
 // fusedMatMul is MatMul followed by BiasAdd and/or Relu in one pass: the
 // same float32 operations in the same order, without writing and reading
 // the intermediate tensors.
-func fusedMatMul(f *fusable, e *epilogue, out int) kernel {
+func fusedMatMul(par *intraop, f *fusable, e *epilogue, out int) kernel {
 	return func(v []*dense) error {
 		x, o := v[f.a], v[out]
 		if x.dt != dtFloat || len(x.shape) != 2 || int(x.shape[1]) != f.k {
@@ -395,13 +396,13 @@ func fusedMatMul(f *fusable, e *epilogue, out int) kernel {
 		o.scratch = append(o.scratch[:0], int64(m), int64(f.n))
 		dst := alloc[float32](o, dtFloat, o.scratch)
 		if f.n == 1 {
-			matvec32(dst, x.f32, f.weights, m, f.k)
+			matvec32Par(par, dst, x.f32, f.weights, m, f.k)
 			for r := range m {
 				e.apply(dst[r : r+1])
 			}
 			return nil
 		}
-		matmul32(dst, x.f32, f.packed, m, f.k, f.n, e)
+		matmul32Par(par, dst, x.f32, f.packed, m, f.k, f.n, e)
 		return nil
 	}
 }
@@ -480,7 +481,7 @@ func (p *program) fuse() {
 				}
 			}
 		}
-		st.run = fusedMatMul(&f, e, out)
+		st.run = fusedMatMul(p.intraop(), &f, e, out)
 		st.ins = []int{f.a}
 		st.outs = []int{out}
 		if e.bias != nil {

@@ -134,8 +134,8 @@ func matmul32(o, a, pb []float32, m, k, n int, e *epilogue) {
 	}
 }
 
-// matmul32SSE runs the SSE kernel on blocks of four rows and returns the
-// number of rows done. Slices are checked here: the assembly trusts them.
+// matmul32SSE runs the SSE (or, for 16 columns at a time, AVX) kernels on
+// blocks of four rows and returns the number of rows done. Slices are checked here: the assembly trusts them.
 func matmul32SSE(o, a, pb []float32, m, k, n int, e *epilogue) int {
 	np := (n + 3) / 4
 	_ = a[:m*k]
@@ -159,6 +159,13 @@ func matmul32SSE(o, a, pb []float32, m, k, n int, e *epilogue) int {
 			var bias *float32
 			if biasPad != nil {
 				bias = &biasPad[j]
+			}
+			if useGemm4x16 && j+16 <= n {
+				_ = o[(i+3)*n+j+15]
+				_ = pb[(p+4)*k*4-1]
+				gemm4x16(&o[i*n+j], n, &a[i*k], k, &pb[p*k*4], k, bias, relu)
+				p += 3
+				continue
 			}
 			if j+8 <= n {
 				_ = o[(i+3)*n+j+7]

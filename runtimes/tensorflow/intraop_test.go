@@ -192,7 +192,7 @@ func TestMatMulKernelsIdentical(t *testing.T) {
 	saved := useGemm4x16
 	defer func() { useGemm4x16 = saved }()
 	r := rand.New(rand.NewPCG(5, 6))
-	for _, m := range []int{4, 5, 8, 11} {
+	for _, m := range []int{1, 2, 3, 4, 5, 8, 11} {
 		for _, k := range []int{1, 2, 17, 64} {
 			for _, n := range []int{4, 7, 8, 12, 15, 16, 17, 20, 24, 31, 32, 33, 40, 48, 100} {
 				a, b := randomFloats(r, m*k), randomFloats(r, k*n)

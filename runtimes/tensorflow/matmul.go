@@ -1,6 +1,9 @@
 package tensorflow
 
-import "fmt"
+import (
+	"fmt"
+	"sync"
+)
 
 func init() {
 	builders["MatMul"] = buildMatMul
@@ -73,6 +76,10 @@ func matmul32(o, a, pb []float32, m, k, n int, e *epilogue) {
 	i := 0
 	if hasGemm4x4 && k > 0 {
 		i = matmul32SSE(o, a, pb, m, k, n, e)
+		if i < m {
+			matmul32Tail(o[i*n:m*n], a[i*k:m*k], pb, m-i, k, n, e)
+			return
+		}
 	}
 	first := i
 	for ; i+2 <= m; i += 2 {
@@ -132,6 +139,28 @@ func matmul32(o, a, pb []float32, m, k, n int, e *epilogue) {
 			e.apply(o[r*n : r*n+n])
 		}
 	}
+}
+
+// tailPool holds matmul32Tail's scratch: 4 rows of input and of output.
+var tailPool = sync.Pool{New: func() any { return new([]float32) }}
+
+// matmul32Tail computes the last rows (fewer than 4) of a MatMul with the
+// 4-row assembly kernels on a zero-padded copy: rows are independent, so
+// each output element is the same as the scalar loop's, and a batch-1
+// call runs at SIMD speed.
+func matmul32Tail(o, a, pb []float32, rows, k, n int, e *epilogue) {
+	sp := tailPool.Get().(*[]float32)
+	need := 4*k + 4*n
+	if cap(*sp) < need {
+		*sp = make([]float32, need)
+	}
+	buf := (*sp)[:need]
+	pa, po := buf[:4*k], buf[4*k:]
+	copy(pa, a[:rows*k])
+	clear(pa[rows*k:])
+	matmul32SSE(po, pa, pb, 4, k, n, e)
+	copy(o[:rows*n], po[:rows*n])
+	tailPool.Put(sp)
 }
 
 // matmul32SSE runs the SSE (or, for 16 columns at a time, AVX) kernels on

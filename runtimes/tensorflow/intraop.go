@@ -87,15 +87,27 @@ func splitRows(m, w int, fn func(lo, hi int)) {
 }
 
 // matmul32Par is matmul32 split by output rows across p's goroutines.
+// The serial case calls the kernel directly: the closure would escape to
+// the heap, an allocation per call.
 func matmul32Par(p *intraop, o, a, pb []float32, m, k, n int, e *epilogue) {
-	splitRows(m, p.workers(m, k, n), func(lo, hi int) {
+	w := p.workers(m, k, n)
+	if w <= 1 {
+		matmul32(o, a, pb, m, k, n, e)
+		return
+	}
+	splitRows(m, w, func(lo, hi int) {
 		matmul32(o[lo*n:hi*n], a[lo*k:hi*k], pb, hi-lo, k, n, e)
 	})
 }
 
 // matvec32Par is matvec32 split by output rows across p's goroutines.
 func matvec32Par(p *intraop, o, a, b []float32, m, k int) {
-	splitRows(m, p.workers(m, k, 1), func(lo, hi int) {
+	w := p.workers(m, k, 1)
+	if w <= 1 {
+		matvec32(o, a, b, m, k)
+		return
+	}
+	splitRows(m, w, func(lo, hi int) {
 		matvec32(o[lo:hi], a[lo*k:hi*k], b, hi-lo, k)
 	})
 }

@@ -76,7 +76,7 @@ func matmul32(o, a, pb []float32, m, k, n int, e *epilogue) {
 	i := 0
 	if hasGemm4x4 && k > 0 {
 		i = matmul32SSE(o, a, pb, m, k, n, e)
-		if i < m {
+		if i < m && k*n >= tailMinWork {
 			matmul32Tail(o[i*n:m*n], a[i*k:m*k], pb, m-i, k, n, e)
 			return
 		}
@@ -140,6 +140,11 @@ func matmul32(o, a, pb []float32, m, k, n int, e *epilogue) {
 		}
 	}
 }
+
+// tailMinWork is the k·n from which tail rows take the padded SIMD path;
+// small layers (the benchmark MLP's 8x16) keep the scalar loop, which
+// needs no copy and no pool round trip.
+const tailMinWork = 1024
 
 // tailPool holds matmul32Tail's scratch: 4 rows of input and of output.
 var tailPool = sync.Pool{New: func() any { return new([]float32) }}

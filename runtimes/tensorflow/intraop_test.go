@@ -141,6 +141,7 @@ func TestIntraopModel(t *testing.T) {
 	x := randomFloats(rand.New(rand.NewPCG(3, 4)), batch*in)
 	inputs := []tensor.Tensor{tensor.New("x", []int64{batch, in}, x)}
 	var want []float32
+	defer func() { noFusion = false }()
 	for _, fusion := range []bool{true, false} {
 		noFusion = !fusion
 		for _, threads := range []int{1, 3, 0} {
@@ -177,7 +178,6 @@ func TestIntraopModel(t *testing.T) {
 			}
 		}
 	}
-	noFusion = false
 	_, err = New(driver.Config{NumIntraopThreads: -1}).Load(context.Background(), files)
 	if err == nil || !strings.Contains(err.Error(), "num_intraop_threads") {
 		t.Fatalf("num_intraop_threads -1: %v", err)

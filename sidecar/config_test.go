@@ -59,3 +59,19 @@ func TestParseRuntimeConfigDynamicBatching(t *testing.T) {
 		}
 	}
 }
+
+// TestParseRuntimeConfigIntraopThreads checks num_intraop_threads: 0
+// (absent) means the runtime's default, 1 and N are kept, negative is an
+// INPUT_PARSING error naming the field.
+func TestParseRuntimeConfigIntraopThreads(t *testing.T) {
+	for in, want := range map[string]int{``: 0, `{}`: 0, `{"num_intraop_threads":0}`: 0, `{"num_intraop_threads":1}`: 1, `{"num_intraop_threads":6}`: 6} {
+		cfg, err := ParseRuntimeConfig(in)
+		if err != nil || cfg.NumIntraopThreads != want {
+			t.Errorf("ParseRuntimeConfig(%s) = %d, %v; want %d", in, cfg.NumIntraopThreads, err, want)
+		}
+	}
+	_, err := ParseRuntimeConfig(`{"num_intraop_threads":-1}`)
+	if err == nil || inferr.TypeOf(err) != inferr.InputParsing || !strings.Contains(err.Error(), "num_intraop_threads is -1") {
+		t.Errorf("num_intraop_threads -1: %v", err)
+	}
+}

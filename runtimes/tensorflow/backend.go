@@ -35,8 +35,8 @@ type Backend struct {
 	cfg driver.Config
 }
 
-// New returns a backend with the runtime config (ModelResetProbability is
-// used).
+// New returns a backend with the runtime config (ModelResetProbability and
+// NumIntraopThreads are used).
 func New(cfg driver.Config) *Backend { return &Backend{cfg: cfg} }
 
 // Close releases nothing: models own their memory.
@@ -51,10 +51,14 @@ const (
 // Load parses the SavedModel in files, restores its variables by running
 // the saver's restore op, and compiles the serving_default signature.
 func (b *Backend) Load(ctx context.Context, files driver.Files) (driver.Model, error) {
+	if b.cfg.NumIntraopThreads < 0 {
+		return nil, fmt.Errorf("num_intraop_threads is %d, want >= 0 (0: all cores)", b.cfg.NumIntraopThreads)
+	}
 	m, err := load(files, b.cfg.ModelResetProbability)
 	if err != nil {
 		return nil, err
 	}
+	m.serve.intraop().threads = b.cfg.NumIntraopThreads
 	return m, nil
 }
 

@@ -50,6 +50,19 @@
 // its last value. HALF, BFLOAT16 and UINT16/32/64 values are held but not
 // computed in: Cast widens them (exactly, for HALF and BFLOAT16).
 //
+// num_intraop_threads (driver.Config.NumIntraopThreads) bounds how many
+// goroutines one float32 MatMul (plain or fused with BiasAdd/Relu) splits
+// its output rows across, as TensorFlow's intra-op pool does: 0 (the
+// default) means GOMAXPROCS, all cores as in TensorFlow; 1 keeps every
+// MatMul on the calling goroutine; negative is a load error. Only MatMuls
+// of at least 2^20 multiply-adds are split (batch-1 serving never is), each
+// goroutine gets row blocks starting at multiples of 4 and at least 2^18
+// multiply-adds, and every element is computed by the same kernel code as
+// on one goroutine, so results are bit-identical whatever the setting. The
+// kernels are SSE (4x4, 4x8) and, where the CPU has AVX, 4x16, always a
+// multiply then an add (never a fused multiply-add, which rounds once);
+// fewer than 4 remaining rows run them on a zero-padded copy.
+//
 // Inputs are named by graph tensor name ("serving_default_x:0") with the
 // signature key ("x") as alias; outputs are ordered by signature key and
 // named by graph tensor name.

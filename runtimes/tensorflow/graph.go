@@ -44,6 +44,7 @@ type program struct {
 	feeds    []int // slot of each fed tensor
 	fetches  []int // slot of each fetched tensor
 	stateful bool  // assigns variables
+	par      *intraop
 }
 
 // scope is a graph being compiled: the main graph or one call of a

@@ -1,6 +1,9 @@
 package tensorflow
 
-import "fmt"
+import (
+	"fmt"
+	"sync"
+)
 
 func init() {
 	builders["MatMul"] = buildMatMul
@@ -73,6 +76,10 @@ func matmul32(o, a, pb []float32, m, k, n int, e *epilogue) {
 	i := 0
 	if hasGemm4x4 && k > 0 {
 		i = matmul32SSE(o, a, pb, m, k, n, e)
+		if i < m && k*n >= tailMinWork {
+			matmul32Tail(o[i*n:m*n], a[i*k:m*k], pb, m-i, k, n, e)
+			return
+		}
 	}
 	first := i
 	for ; i+2 <= m; i += 2 {
@@ -134,8 +141,35 @@ func matmul32(o, a, pb []float32, m, k, n int, e *epilogue) {
 	}
 }
 
-// matmul32SSE runs the SSE kernel on blocks of four rows and returns the
-// number of rows done. Slices are checked here: the assembly trusts them.
+// tailMinWork is the k·n from which tail rows take the padded SIMD path;
+// small layers (the benchmark MLP's 8x16) keep the scalar loop, which
+// needs no copy and no pool round trip.
+const tailMinWork = 1024
+
+// tailPool holds matmul32Tail's scratch: 4 rows of input and of output.
+var tailPool = sync.Pool{New: func() any { return new([]float32) }}
+
+// matmul32Tail computes the last rows (fewer than 4) of a MatMul with the
+// 4-row assembly kernels on a zero-padded copy: rows are independent, so
+// each output element is the same as the scalar loop's, and a batch-1
+// call runs at SIMD speed.
+func matmul32Tail(o, a, pb []float32, rows, k, n int, e *epilogue) {
+	sp := tailPool.Get().(*[]float32)
+	need := 4*k + 4*n
+	if cap(*sp) < need {
+		*sp = make([]float32, need)
+	}
+	buf := (*sp)[:need]
+	pa, po := buf[:4*k], buf[4*k:]
+	copy(pa, a[:rows*k])
+	clear(pa[rows*k:])
+	matmul32SSE(po, pa, pb, 4, k, n, e)
+	copy(o[:rows*n], po[:rows*n])
+	tailPool.Put(sp)
+}
+
+// matmul32SSE runs the SSE (or, for 16 columns at a time, AVX) kernels on
+// blocks of four rows and returns the number of rows done. Slices are checked here: the assembly trusts them.
 func matmul32SSE(o, a, pb []float32, m, k, n int, e *epilogue) int {
 	np := (n + 3) / 4
 	_ = a[:m*k]
@@ -159,6 +193,13 @@ func matmul32SSE(o, a, pb []float32, m, k, n int, e *epilogue) int {
 			var bias *float32
 			if biasPad != nil {
 				bias = &biasPad[j]
+			}
+			if useGemm4x16 && j+16 <= n {
+				_ = o[(i+3)*n+j+15]
+				_ = pb[(p+4)*k*4-1]
+				gemm4x16(&o[i*n+j], n, &a[i*k], k, &pb[p*k*4], k, bias, relu)
+				p += 3
+				continue
 			}
 			if j+8 <= n {
 				_ = o[(i+3)*n+j+7]
@@ -249,7 +290,7 @@ func transpose2[T elem](dst, src []T, rows, cols int) []T {
 	return dst
 }
 
-func matmulK[T elem](dt dtype, a, b, out int, ta, tb bool) kernel {
+func matmulK[T elem](dt dtype, par *intraop, a, b, out int, ta, tb bool) kernel {
 	return func(v []*dense) error {
 		x, y, o := v[a], v[b], v[out]
 		if len(x.shape) != 2 || len(y.shape) != 2 {
@@ -271,10 +312,10 @@ func matmulK[T elem](dt dtype, a, b, out int, ta, tb bool) kernel {
 		if d32, ok := any(dst).([]float32); ok && !ta && !tb {
 			switch {
 			case n == 1:
-				matvec32(d32, data[float32](x), data[float32](y), m, k)
+				matvec32Par(par, d32, data[float32](x), data[float32](y), m, k)
 			default:
 				o.tmp32 = packB(o.tmp32, data[float32](y), k, n)
-				matmul32(d32, data[float32](x), o.tmp32, m, k, n, nil)
+				matmul32Par(par, d32, data[float32](x), o.tmp32, m, k, n, nil)
 			}
 			return nil
 		}
@@ -298,8 +339,9 @@ func buildMatMul(n *nodeCtx) (kernel, error) {
 		// the fusion pass.
 		n.fuse = &fusable{kind: fuseMatMul, a: a, b: b, tb: tb}
 	}
-	return pick(dt, matmulK[float32](dt, a, b, out, ta, tb), matmulK[float64](dt, a, b, out, ta, tb), matmulK[int32](dt, a, b, out, ta, tb),
-		matmulK[int64](dt, a, b, out, ta, tb), nil, nil, nil)
+	par := n.c.prog.intraop()
+	return pick(dt, matmulK[float32](dt, par, a, b, out, ta, tb), matmulK[float64](dt, par, a, b, out, ta, tb), matmulK[int32](dt, par, a, b, out, ta, tb),
+		matmulK[int64](dt, par, a, b, out, ta, tb), nil, nil, nil)
 }
 
 func batchMatmulK[T elem](dt dtype, a, b, out int, ta, tb bool) kernel {
@@ -385,7 +427,7 @@ type fusable struct {
 // fusedMatMul is MatMul followed by BiasAdd and/or Relu in one pass: the
 // same float32 operations in the same order, without writing and reading
 // the intermediate tensors.
-func fusedMatMul(f *fusable, e *epilogue, out int) kernel {
+func fusedMatMul(par *intraop, f *fusable, e *epilogue, out int) kernel {
 	return func(v []*dense) error {
 		x, o := v[f.a], v[out]
 		if x.dt != dtFloat || len(x.shape) != 2 || int(x.shape[1]) != f.k {
@@ -395,13 +437,13 @@ func fusedMatMul(f *fusable, e *epilogue, out int) kernel {
 		o.scratch = append(o.scratch[:0], int64(m), int64(f.n))
 		dst := alloc[float32](o, dtFloat, o.scratch)
 		if f.n == 1 {
-			matvec32(dst, x.f32, f.weights, m, f.k)
+			matvec32Par(par, dst, x.f32, f.weights, m, f.k)
 			for r := range m {
 				e.apply(dst[r : r+1])
 			}
 			return nil
 		}
-		matmul32(dst, x.f32, f.packed, m, f.k, f.n, e)
+		matmul32Par(par, dst, x.f32, f.packed, m, f.k, f.n, e)
 		return nil
 	}
 }
@@ -480,7 +522,7 @@ func (p *program) fuse() {
 				}
 			}
 		}
-		st.run = fusedMatMul(&f, e, out)
+		st.run = fusedMatMul(p.intraop(), &f, e, out)
 		st.ins = []int{f.a}
 		st.outs = []int{out}
 		if e.bias != nil {

@@ -4,10 +4,16 @@ package tensorflow
 
 const hasGemm4x4 = false
 
+var useGemm4x16 = false
+
 func gemm4x4(c *float32, ldc int, a *float32, lda int, panel *float32, k int, bias *float32, relu int) {
 	panic("gemm4x4 is amd64 only")
 }
 
 func gemm4x8(c *float32, ldc int, a *float32, lda int, panel0, panel1 *float32, k int, bias *float32, relu int) {
 	panic("gemm4x8 is amd64 only")
+}
+
+func gemm4x16(c *float32, ldc int, a *float32, lda int, panel *float32, k int, bias *float32, relu int) {
+	panic("gemm4x16 is amd64 only")
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/inferbid/inferbid/internal/benchlat"
 	"github.com/inferbid/inferbid/internal/testhelp"
@@ -111,6 +112,113 @@ func BenchmarkMLP(b *testing.B) {
 				}
 				b.ReportMetric(float64(benchlat.ProcessCPU()-cpu0)/float64(n), "cpu-ns/op")
 				r.Report(b)
+			})
+		}
+	}
+}
+
+// The MatMul benchmark model: one Dense layer, 256 -> 256, Relu.
+const denseIn, denseOut = 256, 256
+
+// denseModels loads tfsave.Dense on both runtimes, each with
+// num_intraop_threads threads; the ONNX model is nil when ONNX Runtime
+// cannot run here.
+func denseModels(tb testing.TB, threads int) (tf, ort driver.Model) {
+	tb.Helper()
+	files, err := tfsave.Dense(denseIn, denseOut)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfg := driver.Config{NumIntraopThreads: threads}
+	if tf, err = tensorflow.New(cfg).Load(context.Background(), files); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { tf.Close() })
+	if _, err := onnx.FindLibrary(""); err != nil {
+		tb.Logf("ONNX Runtime not installed: %v", err)
+		return tf, nil
+	}
+	ob, err := onnx.Open(cfg)
+	if err != nil {
+		tb.Logf("ONNX Runtime: %v", err)
+		return tf, nil
+	}
+	kernel, bias := tfsave.DenseWeights(denseIn, denseOut)
+	if ort, err = ob.Load(context.Background(), driver.Files{"dense.onnx": denseONNX(kernel, bias, denseIn, denseOut)}); err != nil {
+		tb.Logf("ONNX Runtime cannot load the Dense model: %v", err)
+		return tf, nil
+	}
+	tb.Cleanup(func() { ort.Close() })
+	return tf, ort
+}
+
+func denseInput(batch int) []tensor.Tensor {
+	x := make([]float32, batch*denseIn)
+	for i := range x {
+		x[i] = float32(i%13)/13 - 0.4
+	}
+	return []tensor.Tensor{tensor.New("x", []int64{int64(batch), denseIn}, x)}
+}
+
+// TestDenseSameAnswers checks both runtimes compute the same Dense layer
+// (ONNX Runtime may fuse multiply-adds, so up to float32 rounding).
+func TestDenseSameAnswers(t *testing.T) {
+	tf, ort := denseModels(t, 0)
+	if ort == nil {
+		t.Skip("ONNX Runtime is not available")
+	}
+	in := denseInput(33)
+	a, err := tf.Predict(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ort.Predict(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, _ := tensor.Data[float32](a[0])
+	y, _ := tensor.Data[float32](b[0])
+	if len(x) != 33*denseOut || len(y) != len(x) {
+		t.Fatalf("outputs of %d and %d values", len(x), len(y))
+	}
+	for i := range x {
+		if math.Abs(float64(x[i]-y[i])) > 1e-4*(1+math.Abs(float64(y[i]))) {
+			t.Fatalf("y[%d]: tensorflow %v, onnxruntime %v", i, x[i], y[i])
+		}
+	}
+}
+
+// BenchmarkDense runs the Dense model at batch 1 and 1024 on both
+// runtimes with num_intraop_threads 1 and 0 (all cores), alternating the
+// two runtimes' calls so that both see the same machine load, and reports
+// each runtime's mean µs per call and their ratio (tf/ort; the target at
+// batch 1024 is <= 1.2).
+func BenchmarkDense(b *testing.B) {
+	for _, threads := range []int{1, 0} {
+		tf, ort := denseModels(b, threads)
+		for _, batch := range []int{1, 1024} {
+			in := denseInput(batch)
+			b.Run(fmt.Sprintf("batch%d/threads%d", batch, threads), func(b *testing.B) {
+				var tfTime, ortTime time.Duration
+				for b.Loop() {
+					t0 := time.Now()
+					if _, err := tf.Predict(context.Background(), in); err != nil {
+						b.Fatal(err)
+					}
+					t1 := time.Now()
+					tfTime += t1.Sub(t0)
+					if ort != nil {
+						if _, err := ort.Predict(context.Background(), in); err != nil {
+							b.Fatal(err)
+						}
+						ortTime += time.Since(t1)
+					}
+				}
+				b.ReportMetric(float64(tfTime)/1e3/float64(b.N), "tf-µs/call")
+				if ort != nil {
+					b.ReportMetric(float64(ortTime)/1e3/float64(b.N), "ort-µs/call")
+					b.ReportMetric(float64(tfTime)/float64(ortTime), "tf/ort")
+				}
 			})
 		}
 	}

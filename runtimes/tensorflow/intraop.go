@@ -1,0 +1,113 @@
+package tensorflow
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+)
+
+// intraop is a program's num_intraop_threads: how many goroutines one large
+// MatMul may split its output rows across. 0 means GOMAXPROCS (TensorFlow's
+// 0 = all cores); 1 keeps every MatMul on the calling goroutine.
+type intraop struct {
+	threads int
+}
+
+// intraop returns the program's setting, shared by its kernels, so that
+// Load can set it after compiling.
+func (p *program) intraop() *intraop {
+	if p.par == nil {
+		p.par = &intraop{}
+	}
+	return p.par
+}
+
+// parallelMinWork is the number of multiply-adds (m·k·n) below which a
+// MatMul stays on one goroutine: starting and joining goroutines costs a
+// few microseconds, more than small MatMuls (batch-1 serving) take.
+// parallelMinChunk is the least work each goroutine gets.
+const (
+	parallelMinWork  = 1 << 20
+	parallelMinChunk = 1 << 18
+)
+
+// workers returns how many goroutines an m×k·k×n MatMul uses.
+func (p *intraop) workers(m, k, n int) int {
+	if p == nil || p.threads == 1 {
+		return 1
+	}
+	work := m * k * n
+	if work < parallelMinWork {
+		return 1
+	}
+	t := p.threads
+	if t <= 0 {
+		t = runtime.GOMAXPROCS(0)
+	}
+	return max(1, min(t, (m+3)/4, work/parallelMinChunk))
+}
+
+// splitRows runs fn over [0,m) in w row blocks, each on its own goroutine
+// but the first, which runs on the caller. Blocks start at multiples of 4
+// so that each row is computed by the same kernel code (4-row SSE block,
+// 2-row or 1-row tail) as in the serial call, which makes results
+// bit-identical. It returns when every block is done; a panic in a block is
+// re-raised on the caller, where the program's recover reports it.
+func splitRows(m, w int, fn func(lo, hi int)) {
+	if w <= 1 || m <= 4 {
+		fn(0, m)
+		return
+	}
+	chunk := ((m+w-1)/w + 3) &^ 3
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		panicked any
+	)
+	for lo := chunk; lo < m; lo += chunk {
+		hi := min(lo+chunk, m)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				if r := recover(); r != nil {
+					mu.Lock()
+					panicked = fmt.Sprintf("MatMul rows %d..%d: %v", lo, hi, r)
+					mu.Unlock()
+				}
+			}()
+			fn(lo, hi)
+		}()
+	}
+	fn(0, min(chunk, m))
+	wg.Wait()
+	if panicked != nil {
+		panic(panicked)
+	}
+}
+
+// matmul32Par is matmul32 split by output rows across p's goroutines.
+// The serial case calls the kernel directly: the closure would escape to
+// the heap, an allocation per call.
+func matmul32Par(p *intraop, o, a, pb []float32, m, k, n int, e *epilogue) {
+	w := p.workers(m, k, n)
+	if w <= 1 {
+		matmul32(o, a, pb, m, k, n, e)
+		return
+	}
+	splitRows(m, w, func(lo, hi int) {
+		matmul32(o[lo*n:hi*n], a[lo*k:hi*k], pb, hi-lo, k, n, e)
+	})
+}
+
+// matvec32Par is matvec32 split by output rows across p's goroutines.
+func matvec32Par(p *intraop, o, a, b []float32, m, k int) {
+	w := p.workers(m, k, 1)
+	if w <= 1 {
+		matvec32(o, a, b, m, k)
+		return
+	}
+	splitRows(m, w, func(lo, hi int) {
+		matvec32(o[lo:hi], a[lo*k:hi*k], b, hi-lo, k)
+	})
+}

@@ -64,6 +64,22 @@
 // tf.train.Saver's SaveV2, an uncalled function) are not judged, as
 // TensorFlow never runs them.
 //
+// # Op coverage
+//
+// # Sequence ops
+//
+// Ops Keras LSTM/GRU layers need besides control flow. They move elements
+// without computing on them, so they take every dtype the runtime holds
+// (numeric, BOOL, STRING, the bits of HALF/BFLOAT16/UINT16/32/64); index
+// inputs are INT32 or INT64. Tested against values derived by hand from
+// TensorFlow's op definitions (kernels_seq_test.go).
+//
+//	op         dtypes   tested against
+//	Transpose  all      hand-derived: rank 0-3, identity perm, empty, INT64 perm; bad perm errors
+//	Split      all      hand-derived: axes 0, 1, -1, num_split 1; uneven split error
+//	SplitV     all      hand-derived: one -1, zero-size piece; two -1, bad sum errors
+//	ReverseV2  all      hand-derived: axes 1, -2, both, none; repeated axis error
+//
 // Models whose serving subgraph assigns variables are stateful: their calls
 // run one at a time, and with probability Config.ModelResetProbability a
 // call first restores every variable from the checkpoint (by rerunning the

@@ -407,3 +407,378 @@ type tensorList struct {
 	elemShape   []int64  // -1 is an unknown dimension
 	items       []*dense // nil: not set yet (reads as zeros when the shape is known)
 }
+
+func init() {
+	for op, b := range map[string]builder{
+		"TensorListReserve":      buildListReserve,
+		"TensorListFromTensor":   buildListFromTensor,
+		"TensorListSetItem":      buildListSetItem,
+		"TensorListGetItem":      buildListGetItem,
+		"TensorListStack":        buildListStack,
+		"TensorListLength":       buildListLength,
+		"TensorListElementShape": buildListElementShape,
+	} {
+		builders[op] = b
+	}
+}
+
+// maxListElements bounds a list's length, so a hostile num_elements or
+// index cannot make the runtime allocate without bound.
+const maxListElements = 1 << 20
+
+// partialShape reads an element_shape input: -1 (a scalar) is an unknown
+// rank, a vector's -1 entries are unknown dimensions.
+func partialShape(t *dense) (dims []int64, unknownRank bool, err error) {
+	v, err := intsOf(t, nil)
+	if err != nil {
+		return nil, false, fmt.Errorf("element_shape: %w", err)
+	}
+	if len(t.shape) == 0 {
+		if v[0] != -1 {
+			return nil, false, fmt.Errorf("element_shape is the scalar %d; a scalar must be -1 (unknown rank)", v[0])
+		}
+		return nil, true, nil
+	}
+	if len(t.shape) != 1 {
+		return nil, false, fmt.Errorf("element_shape has shape %v, want a vector or the scalar -1", t.shape)
+	}
+	for _, d := range v {
+		if d < -1 {
+			return nil, false, fmt.Errorf("element_shape %v has a dimension below -1", v)
+		}
+	}
+	return v, false, nil
+}
+
+// mergeShape merges two partial shapes, failing when they conflict.
+func mergeShape(a []int64, aUnknown bool, b []int64, bUnknown bool) ([]int64, bool, error) {
+	if aUnknown {
+		return b, bUnknown, nil
+	}
+	if bUnknown {
+		return a, false, nil
+	}
+	if len(a) != len(b) {
+		return nil, false, fmt.Errorf("shapes %s and %s have different ranks", partialString(a), partialString(b))
+	}
+	m := make([]int64, len(a))
+	for i := range a {
+		switch {
+		case a[i] == -1:
+			m[i] = b[i]
+		case b[i] == -1 || a[i] == b[i]:
+			m[i] = a[i]
+		default:
+			return nil, false, fmt.Errorf("shapes %s and %s differ in dimension %d", partialString(a), partialString(b), i)
+		}
+	}
+	return m, false, nil
+}
+
+func partialString(s []int64) string { return fmt.Sprint(s) }
+
+func fullyDefined(s []int64, unknownRank bool) bool {
+	if unknownRank {
+		return false
+	}
+	for _, d := range s {
+		if d < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// listOf returns the TensorList input t holds.
+func listOf(t *dense, want dtype) (*tensorList, error) {
+	if t.list == nil {
+		return nil, fmt.Errorf("input handle is %s, not a TensorList", t)
+	}
+	if want != t.list.dt {
+		return nil, fmt.Errorf("the list holds %s, the op's element_dtype is %s", dtypeName(t.list.dt), dtypeName(want))
+	}
+	return t.list, nil
+}
+
+func setList(o *dense, l *tensorList) {
+	o.dt = dtVariant
+	o.setShape(nil)
+	o.list = l
+}
+
+// itemIndex checks an index input against a list of n items.
+func itemIndex(t *dense, n int) (int, error) {
+	i, err := scalarInt(t)
+	if err != nil {
+		return 0, fmt.Errorf("index: %w", err)
+	}
+	if i < 0 || i >= int64(n) {
+		return 0, fmt.Errorf("index %d is out of range for a list of %d items", i, n)
+	}
+	return int(i), nil
+}
+
+func listDType(n *nodeCtx, attr string) (dtype, error) {
+	dt, err := n.a.typ(attr)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := moverFor(dt); err != nil {
+		return 0, fmt.Errorf("%s: %w", attr, err)
+	}
+	return dt, nil
+}
+
+func buildListReserve(n *nodeCtx) (kernel, error) {
+	if err := n.wantInputs(2); err != nil {
+		return nil, err
+	}
+	dt, err := listDType(n, "element_dtype")
+	if err != nil {
+		return nil, err
+	}
+	es, num := n.ins[0], n.ins[1]
+	out := n.out(dtVariant)
+	return func(v []*dense) error {
+		shape, unknown, err := partialShape(v[es])
+		if err != nil {
+			return err
+		}
+		k, err := scalarInt(v[num])
+		if err != nil {
+			return fmt.Errorf("num_elements: %w", err)
+		}
+		if k < 0 || k > maxListElements {
+			return fmt.Errorf("num_elements %d is out of range [0, %d]", k, maxListElements)
+		}
+		setList(v[out], &tensorList{dt: dt, elemShape: shape, unknownRank: unknown, items: make([]*dense, k)})
+		return nil
+	}, nil
+}
+
+func buildListFromTensor(n *nodeCtx) (kernel, error) {
+	if err := n.wantInputs(2); err != nil {
+		return nil, err
+	}
+	m, err := moverFor(n.inTypes[0])
+	if err != nil {
+		return nil, err
+	}
+	x, es := n.ins[0], n.ins[1]
+	out := n.out(dtVariant)
+	return func(v []*dense) error {
+		t := v[x]
+		shape, unknown, err := partialShape(v[es])
+		if err != nil {
+			return err
+		}
+		if len(t.shape) == 0 {
+			return fmt.Errorf("tensor must be at least a vector, got a scalar")
+		}
+		if _, _, err := mergeShape(shape, unknown, t.shape[1:], false); err != nil {
+			return fmt.Errorf("element_shape does not match the tensor's: %w", err)
+		}
+		if t.shape[0] > maxListElements {
+			return fmt.Errorf("tensor of shape %v has more than %d items", t.shape, maxListElements)
+		}
+		items := make([]*dense, t.shape[0])
+		inner := numElems(t.shape[1:])
+		for i := range items {
+			it := m.cloneRange(t, i*inner, (i+1)*inner)
+			it.shape = append([]int64(nil), t.shape[1:]...)
+			items[i] = it
+		}
+		setList(v[out], &tensorList{dt: t.dt, elemShape: shape, unknownRank: unknown, items: items})
+		return nil
+	}, nil
+}
+
+func buildListSetItem(n *nodeCtx) (kernel, error) {
+	if err := n.wantInputs(3); err != nil {
+		return nil, err
+	}
+	m, err := moverFor(n.inTypes[2])
+	if err != nil {
+		return nil, err
+	}
+	resize := n.a.b("resize_if_index_out_of_bounds")
+	h, ix, x := n.ins[0], n.ins[1], n.ins[2]
+	out := n.out(dtVariant)
+	return func(v []*dense) error {
+		item := v[x]
+		l, err := listOf(v[h], item.dt)
+		if err != nil {
+			return err
+		}
+		items := l.items
+		var i int
+		if resize {
+			k, err := scalarInt(v[ix])
+			if err != nil {
+				return fmt.Errorf("index: %w", err)
+			}
+			if k < 0 || k >= maxListElements {
+				return fmt.Errorf("index %d is out of range [0, %d)", k, maxListElements)
+			}
+			i = int(k)
+			if i >= len(items) {
+				items = append(items[:len(items):len(items)], make([]*dense, i+1-len(items))...)
+			}
+		} else if i, err = itemIndex(v[ix], len(items)); err != nil {
+			return err
+		}
+		if _, _, err := mergeShape(l.elemShape, l.unknownRank, item.shape, false); err != nil {
+			return fmt.Errorf("item does not match the list's element shape: %w", err)
+		}
+		c := m.cloneRange(item, 0, numElems(item.shape))
+		c.shape = append([]int64(nil), item.shape...)
+		// Copy on write: the input list stays as it was.
+		next := *l
+		next.items = append([]*dense(nil), items...)
+		next.items[i] = c
+		setList(v[out], &next)
+		return nil
+	}, nil
+}
+
+// itemShape is the shape of the list's items as far as the list, the
+// op's element_shape and the items set so far tell.
+func itemShape(l *tensorList, es *dense) ([]int64, bool, error) {
+	shape, unknown, err := partialShape(es)
+	if err != nil {
+		return nil, false, err
+	}
+	shape, unknown, err = mergeShape(l.elemShape, l.unknownRank, shape, unknown)
+	if err != nil {
+		return nil, false, fmt.Errorf("element_shape does not match the list's: %w", err)
+	}
+	return shape, unknown, nil
+}
+
+func buildListGetItem(n *nodeCtx) (kernel, error) {
+	if err := n.wantInputs(3); err != nil {
+		return nil, err
+	}
+	dt, err := listDType(n, "element_dtype")
+	if err != nil {
+		return nil, err
+	}
+	m, _ := moverFor(dt)
+	h, ix, es := n.ins[0], n.ins[1], n.ins[2]
+	out := n.out(dt)
+	return func(v []*dense) error {
+		l, err := listOf(v[h], dt)
+		if err != nil {
+			return err
+		}
+		i, err := itemIndex(v[ix], len(l.items))
+		if err != nil {
+			return err
+		}
+		if it := l.items[i]; it != nil {
+			return moveElems(v[out], it, it.shape, nil)
+		}
+		shape, unknown, err := itemShape(l, v[es])
+		if err != nil {
+			return err
+		}
+		if !fullyDefined(shape, unknown) {
+			return fmt.Errorf("item %d is not set and its shape %s is not fully defined", i, partialString(shape))
+		}
+		o := v[out]
+		o.dt = dt
+		o.setShape(shape)
+		m.zeros(o, numElems(shape))
+		return nil
+	}, nil
+}
+
+func buildListStack(n *nodeCtx) (kernel, error) {
+	if err := n.wantInputs(2); err != nil {
+		return nil, err
+	}
+	dt, err := listDType(n, "element_dtype")
+	if err != nil {
+		return nil, err
+	}
+	m, _ := moverFor(dt)
+	want := n.a.i("num_elements", -1)
+	h, es := n.ins[0], n.ins[1]
+	out := n.out(dt)
+	return func(v []*dense) error {
+		l, err := listOf(v[h], dt)
+		if err != nil {
+			return err
+		}
+		if want != -1 && want != int64(len(l.items)) {
+			return fmt.Errorf("the list has %d items, num_elements is %d", len(l.items), want)
+		}
+		shape, unknown, err := itemShape(l, v[es])
+		if err != nil {
+			return err
+		}
+		for i, it := range l.items {
+			if it == nil {
+				continue
+			}
+			if shape, unknown, err = mergeShape(shape, unknown, it.shape, false); err != nil {
+				return fmt.Errorf("item %d does not match the others: %w", i, err)
+			}
+		}
+		if !fullyDefined(shape, unknown) {
+			return fmt.Errorf("the items' shape %s is not fully defined (the list is empty or has unset items)", partialString(shape))
+		}
+		o := v[out]
+		o.dt = dt
+		o.setShape(append([]int64{int64(len(l.items))}, shape...))
+		m.stack(o, l.items, numElems(shape))
+		return nil
+	}, nil
+}
+
+func buildListLength(n *nodeCtx) (kernel, error) {
+	if err := n.wantInputs(1); err != nil {
+		return nil, err
+	}
+	h := n.ins[0]
+	out := n.out(dtInt32)
+	return func(v []*dense) error {
+		if v[h].list == nil {
+			return fmt.Errorf("input handle is %s, not a TensorList", v[h])
+		}
+		alloc[int32](v[out], dtInt32, nil)[0] = int32(len(v[h].list.items))
+		return nil
+	}, nil
+}
+
+func buildListElementShape(n *nodeCtx) (kernel, error) {
+	if err := n.wantInputs(1); err != nil {
+		return nil, err
+	}
+	st, err := n.a.typ("shape_type")
+	if err != nil {
+		return nil, err
+	}
+	if st != dtInt32 && st != dtInt64 {
+		return nil, fmt.Errorf("shape_type %s is not INT32 or INT64", dtypeName(st))
+	}
+	h := n.ins[0]
+	out := n.out(st)
+	return func(v []*dense) error {
+		l := v[h].list
+		if l == nil {
+			return fmt.Errorf("input handle is %s, not a TensorList", v[h])
+		}
+		shape := []int64{-1}
+		var dims []int64 // a scalar: unknown rank
+		if !l.unknownRank {
+			shape, dims = l.elemShape, []int64{int64(len(l.elemShape))}
+		}
+		if st == dtInt32 {
+			copyAs(alloc[int32](v[out], st, dims), shape)
+		} else {
+			copy(alloc[int64](v[out], st, dims), shape)
+		}
+		return nil
+	}, nil
+}

@@ -2,6 +2,7 @@ package tensorflow
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -209,5 +210,178 @@ func TestSequenceKernelErrors(t *testing.T) {
 				t.Fatalf("error %v, want one containing %q", err, c.want)
 			}
 		})
+	}
+}
+
+func TestTensorListRoundTrips(t *testing.T) {
+	flt := map[string]any{"element_dtype": tensor.Float}
+	cases := []graphCase{
+		{
+			name: "from tensor",
+			build: func(b *tfsave.Builder) (map[string]string, map[string]string) {
+				x := b.Placeholder("x", tensor.Float, []int64{-1, 2})
+				es := tfsave.ConstOf[int32](b, "es", []int64{1}, 2)
+				l := b.Op("TensorListFromTensor", []string{x, es}, nil)
+				anyRank := b.Op("TensorListFromTensor", []string{x, tfsave.ConstOf[int64](b, "unknown", []int64{}, -1)}, nil)
+				return map[string]string{"x": x}, map[string]string{
+					"item1":  b.Op("TensorListGetItem", []string{l, tfsave.ConstOf[int32](b, "one", []int64{}, 1), es}, flt),
+					"stack":  b.Op("TensorListStack", []string{l, es}, map[string]any{"element_dtype": tensor.Float, "num_elements": 3}),
+					"length": b.Op("TensorListLength", []string{l}, nil),
+					"eshape": b.Op("TensorListElementShape", []string{l}, map[string]any{"shape_type": tensor.Int32}),
+					"erank":  b.Op("TensorListElementShape", []string{anyRank}, map[string]any{"shape_type": tensor.Int64}),
+				}
+			},
+			feed: []tensor.Tensor{named("x", f32([]int64{3, 2}, 1, 2, 3, 4, 5, 6))},
+			want: map[string]tensor.Tensor{
+				"item1":  f32([]int64{2}, 3, 4),
+				"stack":  f32([]int64{3, 2}, 1, 2, 3, 4, 5, 6),
+				"length": i32([]int64{}, 3),
+				"eshape": i32([]int64{1}, 2),
+				"erank":  i64([]int64{}, -1),
+			},
+		},
+		{
+			name: "reserve set stack",
+			build: func(b *tfsave.Builder) (map[string]string, map[string]string) {
+				a := b.Placeholder("a", tensor.Float, []int64{-1, 2})
+				c := b.Placeholder("c", tensor.Float, []int64{-1, 2})
+				es := tfsave.ConstOf[int32](b, "es", []int64{2}, -1, 2)
+				idx := func(name string, i int32) string { return tfsave.ConstOf[int32](b, name, []int64{}, i) }
+				l0 := b.Op("TensorListReserve", []string{es, idx("three", 3)}, flt)
+				l1 := b.Op("TensorListSetItem", []string{l0, idx("zero", 0), a}, nil)
+				l2 := b.Op("TensorListSetItem", []string{l1, idx("two", 2), c}, nil)
+				grown := b.Op("TensorListSetItem", []string{l0, idx("four", 4), a}, map[string]any{"resize_if_index_out_of_bounds": true})
+				return map[string]string{"a": a, "c": c}, map[string]string{
+					"stack2": b.Op("TensorListStack", []string{l2, es}, flt),
+					// l1 is unchanged by the SetItem that made l2.
+					"stack1": b.Op("TensorListStack", []string{l1, es}, flt),
+					"get2":   b.Op("TensorListGetItem", []string{l2, idx("two2", 2), es}, flt),
+					"unset":  b.Op("TensorListGetItem", []string{l0, idx("one", 1), tfsave.ConstOf[int32](b, "es12", []int64{2}, 1, 2)}, flt),
+					"length": b.Op("TensorListLength", []string{l2}, nil),
+					"grown":  b.Op("TensorListLength", []string{grown}, nil),
+					"eshape": b.Op("TensorListElementShape", []string{l2}, map[string]any{"shape_type": tensor.Int64}),
+				}
+			},
+			feed: []tensor.Tensor{named("a", f32([]int64{1, 2}, 1, 2)), named("c", f32([]int64{1, 2}, 5, 6))},
+			want: map[string]tensor.Tensor{
+				"stack2": f32([]int64{3, 1, 2}, 1, 2, 0, 0, 5, 6),
+				"stack1": f32([]int64{3, 1, 2}, 1, 2, 0, 0, 0, 0),
+				"get2":   f32([]int64{1, 2}, 5, 6),
+				"unset":  f32([]int64{1, 2}, 0, 0),
+				"length": i32([]int64{}, 3),
+				"grown":  i32([]int64{}, 5),
+				"eshape": i64([]int64{2}, -1, 2),
+			},
+		},
+	}
+	for _, gc := range cases {
+		t.Run(gc.name, func(t *testing.T) { runCase(t, tfsave.Options{}, gc) })
+	}
+}
+
+func TestTensorListErrors(t *testing.T) {
+	x32 := f32([]int64{3, 2}, 1, 2, 3, 4, 5, 6)
+	flt := map[string]any{"element_dtype": tensor.Float}
+	fromX := func(b *tfsave.Builder, x string) (string, string) {
+		es := tfsave.ConstOf[int32](b, "es", []int64{1}, -1)
+		return b.Op("TensorListFromTensor", []string{x, es}, nil), es
+	}
+	idx := func(b *tfsave.Builder, i int32) string { return tfsave.ConstOf[int32](b, "i", []int64{}, i) }
+	cases := []struct {
+		name  string
+		build func(b *tfsave.Builder, x string) string
+		want  string
+	}{
+		{"get out of range", func(b *tfsave.Builder, x string) string {
+			l, es := fromX(b, x)
+			return b.Op("TensorListGetItem", []string{l, idx(b, 3), es}, flt)
+		}, "index 3 is out of range for a list of 3 items"},
+		{"set negative", func(b *tfsave.Builder, x string) string {
+			l, es := fromX(b, x)
+			item := b.Op("TensorListGetItem", []string{l, idx(b, 0), es}, flt)
+			l2 := b.Op("TensorListSetItem", []string{l, tfsave.ConstOf[int32](b, "neg", []int64{}, -1), item}, nil)
+			return b.Op("TensorListLength", []string{l2}, nil)
+		}, "index -1 is out of range for a list of 3 items"},
+		{"set wrong shape", func(b *tfsave.Builder, x string) string {
+			l := b.Op("TensorListFromTensor", []string{x, tfsave.ConstOf[int32](b, "es", []int64{1}, 2)}, nil)
+			l2 := b.Op("TensorListSetItem", []string{l, idx(b, 0), x}, nil)
+			return b.Op("TensorListLength", []string{l2}, nil)
+		}, "item does not match the list's element shape"},
+		{"wrong dtype", func(b *tfsave.Builder, x string) string {
+			l, es := fromX(b, x)
+			return b.Op("TensorListGetItem", []string{l, idx(b, 0), es}, map[string]any{"element_dtype": tensor.Int32})
+		}, "the list holds FLOAT, the op's element_dtype is INT32"},
+		{"element shape mismatch", func(b *tfsave.Builder, x string) string {
+			l := b.Op("TensorListFromTensor", []string{x, tfsave.ConstOf[int32](b, "es", []int64{1}, 3)}, nil)
+			return b.Op("TensorListLength", []string{l}, nil)
+		}, "element_shape does not match the tensor's"},
+		{"stack unknown shape", func(b *tfsave.Builder, x string) string {
+			es := tfsave.ConstOf[int32](b, "es", []int64{}, -1)
+			n := b.Op("Cast", []string{b.Op("Sum", []string{x, tfsave.ConstOf[int32](b, "ax", []int64{2}, 0, 1)}, nil)}, map[string]any{"DstT": tensor.Int32})
+			l := b.Op("TensorListReserve", []string{es, n}, flt)
+			return b.Op("TensorListStack", []string{l, es}, flt)
+		}, "is not fully defined"},
+		{"stack count", func(b *tfsave.Builder, x string) string {
+			l, es := fromX(b, x)
+			return b.Op("TensorListStack", []string{l, es}, map[string]any{"element_dtype": tensor.Float, "num_elements": 2})
+		}, "the list has 3 items, num_elements is 2"},
+		{"reserve too long", func(b *tfsave.Builder, x string) string {
+			es := tfsave.ConstOf[int32](b, "es", []int64{}, -1)
+			l := b.Op("TensorListReserve", []string{es, tfsave.ConstOf[int32](b, "n", []int64{}, 1<<30)}, flt)
+			return b.Op("TensorListStack", []string{l, es}, flt)
+		}, "num_elements 1073741824 is out of range"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := seqError(t, x32, c.build)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want one containing %q", err, c.want)
+			}
+		})
+	}
+}
+
+// TestTensorListConcurrentCalls runs a Keras-like write loop from many
+// goroutines: the reserved list is a folded constant they all share, so a
+// SetItem that changed it in place would mix their answers (and trip -race).
+func TestTensorListConcurrentCalls(t *testing.T) {
+	b := tfsave.NewBuilder()
+	flt := map[string]any{"element_dtype": tensor.Float}
+	a := b.Placeholder("a", tensor.Float, []int64{-1, 2})
+	es := tfsave.ConstOf[int32](b, "es", []int64{2}, -1, 2)
+	l := b.Op("TensorListReserve", []string{es, tfsave.ConstOf[int32](b, "n", []int64{}, 4)}, flt)
+	for i := range int32(4) {
+		item := b.Op("Mul", []string{a, tfsave.ConstOf[float32](b, fmt.Sprintf("k%d", i), []int64{}, float32(i))}, nil)
+		l = b.Op("TensorListSetItem", []string{l, tfsave.ConstOf[int32](b, fmt.Sprintf("i%d", i), []int64{}, i), item}, nil)
+	}
+	b.Signature(tfsave.ServingSignature, map[string]string{"a": a}, map[string]string{"y": b.Op("TensorListStack", []string{l, es}, flt)})
+	files, err := b.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := loadFiles(t, files, driver.Config{})
+	errs := make(chan error, 8)
+	for g := range 8 {
+		go func() {
+			for range 50 {
+				v := float32(g + 1)
+				got, err := m.Predict(context.Background(), []tensor.Tensor{named("a", f32([]int64{1, 2}, v, -v))})
+				if err != nil {
+					errs <- err
+					return
+				}
+				want := []float32{0, 0, v, -v, 2 * v, -2 * v, 3 * v, -3 * v}
+				if !closeData(got[0].Data, want) {
+					errs <- fmt.Errorf("goroutine %d: got %v, want %v", g, got[0].Data, want)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
 	}
 }

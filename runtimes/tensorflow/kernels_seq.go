@@ -475,6 +475,20 @@ func mergeShape(a []int64, aUnknown bool, b []int64, bUnknown bool) ([]int64, bo
 	return m, false, nil
 }
 
+// checkElems bounds the element count of a tensor of the given shape that
+// a kernel makes from a shape alone (zeros of an unset item), so a few
+// bytes of graph cannot ask for a gigabyte.
+func checkElems(shape []int64) error {
+	n := int64(1)
+	for _, d := range shape {
+		if d > 0 && n > maxModelElements/d {
+			return fmt.Errorf("shape %v has more than %d elements", shape, maxModelElements)
+		}
+		n *= d
+	}
+	return nil
+}
+
 func partialString(s []int64) string { return fmt.Sprint(s) }
 
 func fullyDefined(s []int64, unknownRank bool) bool {
@@ -685,6 +699,9 @@ func buildListGetItem(n *nodeCtx) (kernel, error) {
 		if !fullyDefined(shape, unknown) {
 			return fmt.Errorf("item %d is not set and its shape %s is not fully defined", i, partialString(shape))
 		}
+		if err := checkElems(shape); err != nil {
+			return fmt.Errorf("item %d is not set: %w", i, err)
+		}
 		o := v[out]
 		o.dt = dt
 		o.setShape(shape)
@@ -728,9 +745,13 @@ func buildListStack(n *nodeCtx) (kernel, error) {
 		if !fullyDefined(shape, unknown) {
 			return fmt.Errorf("the items' shape %s is not fully defined (the list is empty or has unset items)", partialString(shape))
 		}
+		stacked := append([]int64{int64(len(l.items))}, shape...)
+		if err := checkElems(stacked); err != nil {
+			return err
+		}
 		o := v[out]
 		o.dt = dt
-		o.setShape(append([]int64{int64(len(l.items))}, shape...))
+		o.setShape(stacked)
 		m.stack(o, l.items, numElems(shape))
 		return nil
 	}, nil

@@ -330,6 +330,16 @@ func TestTensorListErrors(t *testing.T) {
 			l := b.Op("TensorListReserve", []string{es, tfsave.ConstOf[int32](b, "n", []int64{}, 1<<30)}, flt)
 			return b.Op("TensorListStack", []string{l, es}, flt)
 		}, "num_elements 1073741824 is out of range"},
+		{"stack too large", func(b *tfsave.Builder, x string) string {
+			es := tfsave.ConstOf[int32](b, "es", []int64{2}, 1<<16, 1<<16)
+			l := b.Op("TensorListReserve", []string{es, idx(b, 4)}, flt)
+			return b.Op("TensorListStack", []string{l, es}, flt)
+		}, "has more than 268435456 elements"},
+		{"unset item too large", func(b *tfsave.Builder, x string) string {
+			es := tfsave.ConstOf[int32](b, "es", []int64{2}, 1<<16, 1<<16)
+			l := b.Op("TensorListReserve", []string{es, idx(b, 4)}, flt)
+			return b.Op("TensorListGetItem", []string{l, tfsave.ConstOf[int32](b, "j", []int64{}, 1), es}, flt)
+		}, "item 1 is not set: shape [65536 65536] has more than"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -77,6 +77,36 @@
 // tf.train.Saver's SaveV2, an uncalled function) are not judged, as
 // TensorFlow never runs them.
 //
+// # Op coverage
+//
+// # Sequence ops
+//
+// Ops Keras LSTM/GRU layers need besides control flow. They move elements
+// without computing on them, so they take every dtype the runtime holds
+// (numeric, BOOL, STRING, the bits of HALF/BFLOAT16/UINT16/32/64); index
+// inputs are INT32 or INT64. Tested against values derived by hand from
+// TensorFlow's op definitions (kernels_seq_test.go), in FLOAT (Transpose
+// also INT64); the other dtypes share the same dtype-agnostic code.
+//
+//	op                      dtypes  tested against
+//	Transpose               all     hand-derived: rank 0-3, identity perm, empty, INT64 perm; bad perm errors
+//	Split                   all     hand-derived: axes 0, 1, -1, num_split 1; uneven split error
+//	SplitV                  all     hand-derived: one -1, zero-size piece; two -1, bad sum errors
+//	ReverseV2               all     hand-derived: axes 1, -2, both, none; repeated axis error
+//	TensorListReserve       all     round trip Reserve -> SetItem -> Stack; unset items read as zeros
+//	TensorListFromTensor    all     round trip FromTensor -> GetItem/Stack; element_shape mismatch error
+//	TensorListSetItem       all     copy on write (the input list unchanged), resize; index/shape errors
+//	TensorListGetItem       all     set and unset items; index out of range, dtype mismatch errors
+//	TensorListStack         all     num_elements, zeros for unset items; unknown shape error
+//	TensorListLength        -       hand-derived
+//	TensorListElementShape  -       known dims, -1 dims, unknown rank (scalar -1)
+//
+// A TensorList is a DT_VARIANT scalar holding an immutable list (dtype,
+// partial element shape, items): SetItem makes a new list and copies the
+// item, so the kernels stay pure and a list folded at load is shared by
+// concurrent calls (TestTensorListConcurrentCalls). Lengths are bounded
+// (2^20 items).
+//
 // Models whose serving subgraph assigns variables are stateful: their calls
 // run one at a time, and with probability Config.ModelResetProbability a
 // call first restores every variable from the checkpoint (by rerunning the

@@ -32,6 +32,7 @@ const (
 	dtUint16   = tpb.DataType_DT_UINT16
 	dtUint32   = tpb.DataType_DT_UINT32
 	dtUint64   = tpb.DataType_DT_UINT64
+	dtVariant  = tpb.DataType_DT_VARIANT
 )
 
 // baseType strips the reference flag of TF1 ref dtypes (DT_FLOAT_REF = 101).
@@ -68,6 +69,8 @@ type dense struct {
 	u32 []uint32
 	u64 []uint64
 	res *variable
+	// list is a TensorList (dtype VARIANT), immutable once made.
+	list *tensorList
 	// restored marks a tensor RestoreV2 decoded from the checkpoint: it
 	// is never written, so a variable restored from it takes it as its
 	// value instead of a copy (a model's weights were copied once more at
@@ -168,7 +171,7 @@ func (t *dense) elemCount() int {
 		return len(t.u32)
 	case dtUint64:
 		return len(t.u64)
-	case dtResource:
+	case dtResource, dtVariant:
 		return 1
 	}
 	return 0
@@ -180,11 +183,12 @@ func (t *dense) shareFrom(src *dense, shape []int64) {
 	t.setShape(shape)
 	t.f32, t.f64, t.i32, t.i64, t.i16, t.i8, t.u8, t.b, t.s, t.res = src.f32, src.f64, src.i32, src.i64, src.i16, src.i8, src.u8, src.b, src.s, src.res
 	t.u16, t.u32, t.u64 = src.u16, src.u32, src.u64
+	t.list = src.list
 }
 
 // clone returns a deep copy of t.
 func (t *dense) clone() *dense {
-	c := &dense{dt: t.dt, shape: append([]int64(nil), t.shape...), res: t.res}
+	c := &dense{dt: t.dt, shape: append([]int64(nil), t.shape...), res: t.res, list: t.list}
 	c.f32 = append([]float32(nil), t.f32...)
 	c.f64 = append([]float64(nil), t.f64...)
 	c.i32 = append([]int32(nil), t.i32...)

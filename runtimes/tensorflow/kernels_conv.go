@@ -22,7 +22,8 @@ import (
 //     order, then one division by their count, as TensorFlow's SpatialAvgPool.
 //   - FusedBatchNorm: y = (x - mean) * (rsqrt(variance + epsilon) * scale) +
 //     offset, the factor computed once per channel, as TensorFlow's CPU
-//     functor.
+//     functor; our rsqrt is correctly rounded, Eigen's (a hardware
+//     estimate and a Newton step) can be an ulp off.
 func init() {
 	builders["Conv2D"] = buildConv2D
 	builders["DepthwiseConv2dNative"] = buildConv2D
@@ -361,8 +362,10 @@ func buildFusedBatchNorm(n *nodeCtx) (kernel, error) {
 	if err := n.wantInputs(5); err != nil {
 		return nil, err
 	}
-	if n.a.b("is_training") {
-		return nil, fmt.Errorf("is_training=true is not supported (serving runs batch norm in inference mode)")
+	// An absent is_training is the OpDef's default, true (exporters strip
+	// attributes equal to their default).
+	if v, ok := n.a["is_training"]; !ok || v.GetB() {
+		return nil, fmt.Errorf("is_training=true is not supported (only inference mode, is_training=false)")
 	}
 	if df := n.a.s("data_format"); df != "" && df != "NHWC" {
 		return nil, fmt.Errorf("data_format %q is not supported (only NHWC)", df)
@@ -381,9 +384,11 @@ func buildFusedBatchNorm(n *nodeCtx) (kernel, error) {
 	ins := append([]int(nil), n.ins...)
 	y := n.out(dt)
 	// batch_mean, batch_variance, reserve_space_1, reserve_space_2 (and
-	// reserve_space_3 for V3): in inference mode TensorFlow's CPU kernel
-	// passes mean and variance through and V3's reserve_space_3 is a
-	// scalar 0.
+	// reserve_space_3 for V3). In inference mode TensorFlow's CPU kernel
+	// copies mean and variance to batch_mean and batch_variance (NaN when x
+	// is empty), allocates reserve_space_1/2 with the scale's shape without
+	// writing them (we give mean and variance, so they are at least
+	// defined), and makes V3's reserve_space_3 a scalar 0.
 	extra := []int{n.out(ut), n.out(ut), n.out(ut), n.out(ut)}
 	if n.nd.Op == "FusedBatchNormV3" {
 		extra = append(extra, n.out(ut))
@@ -394,6 +399,9 @@ func buildFusedBatchNorm(n *nodeCtx) (kernel, error) {
 			return fmt.Errorf("x must be 4-D (NHWC), has shape %v", xt.shape)
 		}
 		c := int(xt.shape[3])
+		if c == 0 {
+			return fmt.Errorf("x %v has depth 0", xt.shape)
+		}
 		params := [4]*dense{v[ins[1]], v[ins[2]], v[ins[3]], v[ins[4]]}
 		for i, p := range params {
 			if len(p.shape) != 1 || int(p.shape[0]) != c {
@@ -416,8 +424,16 @@ func buildFusedBatchNorm(n *nodeCtx) (kernel, error) {
 				orow[j] = float32((xv-mean[j])*factor[j]) + offset[j]
 			}
 		}
-		copy(alloc[float32](v[extra[0]], dtFloat, params[2].shape), mean)
-		copy(alloc[float32](v[extra[1]], dtFloat, params[3].shape), variance)
+		bm := alloc[float32](v[extra[0]], dtFloat, params[2].shape)
+		bv := alloc[float32](v[extra[1]], dtFloat, params[3].shape)
+		copy(bm, mean)
+		copy(bv, variance)
+		if len(x) == 0 {
+			nan := float32(math.NaN())
+			for j := range bm {
+				bm[j], bv[j] = nan, nan
+			}
+		}
 		copy(alloc[float32](v[extra[2]], dtFloat, params[2].shape), mean)
 		copy(alloc[float32](v[extra[3]], dtFloat, params[3].shape), variance)
 		if len(extra) == 5 {

@@ -2,6 +2,7 @@ package tensorflow
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 
@@ -220,25 +221,73 @@ func TestPool(t *testing.T) {
 // TestFusedBatchNormV3 checks inference mode: epsilon 0.5 and variances
 // [3.5, 0.5] make variance+epsilon [4, 1] exactly, so
 // y0 = (x-1)*2/2 + 1 = x and y1 = (x-2)*0.5/1 - 1; mean and variance pass
-// through to batch_mean/batch_variance and reserve_space_1/2, and
-// reserve_space_3 is a scalar 0.
+// through to batch_mean/batch_variance (and to reserve_space_1/2, which
+// TensorFlow leaves unwritten), and reserve_space_3 is a scalar 0. An empty
+// batch gives NaN batch_mean/batch_variance, as in TensorFlow; training
+// mode is refused at load.
 func TestFusedBatchNormV3(t *testing.T) {
-	runCase(t, tfsave.Options{}, graphCase{
-		name: "inference",
-		build: func(b *tfsave.Builder) (map[string]string, map[string]string) {
-			x := b.Placeholder("x", tensor.Float, []int64{-1, 1, 2, 2})
-			bn := b.OpNamed("bn", "FusedBatchNormV3", []string{x,
-				tfsave.ConstOf[float32](b, "scale", []int64{2}, 2, 0.5),
-				tfsave.ConstOf[float32](b, "offset", []int64{2}, 1, -1),
-				tfsave.ConstOf[float32](b, "mean", []int64{2}, 1, 2),
-				tfsave.ConstOf[float32](b, "variance", []int64{2}, 3.5, 0.5),
-			}, map[string]any{"epsilon": float32(0.5), "exponential_avg_factor": float32(1), "is_training": false})
-			return map[string]string{"x": x}, map[string]string{
-				"y": bn, "mean": tfsave.Output("bn", 1), "var": tfsave.Output("bn", 2),
-				"r1": tfsave.Output("bn", 3), "r2": tfsave.Output("bn", 4), "r3": tfsave.Output("bn", 5),
+	build := func(b *tfsave.Builder, training, empty bool) (map[string]string, map[string]string) {
+		x := b.Placeholder("x", tensor.Float, []int64{-1, 1, 2, 2})
+		in := x
+		if empty { // feeds cannot be empty: slice the batch away in the graph
+			in = b.Op("Slice", []string{x, tfsave.ConstOf[int32](b, "begin", []int64{4}, 0, 0, 0, 0), tfsave.ConstOf[int32](b, "size", []int64{4}, 0, -1, -1, -1)}, nil)
+		}
+		bn := b.OpNamed("bn", "FusedBatchNormV3", []string{in,
+			tfsave.ConstOf[float32](b, "scale", []int64{2}, 2, 0.5),
+			tfsave.ConstOf[float32](b, "offset", []int64{2}, 1, -1),
+			tfsave.ConstOf[float32](b, "mean", []int64{2}, 1, 2),
+			tfsave.ConstOf[float32](b, "variance", []int64{2}, 3.5, 0.5),
+		}, map[string]any{"epsilon": float32(0.5), "exponential_avg_factor": float32(1), "is_training": training})
+		if empty { // outputs cannot be empty either: fetch only the statistics
+			return map[string]string{"x": x}, map[string]string{"mean": tfsave.Output("bn", 1), "var": tfsave.Output("bn", 2)}
+		}
+		return map[string]string{"x": x}, map[string]string{
+			"y": bn, "mean": tfsave.Output("bn", 1), "var": tfsave.Output("bn", 2),
+			"r1": tfsave.Output("bn", 3), "r2": tfsave.Output("bn", 4), "r3": tfsave.Output("bn", 5),
+		}
+	}
+	t.Run("training refused", func(t *testing.T) {
+		b := tfsave.NewBuilder()
+		ins, outs := build(b, true, false)
+		b.Signature(tfsave.ServingSignature, ins, outs)
+		files, err := b.Files()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := loadErr(t, files); !strings.Contains(err.Error(), "is_training=true") {
+			t.Fatalf("error %v, want is_training refused", err)
+		}
+	})
+	t.Run("empty batch", func(t *testing.T) {
+		b := tfsave.NewBuilder()
+		ins, outs := build(b, false, true)
+		b.Signature(tfsave.ServingSignature, ins, outs)
+		files, err := b.Files()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := loadFiles(t, files, driver.Config{})
+		got, err := m.Predict(context.Background(), []tensor.Tensor{named("x", f32([]int64{1, 1, 2, 2}, 1, 2, 3, 4))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, spec := range m.Signature().Outputs {
+			if k := spec.Aliases[0]; k == "mean" || k == "var" {
+				if got[i].Len() != 2 {
+					t.Errorf("%s = %v, want 2 NaNs", k, got[i].Data)
+				}
+				for _, v := range got[i].Data.([]float32) {
+					if !math.IsNaN(float64(v)) {
+						t.Errorf("%s = %v, want NaN", k, got[i].Data)
+					}
+				}
 			}
-		},
-		feed: []tensor.Tensor{named("x", f32([]int64{1, 1, 2, 2}, 1, 2, 3, 4))},
+		}
+	})
+	runCase(t, tfsave.Options{}, graphCase{
+		name:  "inference",
+		build: func(b *tfsave.Builder) (map[string]string, map[string]string) { return build(b, false, false) },
+		feed:  []tensor.Tensor{named("x", f32([]int64{1, 1, 2, 2}, 1, 2, 3, 4))},
 		want: map[string]tensor.Tensor{
 			"y":    f32([]int64{1, 1, 2, 2}, 1, -1, 3, 0),
 			"mean": f32([]int64{2}, 1, 2), "var": f32([]int64{2}, 3.5, 0.5),

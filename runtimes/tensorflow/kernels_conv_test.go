@@ -2,6 +2,7 @@ package tensorflow
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -394,4 +395,47 @@ func TestConvErrors(t *testing.T) {
 			t.Fatalf("error %v, want a rank error", err)
 		}
 	})
+}
+
+// BenchmarkCNN runs a small MNIST-shaped CNN (28x28x1 -> Conv 3x3x16 SAME ->
+// BiasAdd -> Relu -> MaxPool 2x2 -> Conv 3x3x32 SAME -> Relu -> MaxPool 2x2
+// -> Reshape) at batch 1 and 64 and reports the convolutions' MFLOP/s.
+func BenchmarkCNN(b *testing.B) {
+	bld := tfsave.NewBuilder()
+	x := bld.Placeholder("image", tensor.Float, []int64{-1, 28, 28, 1})
+	fill := func(n int) []float32 {
+		v := make([]float32, n)
+		for i := range v {
+			v[i] = float32(i%7-3) / 8
+		}
+		return v
+	}
+	w1 := bld.Variable("conv1/kernel", f32([]int64{3, 3, 1, 16}, fill(3*3*16)...))
+	b1 := bld.Variable("conv1/bias", f32([]int64{16}, fill(16)...))
+	w2 := bld.Variable("conv2/kernel", f32([]int64{3, 3, 16, 32}, fill(3*3*16*32)...))
+	h := bld.Op("Relu", []string{bld.Op("BiasAdd", []string{bld.Op("Conv2D", []string{x, w1.Value}, convAttrs("SAME", 1, 1, 1, 1)), b1.Value}, nil)}, nil)
+	h = bld.Op("MaxPool", []string{h}, poolAttrs("VALID", 2, 2, 2, 2))
+	h = bld.Op("Relu", []string{bld.Op("Conv2D", []string{h, w2.Value}, convAttrs("SAME", 1, 1, 1, 1))}, nil)
+	h = bld.Op("MaxPool", []string{h}, poolAttrs("VALID", 2, 2, 2, 2))
+	flat := bld.Op("Reshape", []string{h, tfsave.ConstOf[int32](bld, "flat_shape", []int64{2}, -1, 7*7*32)}, nil)
+	bld.Signature(tfsave.ServingSignature, map[string]string{"image": x}, map[string]string{"features": flat})
+	files, err := bld.Files()
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := loadFiles(b, files, driver.Config{})
+	// Multiply-adds per image: 28*28*16*9 + 14*14*32*9*16.
+	const flopsPerImage = 2 * (28*28*16*9 + 14*14*32*9*16)
+	for _, batch := range []int{1, 64} {
+		in := []tensor.Tensor{named("image", f32([]int64{int64(batch), 28, 28, 1}, fill(batch*28*28)...))}
+		b.Run(fmt.Sprintf("batch%d", batch), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := m.Predict(context.Background(), in); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(flopsPerImage*batch)*float64(b.N)/b.Elapsed().Seconds()/1e6, "MFLOP/s")
+		})
+	}
 }

@@ -73,8 +73,8 @@
 //
 // One line per op: dtypes; what its tests check it against.
 //
-//	Conv2D                 float, double; hand-derived VALID/SAME (odd, stride 2)/EXPLICIT/dilated results, float32 order (kernels_conv_test.go)
-//	DepthwiseConv2dNative  float, double; hand-derived channel-multiplier result (kernels_conv_test.go)
+//	Conv2D                 float, double; hand-derived VALID/SAME (odd, stride 2)/EXPLICIT/dilated results, float32 order, 24 seeded shapes vs the float64 definition
+//	DepthwiseConv2dNative  float, double; hand-derived channel-multiplier result, seeded shapes vs the float64 definition
 //	MaxPool                float, double, int8/16/32/64, uint8; Keras MaxPooling2D documentation examples, SAME stride 2 by hand
 //	AvgPool                float, double; Keras AveragePooling2D documentation example (SAME averages unpadded elements only)
 //	FusedBatchNorm(V2,V3)  float (is_training=false only); hand-derived with exact variance+epsilon, pass-through outputs

@@ -190,6 +190,10 @@ func buildConv2D(n *nodeCtx) (kernel, error) {
 		return nil, err
 	}
 	depthwise := n.nd.Op == "DepthwiseConv2dNative"
+	if depthwise && g.strideH != g.strideW {
+		// TensorFlow's depthwise kernels refuse this too.
+		return nil, fmt.Errorf("strides %d (rows) and %d (cols) differ: DepthwiseConv2dNative needs equal strides", g.strideH, g.strideW)
+	}
 	dt := n.inTypes[0]
 	if n.inTypes[1] != dt {
 		return nil, fmt.Errorf("filter dtype %s differs from input dtype %s", dtypeName(n.inTypes[1]), dtypeName(dt))

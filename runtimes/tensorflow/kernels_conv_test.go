@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -363,6 +364,7 @@ func TestConvErrors(t *testing.T) {
 	badStride["strides"] = []int{2, 1, 1, 1}
 	hugePad := convAttrs("EXPLICIT", 1, 1, 1, 1)
 	hugePad["explicit_paddings"] = []int{0, 0, 1 << 40, 0, 0, 0, 0, 0}
+	unequal := convAttrs("VALID", 1, 2, 1, 1)
 	for _, tc := range []struct {
 		name, op string
 		attrs    map[string]any
@@ -372,6 +374,7 @@ func TestConvErrors(t *testing.T) {
 		{"padding", "Conv2D", badPad, `padding "REFLECT"`},
 		{"batch stride", "Conv2D", badStride, "batch and depth"},
 		{"explicit pad", "Conv2D", hugePad, "explicit_paddings value"},
+		{"depthwise strides", "DepthwiseConv2dNative", unequal, "needs equal strides"},
 		{"pool ksize", "MaxPool", map[string]any{"ksize": []int{1, 2, 2}, "strides": []int{1, 1, 1, 1}, "padding": "VALID"}, "ksize has 3 values"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -436,6 +439,113 @@ func BenchmarkCNN(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(flopsPerImage*batch)*float64(b.N)/b.Elapsed().Seconds()/1e6, "MFLOP/s")
+		})
+	}
+}
+
+// TestConv2DAgainstDefinition compares Conv2D and DepthwiseConv2dNative on
+// seeded random inputs (odd and even sizes, strides 1-3, dilations 1-2,
+// SAME and VALID) with a float64 evaluation of the definition, where the
+// SAME padding is derived from TensorFlow's documented rule. The tolerance
+// is 1e-5 of the sum of the terms' magnitudes (float32 rounding).
+func TestConv2DAgainstDefinition(t *testing.T) {
+	rng := rand.New(rand.NewPCG(14, 3))
+	for i := range 24 {
+		depthwise := i%4 == 3
+		n, ih, iw, ic := 1+rng.IntN(2), 1+rng.IntN(7), 1+rng.IntN(7), 1+rng.IntN(3)
+		kh, kw, m := 1+rng.IntN(3), 1+rng.IntN(3), 1+rng.IntN(3)
+		sh, sw, dh, dw := 1+rng.IntN(3), 1+rng.IntN(3), 1+rng.IntN(2), 1+rng.IntN(2)
+		if depthwise {
+			sw = sh // as TensorFlow requires
+		}
+		padding := []string{"SAME", "VALID"}[rng.IntN(2)]
+		effH, effW := (kh-1)*dh+1, (kw-1)*dw+1
+		var oh, ow, pt, pl int
+		if padding == "VALID" {
+			if ih < effH || iw < effW {
+				continue
+			}
+			oh, ow = (ih-effH)/sh+1, (iw-effW)/sw+1
+		} else {
+			oh, ow = (ih+sh-1)/sh, (iw+sw-1)/sw
+			pt, pl = max((oh-1)*sh+effH-ih, 0)/2, max((ow-1)*sw+effW-iw, 0)/2
+		}
+		oc := m
+		if depthwise {
+			oc = ic * m
+		}
+		x := make([]float32, n*ih*iw*ic)
+		w := make([]float32, kh*kw*ic*m)
+		for j := range x {
+			x[j] = rng.Float32()*2 - 1
+		}
+		for j := range w {
+			w[j] = rng.Float32()*2 - 1
+		}
+		want := make([]float64, n*oh*ow*oc)
+		bound := make([]float64, len(want))
+		for b := range n {
+			for y := range oh {
+				for xx := range ow {
+					for o := range oc {
+						var s, mag float64
+						for ky := range kh {
+							for kx := range kw {
+								iy, ix := y*sh-pt+ky*dh, xx*sw-pl+kx*dw
+								if iy < 0 || iy >= ih || ix < 0 || ix >= iw {
+									continue
+								}
+								for c := range ic {
+									var wv float32
+									switch {
+									case !depthwise:
+										wv = w[((ky*kw+kx)*ic+c)*m+o]
+									case c == o/m:
+										wv = w[((ky*kw+kx)*ic+c)*m+o%m]
+									default:
+										continue
+									}
+									p := float64(x[((b*ih+iy)*iw+ix)*ic+c]) * float64(wv)
+									s += p
+									mag += math.Abs(p)
+								}
+							}
+						}
+						k := ((b*oh+y)*ow+xx)*oc + o
+						want[k], bound[k] = s, 1e-5*mag+1e-30
+					}
+				}
+			}
+		}
+		op := "Conv2D"
+		if depthwise {
+			op = "DepthwiseConv2dNative"
+		}
+		name := fmt.Sprintf("%s x%v w%v strides %d,%d dilations %d,%d %s", op, []int{n, ih, iw, ic}, []int{kh, kw, ic, m}, sh, sw, dh, dw, padding)
+		if oh == 0 || ow == 0 {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			bld := tfsave.NewBuilder()
+			xp := bld.Placeholder("x", tensor.Float, []int64{-1, int64(ih), int64(iw), int64(ic)})
+			wc := bld.Const("w", f32([]int64{int64(kh), int64(kw), int64(ic), int64(m)}, w...))
+			bld.Signature(tfsave.ServingSignature, map[string]string{"x": xp}, map[string]string{"y": bld.Op(op, []string{xp, wc}, convAttrs(padding, sh, sw, dh, dw))})
+			files, err := bld.Files()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := loadFiles(t, files, driver.Config{}).Predict(context.Background(), []tensor.Tensor{named("x", f32([]int64{int64(n), int64(ih), int64(iw), int64(ic)}, x...))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s := got[0].Shape; len(s) != 4 || s[0] != int64(n) || s[1] != int64(oh) || s[2] != int64(ow) || s[3] != int64(oc) {
+				t.Fatalf("shape %v, want [%d %d %d %d]", s, n, oh, ow, oc)
+			}
+			for k, g := range got[0].Data.([]float32) {
+				if math.Abs(float64(g)-want[k]) > bound[k] {
+					t.Fatalf("element %d = %v, want %v (±%g)", k, g, want[k], bound[k])
+				}
+			}
 		})
 	}
 }

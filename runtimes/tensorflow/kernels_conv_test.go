@@ -299,15 +299,16 @@ func TestFusedBatchNormV3(t *testing.T) {
 	})
 }
 
-// TestCNNModel runs a small CNN saved with tfsave end to end: variables
-// restored from the checkpoint, Conv2D -> BiasAdd -> Relu -> MaxPool ->
+// TestCNNModel runs a small CNN saved with tfsave end to end (TF2 resource
+// variables, TF1 ref variables, and the TF2 layout with the graph in a
+// called function): variables restored from the checkpoint, Conv2D -> BiasAdd -> Relu -> MaxPool ->
 // Reshape. Input 4x4 = 1..16 (x[i][j] = 4i+j+1); filter channel 0 is
 // x[i][j] - x[i+1][j+1] = -5 everywhere, channel 1 the 2x2 mean
 // 4i+j+3.5; bias [10, -5]; Relu gives channel 0 = 5 and channel 1 =
 // max(4i+j-1.5, 0) on the 3x3 VALID output; MaxPool 2x2 stride 2 SAME
 // takes rows/cols {0,1} and {2}: channel 1 = 3.5, 4.5, 7.5, 8.5.
 func TestCNNModel(t *testing.T) {
-	for _, opts := range []tfsave.Options{{}, {Variables: tfsave.RefVariables}} {
+	for _, opts := range []tfsave.Options{{}, {Variables: tfsave.RefVariables}, {FunctionCall: true}} {
 		b := tfsave.NewBuilderWith(opts)
 		x := b.Placeholder("image", tensor.Float, []int64{-1, 4, 4, 1})
 		w := b.Variable("conv/kernel", f32([]int64{2, 2, 1, 2}, 1, 0.25, 0, 0.25, 0, 0.25, -1, 0.25))
@@ -333,7 +334,7 @@ func TestCNNModel(t *testing.T) {
 		}
 		want := f32([]int64{2, 8}, 5, 3.5, 5, 4.5, 5, 7.5, 5, 8.5, 15, 0, 15, 0, 15, 0, 15, 0)
 		if len(got) != 1 || !closeData(got[0].Data, want.Data) || len(got[0].Shape) != 2 || got[0].Shape[0] != 2 || got[0].Shape[1] != 8 {
-			t.Fatalf("variables %v: got %v, want %v %v", opts.Variables, got, want.Shape, want.Data)
+			t.Fatalf("options %+v: got %v, want %v %v", opts, got, want.Shape, want.Data)
 		}
 	}
 }

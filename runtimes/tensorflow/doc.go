@@ -77,7 +77,23 @@
 // tf.train.Saver's SaveV2, an uncalled function) are not judged, as
 // TensorFlow never runs them.
 //
+// Models whose serving subgraph assigns variables are stateful: their calls
+// run one at a time, and with probability Config.ModelResetProbability a
+// call first restores every variable from the checkpoint (by rerunning the
+// restore op), so no state outlives a reset.
+//
 // # Op coverage
+//
+// One line per op: dtypes; what its tests check it against.
+//
+//	Conv2D                 float, double; hand-derived VALID/SAME (odd, stride 2)/EXPLICIT/dilated results, float32 order, 24 seeded shapes vs the float64 definition
+//	DepthwiseConv2dNative  float, double; hand-derived channel-multiplier result, seeded shapes vs the float64 definition
+//	MaxPool                float, double, int8/16/32/64, uint8; Keras MaxPooling2D documentation examples, SAME stride 2 by hand
+//	AvgPool                float, double; Keras AveragePooling2D documentation example (SAME averages unpadded elements only)
+//	FusedBatchNorm(V2,V3)  float (is_training=false only); hand-derived with exact variance+epsilon, pass-through outputs
+//
+// The CNN kernels' float32 accumulation order is documented in
+// kernels_conv.go; the end-to-end model is TestCNNModel.
 //
 // # Sequence ops
 //
@@ -106,22 +122,4 @@
 // item, so the kernels stay pure and a list folded at load is shared by
 // concurrent calls (TestTensorListConcurrentCalls). Lengths are bounded
 // (2^20 items).
-//
-// Models whose serving subgraph assigns variables are stateful: their calls
-// run one at a time, and with probability Config.ModelResetProbability a
-// call first restores every variable from the checkpoint (by rerunning the
-// restore op), so no state outlives a reset.
-//
-// # Op coverage
-//
-// One line per op: dtypes; what its tests check it against.
-//
-//	Conv2D                 float, double; hand-derived VALID/SAME (odd, stride 2)/EXPLICIT/dilated results, float32 order, 24 seeded shapes vs the float64 definition
-//	DepthwiseConv2dNative  float, double; hand-derived channel-multiplier result, seeded shapes vs the float64 definition
-//	MaxPool                float, double, int8/16/32/64, uint8; Keras MaxPooling2D documentation examples, SAME stride 2 by hand
-//	AvgPool                float, double; Keras AveragePooling2D documentation example (SAME averages unpadded elements only)
-//	FusedBatchNorm(V2,V3)  float (is_training=false only); hand-derived with exact variance+epsilon, pass-through outputs
-//
-// The CNN kernels' float32 accumulation order is documented in
-// kernels_conv.go; the end-to-end model is TestCNNModel.
 package tensorflow

@@ -335,14 +335,21 @@ func runRoots(mg *cpb.MetaGraphDef, initOp string) []string {
 // those weights (a loaded model took 2x its file size).
 func releaseUnreadVariables(p *program, vars *varStore) {
 	used := map[*variable]bool{}
-	for _, st := range p.steps {
-		if st.readVar != nil {
-			used[st.readVar] = true
-		}
-		if st.writes != nil {
-			used[st.writes] = true
+	var walk func(p *program)
+	walk = func(p *program) {
+		for _, st := range p.steps {
+			if st.readVar != nil {
+				used[st.readVar] = true
+			}
+			if st.writes != nil {
+				used[st.writes] = true
+			}
+			for _, sub := range st.subs { // If and While functions
+				walk(sub)
+			}
 		}
 	}
+	walk(p)
 	for _, v := range vars.vars {
 		if !used[v] {
 			v.value = nil

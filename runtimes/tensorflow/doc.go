@@ -68,4 +68,30 @@
 // run one at a time, and with probability Config.ModelResetProbability a
 // call first restores every variable from the checkpoint (by rerunning the
 // restore op), so no state outlives a reset.
+//
+// # Control flow
+//
+// Functional control flow runs at call time: each then/else branch and
+// each While cond and body function is compiled once, at load, into its
+// own program, which the If or While step runs with a pooled state of its
+// own (nested If and While included). A condition is TensorFlow's truth
+// value: a scalar is true when non-zero (a string when non-empty), any
+// other tensor when it has elements. parallel_iterations is ignored
+// (iterations run in order). A While that has not ended after 1,000,000
+// iterations fails the call with an error naming its cond function instead
+// of hanging it. Variables that an If or While function reads are folded
+// like the main graph's unless some program assigns them.
+//
+//	op               dtypes                    tested against
+//	If, StatelessIf  any Tin/Tout; cond bool,  hand-derived results: both branches,
+//	                 numeric or string         two outputs of two dtypes, an int32
+//	                                           cond (TestIf)
+//	While,           any T                     sum of 0..n-1, zero iterations
+//	StatelessWhile                             (TestWhileSum); loop-invariant var
+//	                                           (TestWhileLoopInvariant); If nested
+//	                                           in the body (TestWhileNestedIf); a
+//	                                           loop that never ends (TestWhileNeverEnds)
+//
+// TF1 control flow (Switch, Merge, Enter, Exit, NextIteration, LoopCond)
+// is not supported.
 package tensorflow

@@ -32,6 +32,8 @@ type step struct {
 	// fuse describes steps the fusion pass may merge (MatMul, BiasAdd,
 	// Relu).
 	fuse *fusable
+	// subs are the programs an If or While step runs (controlflow.go).
+	subs []*program
 }
 
 // program is a compiled subgraph: a flat schedule of kernels over value
@@ -412,6 +414,8 @@ func (c *compiler) build(sc *scope, nd *ndpb.NodeDef, ins []int) ([]int, error) 
 		return c.restoreV2(nd, a, ins)
 	case "ReadFile":
 		return c.readFile(nd, ins)
+	case "If", "StatelessIf", "While", "StatelessWhile":
+		return c.controlFlow(sc, nd, a, ins)
 	}
 	if fn, ok := c.lib[nd.Op]; ok {
 		return c.call(sc, nd, fn.Signature.GetName(), ins)

@@ -46,12 +46,17 @@ func (p *program) run(s *state) (err error) {
 // finish folds constants and drops steps whose results nothing needs.
 // Steps that read variables the program never assigns are folded too (the
 // values restored at load are constants for serving).
-func (p *program) finish() error {
-	written := map[*variable]bool{}
+func (p *program) finish() error { return p.finishWith(map[*variable]bool{}) }
+
+// finishWith finishes p and the programs its If and While steps run
+// (which no variable the whole program assigns may be folded in).
+func (p *program) finishWith(written map[*variable]bool) error {
+	p.stateful = p.collectWrites(written)
 	for _, st := range p.steps {
-		if st.writes != nil {
-			written[st.writes] = true
-			p.stateful = true
+		for _, sub := range st.subs {
+			if err := sub.finishWith(written); err != nil {
+				return err
+			}
 		}
 	}
 	kept := p.steps[:0]
@@ -88,6 +93,22 @@ func (p *program) finish() error {
 		p.fuse()
 	}
 	return nil
+}
+
+// collectWrites adds the variables p's steps, and those of the programs
+// they run, assign to written, and reports whether there are any.
+func (p *program) collectWrites(written map[*variable]bool) bool {
+	any := false
+	for _, st := range p.steps {
+		if st.writes != nil {
+			written[st.writes] = true
+			any = true
+		}
+		for _, sub := range st.subs {
+			any = sub.collectWrites(written) || any
+		}
+	}
+	return any
 }
 
 // noFusion turns the fusion pass off (tests compare both).

@@ -555,7 +555,9 @@ func (m *model) Predict(ctx context.Context, inputs []tensor.Tensor) ([]tensor.T
 		viewInput(&s.owned[slot], in)
 		s.vals[slot] = &s.owned[slot]
 	}
+	s.ctx = ctx // a While stops when the call's deadline passes
 	err := m.serve.run(s)
+	s.ctx = nil
 	var out []tensor.Tensor
 	if err == nil {
 		out = make([]tensor.Tensor, len(m.serve.fetches))

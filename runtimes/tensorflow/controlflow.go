@@ -1,6 +1,8 @@
 package tensorflow
 
 import (
+	"context"
+	"errors"
 	"fmt"
 
 	ndpb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
@@ -54,9 +56,11 @@ func (c *compiler) compileFunc(sc *scope, nd *ndpb.NodeDef, fname string, in []d
 
 // run runs the function on args and returns its results, copied out of
 // the state (which goes back to the pool).
-func (sp *subProgram) run(args []*dense) ([]*dense, error) {
+func (sp *subProgram) run(ctx context.Context, args []*dense) ([]*dense, error) {
 	s := sp.states.get()
 	defer sp.states.put(s)
+	s.ctx = ctx
+	defer func() { s.ctx = nil }()
 	for i, f := range sp.prog.feeds {
 		s.vals[f] = args[i]
 	}
@@ -86,7 +90,6 @@ func (c *compiler) controlFlow(sc *scope, nd *ndpb.NodeDef, a attrs, ins []int) 
 		types[i] = p.types[s]
 	}
 	var outTypes []dtype
-	var run kernel
 	switch nd.Op {
 	case "If", "StatelessIf":
 		if len(ins) < 1 {
@@ -94,11 +97,11 @@ func (c *compiler) controlFlow(sc *scope, nd *ndpb.NodeDef, a attrs, ins []int) 
 		}
 		then, err := c.compileFunc(sc, nd, a.fn("then_branch"), types[1:])
 		if err != nil {
-			return nil, fmt.Errorf("then_branch: %w", err)
+			return nil, funcErr("then_branch", err)
 		}
 		els, err := c.compileFunc(sc, nd, a.fn("else_branch"), types[1:])
 		if err != nil {
-			return nil, fmt.Errorf("else_branch: %w", err)
+			return nil, funcErr("else_branch", err)
 		}
 		for _, t := range a.list("Tout").GetType() {
 			outTypes = append(outTypes, t)
@@ -113,7 +116,7 @@ func (c *compiler) controlFlow(sc *scope, nd *ndpb.NodeDef, a attrs, ins []int) 
 			outs[i] = newSlot(p, dt, nil)
 		}
 		cond, args := ins[0], ins[1:]
-		run = func(vals []*dense) error {
+		run := func(ctx context.Context, vals []*dense) error {
 			taken, err := truth(vals[cond])
 			if err != nil {
 				return fmt.Errorf("condition: %w", err)
@@ -126,7 +129,7 @@ func (c *compiler) controlFlow(sc *scope, nd *ndpb.NodeDef, a attrs, ins []int) 
 			for i, s := range args {
 				in[i] = vals[s]
 			}
-			res, err := br.run(in)
+			res, err := br.run(ctx, in)
 			if err != nil {
 				return err
 			}
@@ -135,16 +138,17 @@ func (c *compiler) controlFlow(sc *scope, nd *ndpb.NodeDef, a attrs, ins []int) 
 			}
 			return nil
 		}
-		c.emit(nd, ins, outs, run, false).subs = []*program{then.prog, els.prog}
+		st := c.emit(nd, ins, outs, nil, false)
+		st.runCtx, st.subs = run, []*program{then.prog, els.prog}
 		return outs, nil
 	case "While", "StatelessWhile":
 		cond, err := c.compileFunc(sc, nd, a.fn("cond"), types)
 		if err != nil {
-			return nil, fmt.Errorf("cond: %w", err)
+			return nil, funcErr("cond", err)
 		}
 		body, err := c.compileFunc(sc, nd, a.fn("body"), types)
 		if err != nil {
-			return nil, fmt.Errorf("body: %w", err)
+			return nil, funcErr("body", err)
 		}
 		if len(cond.prog.fetches) != 1 {
 			return nil, fmt.Errorf("%w: cond function %s returns %d tensors, want 1", ErrBadGraph, cond.fn, len(cond.prog.fetches))
@@ -157,13 +161,18 @@ func (c *compiler) controlFlow(sc *scope, nd *ndpb.NodeDef, a attrs, ins []int) 
 			outs[i] = newSlot(p, dt, nil)
 		}
 		limit := maxWhileIterations
-		run = func(vals []*dense) error {
+		run := func(ctx context.Context, vals []*dense) error {
 			loop := make([]*dense, len(ins))
 			for i, s := range ins {
 				loop[i] = vals[s]
 			}
 			for iter := 0; ; iter++ {
-				res, err := cond.run(loop)
+				if iter%64 == 0 {
+					if err := ctx.Err(); err != nil {
+						return fmt.Errorf("loop stopped after %d iterations: %w", iter, err)
+					}
+				}
+				res, err := cond.run(ctx, loop)
 				if err != nil {
 					return fmt.Errorf("iteration %d: %w", iter, err)
 				}
@@ -177,7 +186,7 @@ func (c *compiler) controlFlow(sc *scope, nd *ndpb.NodeDef, a attrs, ins []int) 
 				if iter >= limit {
 					return fmt.Errorf("loop did not end after %d iterations (cond function %s is still true)", limit, cond.fn)
 				}
-				if loop, err = body.run(loop); err != nil {
+				if loop, err = body.run(ctx, loop); err != nil {
 					return fmt.Errorf("iteration %d: %w", iter, err)
 				}
 			}
@@ -186,10 +195,22 @@ func (c *compiler) controlFlow(sc *scope, nd *ndpb.NodeDef, a attrs, ins []int) 
 			}
 			return nil
 		}
-		c.emit(nd, ins, outs, run, false).subs = []*program{cond.prog, body.prog}
+		st := c.emit(nd, ins, outs, nil, false)
+		st.runCtx, st.subs = run, []*program{cond.prog, body.prog}
 		return outs, nil
 	}
 	return nil, fmt.Errorf("%w %q", ErrUnsupportedOp, nd.Op)
+}
+
+// funcErr names the function attribute at fault, except for an error of
+// a node inside the function, which names its node path already (and a
+// missing kernel must be reported for that node, not for the If or While).
+func funcErr(attr string, err error) error {
+	var oe *OpError
+	if errors.As(err, &oe) {
+		return err
+	}
+	return fmt.Errorf("%s: %w", attr, err)
 }
 
 // checkResults checks that a function returns tensors of the types want.

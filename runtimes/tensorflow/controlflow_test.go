@@ -2,6 +2,7 @@ package tensorflow
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -277,5 +278,67 @@ func TestWhileNeverEnds(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
+	}
+}
+
+// cancelAfter is a context whose Err turns to Canceled at its n-th call,
+// so a test can cancel a call in the middle of a loop without timing.
+type cancelAfter struct {
+	context.Context
+	calls, n int
+}
+
+func (c *cancelAfter) Err() error {
+	c.calls++
+	if c.calls >= c.n {
+		return context.Canceled
+	}
+	return nil
+}
+
+// TestWhileStopsWithCall checks that a loop that never ends stops when the
+// call's context ends, before the iteration bound.
+func TestWhileStopsWithCall(t *testing.T) {
+	vars := []arg{{"i", i32t}, {"n", i32t}, {"acc", i32t}}
+	body := funcDef("stuck_body", vars, vars, []string{"i", "n", "acc"})
+	m := loadFiles(t, sumLoop(t, "StatelessWhile", body), driver.Config{})
+	ctx := &cancelAfter{Context: context.Background(), n: 5}
+	_, err := m.Predict(ctx, []tensor.Tensor{named("n", i32([]int64{}, 5))})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("error %v, want context.Canceled", err)
+	}
+	t.Log(err)
+	if !strings.Contains(err.Error(), "loop stopped after") || strings.Contains(err.Error(), "did not end after") {
+		t.Errorf("error %q does not say the loop stopped with the call", err)
+	}
+}
+
+// TestControlFlowMissingOp checks that an op without a kernel inside a
+// branch is reported by the load error for the node inside the function
+// (with the other missing ops), not as a missing If.
+func TestControlFlowMissingOp(t *testing.T) {
+	ins, outs := []arg{{"x", f32t}}, []arg{{"y", f32t}}
+	then := funcDef("then_fn", ins, outs, []string{"odd:y:0"}, fnode("odd", "ZetaOp", f32t, "x"))
+	els := funcDef("else_fn", ins, outs, []string{"neg:y:0"}, fnode("neg", "Neg", f32t, "x"))
+	ifNode := &ndpb.NodeDef{Name: "pick", Op: "StatelessIf", Input: []string{"is_set", "x"}, Attr: map[string]*apb.AttrValue{
+		"Tcond": typeAttr(bt), "Tin": typeListAttr(f32t), "Tout": typeListAttr(f32t),
+		"then_branch": funcAttr("then_fn"), "else_branch": funcAttr("else_fn"),
+	}}
+	zero := &ndpb.NodeDef{Name: "zero", Op: "Const", Attr: int32Const("", 0).Attr}
+	files := controlFlowModel(t, map[string]tensor.DType{"flag": tensor.Int32, "x": tensor.Float},
+		map[string]string{"y": "pick:0", "z": "other:0"}, []*fpb.FunctionDef{then, els},
+		zero, fnode("is_set", "Less", i32t, "zero", "flag"), fnode("other", "AlphaOp", f32t, "x"), ifNode)
+	err := loadErr(t, files)
+	if !errors.Is(err, ErrUnsupportedOp) {
+		t.Fatalf("error %v, want ErrUnsupportedOp", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{"needs 2 ops", "AlphaOp", "ZetaOp (1 node: pick{then_fn}/odd)"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q does not contain %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "StatelessIf") {
+		t.Errorf("error %q lists the If as missing", msg)
 	}
 }

@@ -77,9 +77,12 @@
 // own (nested If and While included). A condition is TensorFlow's truth
 // value: a scalar is true when non-zero (a string when non-empty), any
 // other tensor when it has elements. parallel_iterations is ignored
-// (iterations run in order). A While that has not ended after 1,000,000
-// iterations fails the call with an error naming its cond function instead
-// of hanging it. Variables that an If or While function reads are folded
+// (iterations run in order). A While stops, failing the call, when the
+// call's context ends (its deadline) or when it has not ended after
+// 1,000,000 iterations (the error names its cond function), so a loop that
+// never ends cannot hang a call. An op without a kernel inside a branch,
+// cond or body is listed by the load error under its node in the function
+// (If{then_fn}/node), with the other missing ops. Variables that an If or While function reads are folded
 // like the main graph's unless some program assigns them.
 //
 //	op               dtypes                    tested against
@@ -90,7 +93,9 @@
 //	StatelessWhile                             (TestWhileSum); loop-invariant var
 //	                                           (TestWhileLoopInvariant); If nested
 //	                                           in the body (TestWhileNestedIf); a
-//	                                           loop that never ends (TestWhileNeverEnds)
+//	                                           loop that never ends (TestWhileNeverEnds,
+//	                                           TestWhileStopsWithCall); missing op in a
+//	                                           branch (TestControlFlowMissingOp)
 //
 // TF1 control flow (Switch, Merge, Enter, Exit, NextIteration, LoopCond)
 // is not supported.

@@ -2,6 +2,7 @@ package tensorflow
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -32,8 +33,10 @@ type step struct {
 	// fuse describes steps the fusion pass may merge (MatMul, BiasAdd,
 	// Relu).
 	fuse *fusable
-	// subs are the programs an If or While step runs (controlflow.go).
-	subs []*program
+	// subs are the programs an If or While step runs (controlflow.go);
+	// such a step has runCtx, which gets the call's context, instead of run.
+	subs   []*program
+	runCtx func(ctx context.Context, v []*dense) error
 }
 
 // program is a compiled subgraph: a flat schedule of kernels over value

@@ -1,6 +1,7 @@
 package tensorflow
 
 import (
+	"context"
 	"fmt"
 	"sync"
 )
@@ -10,6 +11,9 @@ import (
 type state struct {
 	vals  []*dense
 	owned []dense
+	// ctx is the call's context, for steps that loop (While); nil means
+	// context.Background.
+	ctx context.Context
 }
 
 func (p *program) newState() *state {
@@ -36,7 +40,17 @@ func (p *program) run(s *state) (err error) {
 	}()
 	for i = range p.steps {
 		st := &p.steps[i]
-		if e := st.run(s.vals); e != nil {
+		var e error
+		if st.runCtx != nil {
+			ctx := s.ctx
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			e = st.runCtx(ctx, s.vals)
+		} else {
+			e = st.run(s.vals)
+		}
+		if e != nil {
 			return &OpError{Op: st.op, Node: st.node, Err: e}
 		}
 	}

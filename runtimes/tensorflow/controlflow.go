@@ -29,8 +29,11 @@ type subProgram struct {
 }
 
 // compileFunc compiles function fname, called by node nd of scope sc with
-// arguments of types in, into its own program.
-func (c *compiler) compileFunc(sc *scope, nd *ndpb.NodeDef, fname string, in []dtype) (*subProgram, error) {
+// arguments of types in, into its own program. Arguments with a non-nil
+// entry in consts are bound to that constant: resource handles must be
+// known when a function is compiled (ReadVariableOp resolves its variable
+// then), as in Keras RNN loops, which pass their weights' handles in.
+func (c *compiler) compileFunc(sc *scope, nd *ndpb.NodeDef, fname string, in []dtype, consts []*dense) (*subProgram, error) {
 	if fname == "" {
 		return nil, fmt.Errorf("%w: names no function", ErrBadGraph)
 	}
@@ -41,7 +44,7 @@ func (c *compiler) compileFunc(sc *scope, nd *ndpb.NodeDef, fname string, in []d
 		refVar: map[int]*variable{}, missing: c.missing, files: c.files, depth: c.depth}
 	args := make([]int, len(in))
 	for i, dt := range in {
-		args[i] = newSlot(sub.prog, dt, nil)
+		args[i] = newSlot(sub.prog, dt, consts[i])
 	}
 	sub.prog.feeds = args
 	outs, err := sub.call(sc, nd, fname, args)
@@ -62,7 +65,9 @@ func (sp *subProgram) run(ctx context.Context, args []*dense) ([]*dense, error) 
 	s.ctx = ctx
 	defer func() { s.ctx = nil }()
 	for i, f := range sp.prog.feeds {
-		s.vals[f] = args[i]
+		if sp.prog.consts[f] == nil {
+			s.vals[f] = args[i]
+		}
 	}
 	err := sp.prog.run(s)
 	var res []*dense
@@ -74,7 +79,9 @@ func (sp *subProgram) run(ctx context.Context, args []*dense) ([]*dense, error) 
 	}
 	// Drop the references to the caller's tensors before pooling.
 	for _, f := range sp.prog.feeds {
-		s.vals[f] = &s.owned[f]
+		if sp.prog.consts[f] == nil {
+			s.vals[f] = &s.owned[f]
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("function %s: %w", sp.fn, err)
@@ -86,8 +93,14 @@ func (sp *subProgram) run(ctx context.Context, args []*dense) ([]*dense, error) 
 func (c *compiler) controlFlow(sc *scope, nd *ndpb.NodeDef, a attrs, ins []int) ([]int, error) {
 	p := c.prog
 	types := make([]dtype, len(ins))
+	consts := make([]*dense, len(ins))  // If arguments known at load
+	handles := make([]*dense, len(ins)) // resource handles known at load
 	for i, s := range ins {
 		types[i] = p.types[s]
+		consts[i] = p.consts[s]
+		if types[i] == dtResource {
+			handles[i] = p.consts[s]
+		}
 	}
 	var outTypes []dtype
 	switch nd.Op {
@@ -95,11 +108,11 @@ func (c *compiler) controlFlow(sc *scope, nd *ndpb.NodeDef, a attrs, ins []int) 
 		if len(ins) < 1 {
 			return nil, fmt.Errorf("takes a condition input, has none")
 		}
-		then, err := c.compileFunc(sc, nd, a.fn("then_branch"), types[1:])
+		then, err := c.compileFunc(sc, nd, a.fn("then_branch"), types[1:], consts[1:])
 		if err != nil {
 			return nil, funcErr("then_branch", err)
 		}
-		els, err := c.compileFunc(sc, nd, a.fn("else_branch"), types[1:])
+		els, err := c.compileFunc(sc, nd, a.fn("else_branch"), types[1:], consts[1:])
 		if err != nil {
 			return nil, funcErr("else_branch", err)
 		}
@@ -142,11 +155,11 @@ func (c *compiler) controlFlow(sc *scope, nd *ndpb.NodeDef, a attrs, ins []int) 
 		st.runCtx, st.subs = run, []*program{then.prog, els.prog}
 		return outs, nil
 	case "While", "StatelessWhile":
-		cond, err := c.compileFunc(sc, nd, a.fn("cond"), types)
+		cond, err := c.compileFunc(sc, nd, a.fn("cond"), types, handles)
 		if err != nil {
 			return nil, funcErr("cond", err)
 		}
-		body, err := c.compileFunc(sc, nd, a.fn("body"), types)
+		body, err := c.compileFunc(sc, nd, a.fn("body"), types, handles)
 		if err != nil {
 			return nil, funcErr("body", err)
 		}
@@ -155,6 +168,13 @@ func (c *compiler) controlFlow(sc *scope, nd *ndpb.NodeDef, a attrs, ins []int) 
 		}
 		if err := checkResults(body, types); err != nil {
 			return nil, err
+		}
+		// A handle bound at load must stay the loop's: the body passes it
+		// on unchanged.
+		for i, h := range handles {
+			if f := body.prog.fetches[i]; h != nil && f != body.prog.feeds[i] && body.prog.consts[f] != h {
+				return nil, fmt.Errorf("body function %s changes resource loop variable %d, which the runtime needs fixed at load", body.fn, i)
+			}
 		}
 		outs := make([]int, len(types))
 		for i, dt := range types {

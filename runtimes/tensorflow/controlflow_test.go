@@ -80,7 +80,17 @@ func funcDef(name string, ins, outs []arg, ret []string, nodes ...*ndpb.NodeDef)
 // then rewired to the named tensor of the node that edit adds.
 func controlFlowModel(t *testing.T, ins map[string]tensor.DType, outs map[string]string, fns []*fpb.FunctionDef, nodes ...*ndpb.NodeDef) driver.Files {
 	t.Helper()
+	return controlFlowModelWith(t, nil, ins, outs, fns, nodes...)
+}
+
+// controlFlowModelWith is controlFlowModel with setup run on the builder
+// first (to add variables).
+func controlFlowModelWith(t *testing.T, setup func(b *tfsave.Builder), ins map[string]tensor.DType, outs map[string]string, fns []*fpb.FunctionDef, nodes ...*ndpb.NodeDef) driver.Files {
+	t.Helper()
 	b := tfsave.NewBuilder()
+	if setup != nil {
+		setup(b)
+	}
 	inNames := map[string]string{}
 	var first string
 	for _, key := range sortedKeys(ins) {
@@ -340,5 +350,55 @@ func TestControlFlowMissingOp(t *testing.T) {
 	}
 	if strings.Contains(msg, "StatelessIf") {
 		t.Errorf("error %q lists the If as missing", msg)
+	}
+}
+
+// TestControlFlowReadsVariable passes a resource variable's handle into a
+// While (as a loop variable, as Keras RNN loops pass their weights) and an
+// If, whose functions read it: acc += w n times, then y = acc*w if flag.
+func TestControlFlowReadsVariable(t *testing.T) {
+	rt := tpb.DataType_DT_RESOURCE
+	vars := []arg{{"i", i32t}, {"n", i32t}, {"w", rt}, {"acc", f32t}}
+	read := func(name string) *ndpb.NodeDef {
+		return &ndpb.NodeDef{Name: name, Op: "ReadVariableOp", Input: []string{"w"}, Attr: map[string]*apb.AttrValue{"dtype": typeAttr(f32t)}}
+	}
+	cond := funcDef("var_cond", vars, []arg{{"more", bt}}, []string{"less:z:0"}, fnode("less", "Less", i32t, "i", "n"))
+	body := funcDef("var_body", vars, vars, []string{"next:z:0", "n", "w", "sum:z:0"},
+		int32Const("one", 1), fnode("next", "AddV2", i32t, "i", "one:output:0"), read("rd"), fnode("sum", "AddV2", f32t, "acc", "rd:value:0"))
+	ab := []arg{{"w", rt}, {"x", f32t}}
+	then := funcDef("scale_fn", ab, []arg{{"y", f32t}}, []string{"mul:z:0"}, read("rd"), fnode("mul", "Mul", f32t, "x", "rd:value:0"))
+	els := funcDef("keep_fn", ab, []arg{{"y", f32t}}, []string{"x"})
+	var handle string
+	setup := func(b *tfsave.Builder) {
+		v := b.Variable("w", f32([]int64{3}, 1, 2, 3))
+		handle, _, _ = splitTensorName(v.Handle)
+	}
+	loop := &ndpb.NodeDef{Name: "loop", Op: "StatelessWhile", Input: []string{"i0", "n", "HANDLE", "acc0"}, Attr: map[string]*apb.AttrValue{
+		"T": typeListAttr(i32t, i32t, rt, f32t), "cond": funcAttr("var_cond"), "body": funcAttr("var_body"),
+	}}
+	ifNode := &ndpb.NodeDef{Name: "pick", Op: "If", Input: []string{"is_set", "HANDLE", "loop:3"}, Attr: map[string]*apb.AttrValue{
+		"Tcond": typeAttr(bt), "Tin": typeListAttr(rt, f32t), "Tout": typeListAttr(f32t),
+		"then_branch": funcAttr("scale_fn"), "else_branch": funcAttr("keep_fn"),
+	}}
+	zero := &ndpb.NodeDef{Name: "zero", Op: "Const", Attr: int32Const("", 0).Attr}
+	files := controlFlowModelWith(t, func(b *tfsave.Builder) {
+		setup(b)
+		loop.Input[2], ifNode.Input[1] = handle, handle
+	}, map[string]tensor.DType{"i0": tensor.Int32, "n": tensor.Int32, "acc0": tensor.Float, "flag": tensor.Int32},
+		map[string]string{"acc": "loop:3", "y": "pick:0"}, []*fpb.FunctionDef{cond, body, then, els},
+		zero, fnode("is_set", "Less", i32t, "zero", "flag"), loop, ifNode)
+	m := loadFiles(t, files, driver.Config{})
+	for _, flag := range []int32{1, 0} {
+		got, err := predictNamed(t, m, named("i0", i32([]int64{}, 0)), named("n", i32([]int64{}, 2)),
+			named("acc0", f32([]int64{3}, 0.5, 0.5, 0.5)), named("flag", i32([]int64{}, flag)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkOut(t, "acc", got["acc"], []int64{3}, []float32{2.5, 4.5, 6.5})
+		if flag == 1 {
+			checkOut(t, "y", got["y"], []int64{3}, []float32{2.5, 9, 19.5})
+		} else {
+			checkOut(t, "y", got["y"], []int64{3}, []float32{2.5, 4.5, 6.5})
+		}
 	}
 }

@@ -82,7 +82,10 @@
 // 1,000,000 iterations (the error names its cond function), so a loop that
 // never ends cannot hang a call. An op without a kernel inside a branch,
 // cond or body is listed by the load error under its node in the function
-// (If{then_fn}/node), with the other missing ops. Variables that an If or While function reads are folded
+// (If{then_fn}/node), with the other missing ops. Arguments known at load
+// are bound as constants in the functions: every constant If argument, and
+// a While's resource loop variables (variable handles, as Keras RNN loops
+// pass their weights), which the body must pass on unchanged. Variables that an If or While function reads are folded
 // like the main graph's unless some program assigns them.
 //
 //	op               dtypes                    tested against
@@ -95,7 +98,9 @@
 //	                                           in the body (TestWhileNestedIf); a
 //	                                           loop that never ends (TestWhileNeverEnds,
 //	                                           TestWhileStopsWithCall); missing op in a
-//	                                           branch (TestControlFlowMissingOp)
+//	                                           branch (TestControlFlowMissingOp);
+//	                                           variables read through handles passed to
+//	                                           If and While (TestControlFlowReadsVariable)
 //
 // TF1 control flow (Switch, Merge, Enter, Exit, NextIteration, LoopCond)
 // is not supported.

@@ -21,6 +21,12 @@ import (
 // time steps, tf.range-driven loops) run far fewer iterations.
 var maxWhileIterations = 1_000_000
 
+// maxControlFlowFuncs bounds the If/While functions one program compiles:
+// each branch is compiled for each If that runs it, so nested Ifs compile
+// exponentially many, and a function whose If calls itself would never
+// stop.
+const maxControlFlowFuncs = 10000
+
 // subProgram is a library function compiled for an If or While step.
 type subProgram struct {
 	fn     string
@@ -37,11 +43,17 @@ func (c *compiler) compileFunc(sc *scope, nd *ndpb.NodeDef, fname string, in []d
 	if fname == "" {
 		return nil, fmt.Errorf("%w: names no function", ErrBadGraph)
 	}
+	if c.subFuncs == nil {
+		c.subFuncs = new(int)
+	}
+	if *c.subFuncs++; *c.subFuncs > maxControlFlowFuncs {
+		return nil, fmt.Errorf("%w: more than %d If/While functions to compile (each If compiles both branches, so nested Ifs multiply them)", ErrBadGraph, maxControlFlowFuncs)
+	}
 	if c.missing.nodes == nil { // shared with the sub-compiler below
 		c.missing.nodes, c.missing.seen = map[string][]string{}, map[string]bool{}
 	}
 	sub := &compiler{lib: c.lib, ops: c.ops, vars: c.vars, ck: c.ck, feeds: map[string]int{}, prog: &program{},
-		refVar: map[int]*variable{}, missing: c.missing, files: c.files, depth: c.depth}
+		refVar: map[int]*variable{}, missing: c.missing, files: c.files, depth: c.depth, subFuncs: c.subFuncs}
 	args := make([]int, len(in))
 	for i, dt := range in {
 		args[i] = newSlot(sub.prog, dt, consts[i])

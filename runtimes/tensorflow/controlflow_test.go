@@ -3,6 +3,7 @@ package tensorflow
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -427,5 +428,51 @@ func BenchmarkWhileSum(b *testing.B) {
 		if _, err := m.Predict(context.Background(), in); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// ifChain is a model whose If calls f0, whose If calls f1 (both
+// branches), and so on to f<depth-1>, and then rec_fn if recursive.
+func ifChain(t *testing.T, depth int, last string) driver.Files {
+	ins, outs := []arg{{"x", f32t}}, []arg{{"y", f32t}}
+	ifTo := func(name, fn string, cond string, tcond dtype) *ndpb.NodeDef {
+		return &ndpb.NodeDef{Name: name, Op: "StatelessIf", Input: []string{cond, "x"}, Attr: map[string]*apb.AttrValue{
+			"Tcond": typeAttr(tcond), "Tin": typeListAttr(f32t), "Tout": typeListAttr(f32t),
+			"then_branch": funcAttr(fn), "else_branch": funcAttr(fn),
+		}}
+	}
+	var fns []*fpb.FunctionDef
+	for i := range depth {
+		next := fmt.Sprintf("f%d", i+1)
+		if i == depth-1 {
+			next = last
+		}
+		fns = append(fns, funcDef(fmt.Sprintf("f%d", i), ins, outs, []string{"again:output:0"},
+			fnode("pos", "Less", f32t, "x", "x"), ifTo("again", next, "pos:z:0", bt)))
+	}
+	fns = append(fns, funcDef("leaf_fn", ins, outs, []string{"x"}))
+	return controlFlowModel(t, map[string]tensor.DType{"flag": tensor.Int32, "x": tensor.Float},
+		map[string]string{"y": "top:0"}, fns, ifTo("top", "f0", "flag", i32t))
+}
+
+// TestIfNesting checks that nested Ifs load and run, and that Ifs that
+// would compile exponentially many branch instances (each If compiles both
+// branches, each holding an If) or recurse fail the load with an error
+// instead of compiling forever.
+func TestIfNesting(t *testing.T) {
+	m := loadFiles(t, ifChain(t, 5, "leaf_fn"), driver.Config{})
+	got, err := predictNamed(t, m, named("flag", i32([]int64{}, 1)), named("x", f32([]int64{2}, 1, 2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkOut(t, "y", got["y"], []int64{2}, []float32{1, 2})
+
+	err = loadErr(t, ifChain(t, 40, "leaf_fn"))
+	if !errors.Is(err, ErrBadGraph) || !strings.Contains(err.Error(), "If/While functions") {
+		t.Errorf("40 nested Ifs: error %v, want ErrBadGraph about too many If/While functions", err)
+	}
+	err = loadErr(t, ifChain(t, 1, "f0"))
+	if !errors.Is(err, ErrBadGraph) || !strings.Contains(err.Error(), "recursion?") {
+		t.Errorf("recursive If: error %v, want ErrBadGraph about recursion", err)
 	}
 }

@@ -85,7 +85,10 @@
 // (If{then_fn}/node), with the other missing ops. Arguments known at load
 // are bound as constants in the functions: every constant If argument, and
 // a While's resource loop variables (variable handles, as Keras RNN loops
-// pass their weights), which the body must pass on unchanged. Variables that an If or While function reads are folded
+// pass their weights), which the body must pass on unchanged. A model
+// whose functions would compile more than 10,000 If/While function
+// instances (nested Ifs multiply them) or nest deeper than 64 (recursion)
+// fails the load. Variables that an If or While function reads are folded
 // like the main graph's unless some program assigns them.
 //
 //	op               dtypes                    tested against
@@ -100,7 +103,8 @@
 //	                                           TestWhileStopsWithCall); missing op in a
 //	                                           branch (TestControlFlowMissingOp);
 //	                                           variables read through handles passed to
-//	                                           If and While (TestControlFlowReadsVariable)
+//	                                           If and While (TestControlFlowReadsVariable);
+//	                                           nested and recursive Ifs (TestIfNesting)
 //
 // TF1 control flow (Switch, Merge, Enter, Exit, NextIteration, LoopCond)
 // is not supported.

@@ -85,6 +85,9 @@ type compiler struct {
 	missing missingOps
 	// defaults of fed PlaceholderWithDefault nodes, by feed slot.
 	nsteps int
+	// subFuncs counts the If/While functions compiled, shared with the
+	// compilers of those functions (controlflow.go).
+	subFuncs *int
 	// files are the model's files, by path relative to its root, for
 	// ReadFile (the loader feeds asset paths as "assets/<name>"); nil when
 	// the program may read none (serving).

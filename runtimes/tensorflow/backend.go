@@ -339,14 +339,21 @@ func runRoots(mg *cpb.MetaGraphDef, initOp string) []string {
 // those weights (a loaded model took 2x its file size).
 func releaseUnreadVariables(p *program, vars *varStore) {
 	used := map[*variable]bool{}
-	for _, st := range p.steps {
-		if st.readVar != nil {
-			used[st.readVar] = true
-		}
-		if st.writes != nil {
-			used[st.writes] = true
+	var walk func(p *program)
+	walk = func(p *program) {
+		for _, st := range p.steps {
+			if st.readVar != nil {
+				used[st.readVar] = true
+			}
+			if st.writes != nil {
+				used[st.writes] = true
+			}
+			for _, sub := range st.subs { // If and While functions
+				walk(sub)
+			}
 		}
 	}
+	walk(p)
 	for _, v := range vars.vars {
 		if !used[v] {
 			v.value = nil
@@ -552,7 +559,9 @@ func (m *model) Predict(ctx context.Context, inputs []tensor.Tensor) ([]tensor.T
 		viewInput(&s.owned[slot], in)
 		s.vals[slot] = &s.owned[slot]
 	}
+	s.ctx = ctx // a While stops when the call's deadline passes
 	err := m.serve.run(s)
+	s.ctx = nil
 	var out []tensor.Tensor
 	if err == nil {
 		out = make([]tensor.Tensor, len(m.serve.fetches))

@@ -122,4 +122,44 @@
 // item, so the kernels stay pure and a list folded at load is shared by
 // concurrent calls (TestTensorListConcurrentCalls). Lengths are bounded
 // (2^20 items).
+//
+// # Control flow
+//
+// Functional control flow runs at call time: each then/else branch and
+// each While cond and body function is compiled once, at load, into its
+// own program, which the If or While step runs with a pooled state of its
+// own (nested If and While included). A condition is TensorFlow's truth
+// value: a scalar is true when non-zero (a string when non-empty), any
+// other tensor when it has elements. parallel_iterations is ignored
+// (iterations run in order). A While stops, failing the call, when the
+// call's context ends (its deadline) or when it has not ended after
+// 1,000,000 iterations (the error names its cond function), so a loop that
+// never ends cannot hang a call. An op without a kernel inside a branch,
+// cond or body is listed by the load error under its node in the function
+// (If{then_fn}/node), with the other missing ops. Arguments known at load
+// are bound as constants in the functions: every constant If argument, and
+// a While's resource loop variables (variable handles, as Keras RNN loops
+// pass their weights), which the body must pass on unchanged. A model
+// whose functions would compile more than 10,000 If/While function
+// instances (nested Ifs multiply them) or nest deeper than 64 (recursion)
+// fails the load. Variables that an If or While function reads are folded
+// like the main graph's unless some program assigns them.
+//
+//	op               dtypes                    tested against
+//	If, StatelessIf  any Tin/Tout; cond bool,  hand-derived results: both branches,
+//	                 numeric or string         two outputs of two dtypes, an int32
+//	                                           cond (TestIf)
+//	While,           any T                     sum of 0..n-1, zero iterations
+//	StatelessWhile                             (TestWhileSum); loop-invariant var
+//	                                           (TestWhileLoopInvariant); If nested
+//	                                           in the body (TestWhileNestedIf); a
+//	                                           loop that never ends (TestWhileNeverEnds,
+//	                                           TestWhileStopsWithCall); missing op in a
+//	                                           branch (TestControlFlowMissingOp);
+//	                                           variables read through handles passed to
+//	                                           If and While (TestControlFlowReadsVariable);
+//	                                           nested and recursive Ifs (TestIfNesting)
+//
+// TF1 control flow (Switch, Merge, Enter, Exit, NextIteration, LoopCond)
+// is not supported.
 package tensorflow

@@ -2,6 +2,7 @@ package tensorflow
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -32,6 +33,10 @@ type step struct {
 	// fuse describes steps the fusion pass may merge (MatMul, BiasAdd,
 	// Relu).
 	fuse *fusable
+	// subs are the programs an If or While step runs (controlflow.go);
+	// such a step has runCtx, which gets the call's context, instead of run.
+	subs   []*program
+	runCtx func(ctx context.Context, v []*dense) error
 }
 
 // program is a compiled subgraph: a flat schedule of kernels over value
@@ -81,6 +86,9 @@ type compiler struct {
 	missing missingOps
 	// defaults of fed PlaceholderWithDefault nodes, by feed slot.
 	nsteps int
+	// subFuncs counts the If/While functions compiled, shared with the
+	// compilers of those functions (controlflow.go).
+	subFuncs *int
 	// files are the model's files, by path relative to its root, for
 	// ReadFile (the loader feeds asset paths as "assets/<name>"); nil when
 	// the program may read none (serving).
@@ -413,6 +421,8 @@ func (c *compiler) build(sc *scope, nd *ndpb.NodeDef, ins []int) ([]int, error) 
 		return c.restoreV2(nd, a, ins)
 	case "ReadFile":
 		return c.readFile(nd, ins)
+	case "If", "StatelessIf", "While", "StatelessWhile":
+		return c.controlFlow(sc, nd, a, ins)
 	}
 	if fn, ok := c.lib[nd.Op]; ok {
 		return c.call(sc, nd, fn.Signature.GetName(), ins)

@@ -1,6 +1,7 @@
 package tensorflow
 
 import (
+	"context"
 	"fmt"
 	"sync"
 )
@@ -10,6 +11,9 @@ import (
 type state struct {
 	vals  []*dense
 	owned []dense
+	// ctx is the call's context, for steps that loop (While); nil means
+	// context.Background.
+	ctx context.Context
 }
 
 func (p *program) newState() *state {
@@ -36,7 +40,17 @@ func (p *program) run(s *state) (err error) {
 	}()
 	for i = range p.steps {
 		st := &p.steps[i]
-		if e := st.run(s.vals); e != nil {
+		var e error
+		if st.runCtx != nil {
+			ctx := s.ctx
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			e = st.runCtx(ctx, s.vals)
+		} else {
+			e = st.run(s.vals)
+		}
+		if e != nil {
 			return &OpError{Op: st.op, Node: st.node, Err: e}
 		}
 	}
@@ -46,12 +60,17 @@ func (p *program) run(s *state) (err error) {
 // finish folds constants and drops steps whose results nothing needs.
 // Steps that read variables the program never assigns are folded too (the
 // values restored at load are constants for serving).
-func (p *program) finish() error {
-	written := map[*variable]bool{}
+func (p *program) finish() error { return p.finishWith(map[*variable]bool{}) }
+
+// finishWith finishes p and the programs its If and While steps run
+// (which no variable the whole program assigns may be folded in).
+func (p *program) finishWith(written map[*variable]bool) error {
+	p.stateful = p.collectWrites(written)
 	for _, st := range p.steps {
-		if st.writes != nil {
-			written[st.writes] = true
-			p.stateful = true
+		for _, sub := range st.subs {
+			if err := sub.finishWith(written); err != nil {
+				return err
+			}
 		}
 	}
 	kept := p.steps[:0]
@@ -88,6 +107,22 @@ func (p *program) finish() error {
 		p.fuse()
 	}
 	return nil
+}
+
+// collectWrites adds the variables p's steps, and those of the programs
+// they run, assign to written, and reports whether there are any.
+func (p *program) collectWrites(written map[*variable]bool) bool {
+	any := false
+	for _, st := range p.steps {
+		if st.writes != nil {
+			written[st.writes] = true
+			any = true
+		}
+		for _, sub := range st.subs {
+			any = sub.collectWrites(written) || any
+		}
+	}
+	return any
 }
 
 // noFusion turns the fusion pass off (tests compare both).

@@ -118,14 +118,14 @@ func TestModelsEndpoints(t *testing.T) {
 	if at, err := time.Parse(time.RFC3339, pctr.LoadedAt); err != nil || time.Since(at) > time.Hour || time.Since(at) < -time.Hour {
 		t.Errorf("pctr/v1/ loaded_at %q (%v), want the registration's time", pctr.LoadedAt, err)
 	}
-	wantIn := []tensorSpec{
+	wantIn := []sidecar.StatusTensorSpec{
 		{Name: "serving_default_ad_id:0", Aliases: []string{"ad_id"}, DType: "INT64", Shape: []int64{-1, 1}},
 		{Name: "serving_default_dense:0", Aliases: []string{"dense"}, DType: "FLOAT", Shape: []int64{-1, tfsave.PCTRDense}},
 		{Name: "serving_default_publisher_id:0", Aliases: []string{"publisher_id"}, DType: "INT64", Shape: []int64{-1, 1}},
 	}
 	in := slices.Clone(pctr.Inputs)
-	slices.SortFunc(in, func(a, b tensorSpec) int { return strings.Compare(a.Name, b.Name) })
-	if !slices.EqualFunc(in, wantIn, func(a, b tensorSpec) bool {
+	slices.SortFunc(in, func(a, b sidecar.StatusTensorSpec) int { return strings.Compare(a.Name, b.Name) })
+	if !slices.EqualFunc(in, wantIn, func(a, b sidecar.StatusTensorSpec) bool {
 		return a.Name == b.Name && slices.Equal(a.Aliases, b.Aliases) && a.DType == b.DType && slices.Equal(a.Shape, b.Shape)
 	}) {
 		t.Errorf("pctr/v1/ inputs %+v, want %+v", pctr.Inputs, wantIn)

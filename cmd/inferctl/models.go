@@ -11,44 +11,16 @@ import (
 	"net/url"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/internal/cli"
-	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/sidecar"
 	"github.com/inferbid/inferbid/tensor"
 )
 
-// modelStatus is one model as bidding-server's GET /v1/models describes it
-// (cmd/bidding-server/models.go); a sidecar's answer is put in the same
-// shape.
-type modelStatus struct {
-	ModelPath      string       `json:"model_path"`
-	State          string       `json:"state"`
-	Checksum       string       `json:"checksum,omitempty"`
-	ListedChecksum string       `json:"listed_checksum,omitempty"`
-	LoadedAt       string       `json:"loaded_at,omitempty"`
-	EvictAt        string       `json:"evict_at,omitempty"`
-	LastError      string       `json:"last_error,omitempty"`
-	LastErrorAt    string       `json:"last_error_at,omitempty"`
-	Failures       int          `json:"failures,omitempty"`
-	LoadMs         float64      `json:"load_ms,omitempty"`
-	WarmUpMs       float64      `json:"warm_up_ms,omitempty"`
-	Files          int          `json:"files,omitempty"`
-	Bytes          int64        `json:"bytes,omitempty"`
-	Positional     bool         `json:"positional_inputs,omitempty"`
-	Inputs         []tensorSpec `json:"inputs,omitempty"`
-	Outputs        []tensorSpec `json:"outputs,omitempty"`
-}
-
-type tensorSpec struct {
-	Name     string   `json:"name"`
-	Aliases  []string `json:"aliases,omitempty"`
-	DType    string   `json:"dtype"`
-	Shape    []int64  `json:"shape"`
-	Optional bool     `json:"optional,omitempty"`
-}
+// modelStatus is one model as bidding-server's GET /v1/models describes it;
+// a sidecar's answer is put in the same shape.
+type modelStatus = sidecar.ModelStatus
 
 // maxModelsAnswer bounds what is read of a bidding-server's answer.
 const maxModelsAnswer = 64 << 20
@@ -105,27 +77,9 @@ func sidecarModels(ctx context.Context, c *sidecar.Client, path string) ([]model
 	}
 	out := make([]modelStatus, len(infos))
 	for i, in := range infos {
-		out[i] = modelStatus{ModelPath: in.Path, State: string(in.State), Checksum: in.Checksum,
-			LoadedAt: formatTime(in.LoadedAt), Files: in.Files, Bytes: in.Bytes,
-			LoadMs: ms(in.Load), WarmUpMs: ms(in.WarmUp), Positional: in.Signature.Positional,
-			Inputs: specsOf(in.Signature.Inputs), Outputs: specsOf(in.Signature.Outputs)}
+		out[i] = in.Status()
 	}
 	return out, nil
-}
-
-func specsOf(specs []runtimes.TensorSpec) []tensorSpec {
-	if len(specs) == 0 {
-		return nil
-	}
-	out := make([]tensorSpec, len(specs))
-	for i, s := range specs {
-		dt := "UNSPECIFIED"
-		if s.DType != tensor.Invalid {
-			dt = s.DType.String()
-		}
-		out[i] = tensorSpec{Name: s.Name, Aliases: s.Aliases, DType: dt, Shape: s.Shape, Optional: s.Optional}
-	}
-	return out
 }
 
 // serverModels asks a bidding-server's GET /v1/models (or
@@ -231,7 +185,7 @@ func shortChecksum(s string) string {
 
 // formatSpecs is "name:DTYPE[shape]" per tensor, by the name a request
 // uses (the first alias: TensorFlow's signature key).
-func formatSpecs(specs []tensorSpec, positional bool) string {
+func formatSpecs(specs []sidecar.StatusTensorSpec, positional bool) string {
 	parts := make([]string, 0, len(specs))
 	for _, s := range specs {
 		name := s.Name
@@ -264,14 +218,3 @@ func orDash(s string) string {
 	}
 	return s
 }
-
-// formatTime is RFC 3339 in UTC with milliseconds, as bidding-server
-// writes it; "" for the zero time.
-func formatTime(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.UTC().Format("2006-01-02T15:04:05.000Z07:00")
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

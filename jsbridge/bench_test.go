@@ -8,7 +8,6 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -315,28 +314,12 @@ type isolationRun struct {
 
 // round makes n calls from callers goroutines.
 func (m *isolationRun) round(n, callers, sidecarPid int, call func() error) error {
-	h0, c0, t0 := benchlat.ProcessCPU(), benchlat.PidCPU(sidecarPid), time.Now()
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, callers)
-	for range callers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for next.Add(1) <= int64(n) {
-				if err := m.lat.TimeErr(call); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	m.wall += time.Since(t0)
+	h0, c0 := benchlat.ProcessCPU(), benchlat.PidCPU(sidecarPid)
+	wall, err := benchlat.RunCalls(n, callers, &m.lat, call)
+	m.wall += wall
 	m.cpu += benchlat.ProcessCPU() - h0 + benchlat.PidCPU(sidecarPid) - c0
 	m.n += n
-	close(errs)
-	return <-errs
+	return err
 }
 
 // isolationSummary is a mode's latencies, throughput and CPU per call.

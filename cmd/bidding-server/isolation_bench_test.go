@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -157,28 +155,12 @@ func (m *serverRun) cpuNow() time.Duration {
 
 // round sends n requests from callers goroutines.
 func (m *serverRun) round(client *http.Client, body string, n, callers int) error {
-	c0, t0 := m.cpuNow(), time.Now()
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, callers)
-	for range callers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for next.Add(1) <= int64(n) {
-				if err := m.lat.TimeErr(func() error { return bidOnce(client, m.url, body, false) }); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	m.wall += time.Since(t0)
+	c0 := m.cpuNow()
+	wall, err := benchlat.RunCalls(n, callers, &m.lat, func() error { return bidOnce(client, m.url, body, false) })
+	m.wall += wall
 	m.cpu += m.cpuNow() - c0
 	m.n += n
-	close(errs)
-	return <-errs
+	return err
 }
 
 type serverSummary struct {

@@ -1,8 +1,10 @@
 package benchlat
 
 import (
+	"errors"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -121,5 +123,21 @@ func TestPidCPU(t *testing.T) {
 	}
 	if got := PidCPU(-1); got != 0 {
 		t.Errorf("PidCPU(-1) = %v, want 0", got)
+	}
+}
+
+func TestRunCalls(t *testing.T) {
+	var r Recorder
+	var calls atomic.Int64
+	if _, err := RunCalls(100, 4, &r, func() error { calls.Add(1); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if calls.Load() != 100 || r.Stats().Calls != 100 {
+		t.Errorf("%d calls, %d recorded; want 100", calls.Load(), r.Stats().Calls)
+	}
+	boom := errors.New("boom")
+	_, err := RunCalls(100, 4, &Recorder{}, func() error { return boom })
+	if !errors.Is(err, boom) {
+		t.Errorf("err = %v, want boom", err)
 	}
 }

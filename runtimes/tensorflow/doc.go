@@ -265,12 +265,12 @@
 //	Shape                    any; out int32/64         TestKernels
 //	Size                     any; out int32/64         untested
 //	Rank                     any                       untested
-//	ConcatV2                 any                       TestKernels
-//	Pack                     any                       TestKernels
-//	Unpack                   any                       TestKernels
-//	GatherV2                 any; int32/64 indices     TestKernels
-//	Slice                    any                       TestKernels
-//	StridedSlice             any                       TestKernels
+//	ConcatV2                 numeric                   TestKernels
+//	Pack                     numeric                   TestKernels
+//	Unpack                   numeric                   TestKernels
+//	GatherV2                 numeric; int32/64 idx     TestKernels
+//	Slice                    numeric                   TestKernels
+//	StridedSlice             numeric                   TestKernels
 //	OneHot                   numeric                   TestKernels
 //	Fill                     numeric                   untested
 //	ZerosLike                numeric                   untested

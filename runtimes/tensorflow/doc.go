@@ -162,4 +162,117 @@
 //
 // TF1 control flow (Switch, Merge, Enter, Exit, NextIteration, LoopCond)
 // is not supported.
+//
+// # Core ops
+//
+// Every other op the runtime runs. "numeric" is float, double, int8/16/32/64
+// and uint8; "any" is every dtype the runtime holds. "untested" means no
+// test in this package builds a graph with the op (its code is shared with
+// a tested op of the same family, but its own results are not checked);
+// "reference models" means only the TestReference* models (exported by
+// real TensorFlow, outputs compared with TensorFlow's) exercise it.
+// TestOpCoverageTableComplete checks that this document lists every op
+// the runtime has a kernel or a graph rule for, exactly once.
+//
+//	op                       dtypes                    tested against
+//	NoOp                     -                         TestAssetsFedToInitOp, reference models (init and restore ops)
+//	Const                    any                       TestDecodeTensorProto, TestConstProtoInGraph
+//	Placeholder              any                       every model test (TestMLP); unfed: TestLoadErrors
+//	PlaceholderWithDefault   any                       TestOptionalInput
+//	Identity                 any                       TestIf, reference models
+//	IdentityN                any                       untested
+//	StopGradient             any                       untested
+//	Snapshot                 any                       untested
+//	PreventGradient          any                       untested
+//	RefIdentity              any                       untested
+//	PartitionedCall          any Tin/Tout              untested (same inlining as StatefulPartitionedCall)
+//	StatefulPartitionedCall  any Tin/Tout              TestDeepGraph, reference models
+//	VarHandleOp              numeric                   TestControlFlowReadsVariable, reference models
+//	ReadVariableOp           numeric                   TestControlFlowReadsVariable, reference models
+//	AssignVariableOp         numeric                   TestAssetsFedToInitOp, reference models (TF2 restore)
+//	AssignAddVariableOp      numeric                   TestReferenceStateful, TestStatefulReset
+//	AssignSubVariableOp      numeric                   untested
+//	ResourceGather           numeric; int32/64 index   reference models
+//	DestroyResourceOp        -                         untested
+//	VarIsInitializedOp       -                         untested
+//	VariableV2               numeric                   reference models (TF1)
+//	Variable                 numeric                   untested (same rule as VariableV2)
+//	Assign                   numeric                   reference models (TF1 restore)
+//	RestoreV2                numeric                   TestStatefulReset, reference models (checkpoint values)
+//	ReadFile                 string                    TestAssetsFedToInitOp, TestReferenceMissingAssetUnread
+//	MatMul                   float, double, int32/64   TestKernels, TestMatMulSizes, TestMatMulSplitIdentical, TestFusionExact
+//	BatchMatMulV2            float, double, int32/64   TestKernels
+//	BatchMatMul              float, double, int32/64   untested (same kernel as BatchMatMulV2)
+//	BatchMatMulV3            float, double, int32/64   untested (same kernel as BatchMatMulV2)
+//	BiasAdd                  numeric                   TestMLP, TestFusionExact, TestCNNModel
+//	Add                      numeric                   TestBroadcastShapes
+//	AddV2                    numeric                   TestKernels, TestBroadcastShapes
+//	Sub                      numeric                   TestKernels
+//	Mul                      numeric                   TestKernels, TestBroadcastShapes
+//	RealDiv                  float, double             TestKernels
+//	Div                      numeric                   untested
+//	DivNoNan                 numeric                   untested
+//	Minimum                  numeric                   TestKernels
+//	Maximum                  numeric                   TestKernels
+//	SquaredDifference        numeric                   untested
+//	Pow                      numeric                   untested
+//	FloorDiv                 numeric                   untested
+//	FloorMod                 numeric                   untested
+//	Greater                  numeric                   TestKernels
+//	GreaterEqual             numeric                   untested
+//	Less                     numeric                   TestWhileSum, TestIf, TestBroadcastShapes
+//	LessEqual                numeric                   TestKernels
+//	Equal                    numeric, bool             TestKernels
+//	NotEqual                 numeric, bool             untested
+//	LogicalAnd               bool                      untested
+//	LogicalOr                bool                      untested
+//	LogicalNot               bool                      untested
+//	Select                   numeric                   TestKernels
+//	SelectV2                 numeric                   TestKernels
+//	Neg                      numeric                   TestKernels
+//	Abs                      numeric                   untested
+//	Relu                     numeric                   TestKernels, TestMLP, TestFusionExact
+//	Relu6                    numeric                   TestKernels
+//	Square                   numeric                   TestKernels
+//	Sign                     numeric                   untested
+//	Sigmoid                  float, double             TestSigmoidEigen (Eigen's formula), TestKernels
+//	Tanh                     float, double             TestKernels
+//	Exp                      float, double             TestKernels
+//	Log                      float, double             TestKernels
+//	Log1p                    float, double             untested
+//	Sqrt                     float, double             TestKernels
+//	Rsqrt                    float, double             TestKernels
+//	Reciprocal               float, double             untested
+//	Floor                    float, double             untested
+//	Ceil                     float, double             untested
+//	Round                    float, double             untested
+//	Softplus                 float, double             untested
+//	Elu                      float, double             untested
+//	Selu                     float, double             untested
+//	LeakyRelu                float, double             untested
+//	Erf                      float, double             untested
+//	Softmax                  float, double             TestKernels
+//	LogSoftmax               float, double             untested
+//	Sum                      numeric                   TestKernels, TestReduceAndSqueezeShapes
+//	Mean                     numeric                   TestKernels, TestReduceAndSqueezeShapes, TestMeanOfNothing
+//	Max                      numeric                   TestKernels, TestReduceAndSqueezeShapes
+//	Min                      numeric                   TestKernels
+//	Prod                     numeric                   untested
+//	Cast                     numeric, bool; from HALF, BFLOAT16, UINT16/32/64  TestKernels, TestDecodeTensorProto
+//	Reshape                  any                       TestKernels
+//	Squeeze                  any                       TestKernels, TestReduceAndSqueezeShapes
+//	ExpandDims               any                       TestKernels
+//	Shape                    any; out int32/64         TestKernels
+//	Size                     any; out int32/64         untested
+//	Rank                     any                       untested
+//	ConcatV2                 numeric                   TestKernels
+//	Pack                     numeric                   TestKernels
+//	Unpack                   numeric                   TestKernels
+//	GatherV2                 numeric; int32/64 idx     TestKernels
+//	Slice                    numeric                   TestKernels
+//	StridedSlice             numeric                   TestKernels
+//	OneHot                   numeric                   TestKernels
+//	Fill                     numeric                   untested
+//	ZerosLike                numeric                   untested
+//	OnesLike                 numeric                   untested
 package tensorflow

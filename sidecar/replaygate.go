@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/inferbid/inferbid/inferr"
 )
@@ -16,6 +17,9 @@ import (
 // readiness says what is left. The Supervisor drives it; its Client
 // consults it. A Client made by NewClient has none.
 type replayGate struct {
+	// on mirrors active for the call path: a Predict outside an outage
+	// reads one atomic, not the mutex every caller would contend on.
+	on        atomic.Bool
 	mu        sync.Mutex
 	active    bool
 	replaying bool                     // the new sidecar is up and the models are being sent
@@ -48,6 +52,7 @@ func (g *replayGate) begin(paths []string, replaying bool) uint64 {
 	g.gen++
 	if !g.active {
 		g.active = true
+		g.on.Store(true)
 		g.idle = make(chan struct{})
 	}
 	g.replaying = replaying
@@ -115,13 +120,17 @@ func (g *replayGate) end() {
 	}
 	g.pending, g.listed = nil, nil
 	g.active, g.replaying = false, false
+	g.on.Store(false)
 	close(g.idle)
 }
+
+// engaged reports, without locking, whether the gate may hold calls back.
+func (g *replayGate) engaged() bool { return g != nil && g.on.Load() }
 
 // wait blocks until none of paths is pending, or ctx ends (then a GRPC
 // error naming the model still awaited).
 func (g *replayGate) wait(ctx context.Context, paths func(yield func(string) bool)) error {
-	if g == nil {
+	if !g.engaged() {
 		return nil
 	}
 	g.mu.Lock()

@@ -16,7 +16,6 @@ import (
 	"github.com/inferbid/inferbid/internal/testhelp"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/sidecar"
-	"github.com/inferbid/inferbid/sidecar/sidecartest"
 )
 
 // floatJSONRequest is a one-entry JSON batch of about size bytes: a FLOAT
@@ -78,7 +77,7 @@ func TestJSONPredictMemory(t *testing.T) {
 	for _, size := range []int{10 << 20, 100 << 20} {
 		for _, model := range []string{"unregistered/", "affine/"} {
 			req := floatJSONRequest(model, size)
-			base := sidecartest.ProcStatus(t, pid, "VmRSS")
+			base := testhelp.ProcStatus(t, pid, "VmRSS")
 			// Reset the peak to the current RSS (clear_refs 5).
 			if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
 				t.Skipf("cannot reset the child's peak RSS: %v", err)
@@ -93,12 +92,12 @@ func TestJSONPredictMemory(t *testing.T) {
 			if err != nil || len(res) != 1 || (model == "affine/") != (res[0].Err == nil) {
 				t.Fatalf("%s: answer %v %v", model, err, res)
 			}
-			peak := sidecartest.ProcStatus(t, pid, "VmHWM")
+			peak := testhelp.ProcStatus(t, pid, "VmHWM")
 			perByte := float64(peak-base) / float64(len(req))
 			// Memory goes back to the OS shortly after the answer.
 			var after int64
 			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-				after = sidecartest.ProcStatus(t, pid, "VmRSS")
+				after = testhelp.ProcStatus(t, pid, "VmRSS")
 				if after < base+int64(len(req))/4 || time.Now().After(deadline) {
 					break
 				}

@@ -1,11 +1,13 @@
 package testhelp
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -210,4 +212,27 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// ProcStatus reads a memory field of /proc/<pid>/status (VmRSS, VmHWM) in
+// bytes; the test skips where there is no /proc.
+func ProcStatus(tb testing.TB, pid int, field string) int64 {
+	tb.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		tb.Skipf("no /proc: %v", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				tb.Fatalf("/proc/%d/status %s: %v", pid, field, err)
+			}
+			return kb << 10
+		}
+	}
+	tb.Fatalf("/proc/%d/status has no %s", pid, field)
+	return 0
 }

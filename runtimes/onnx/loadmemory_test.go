@@ -3,17 +3,15 @@
 package onnx
 
 import (
-	"bufio"
 	"context"
 	"os"
 	"runtime"
 	"runtime/debug"
-	"strconv"
-	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/inferbid/inferbid/internal/testhelp"
 	"github.com/inferbid/inferbid/runtimes"
 )
 
@@ -52,25 +50,6 @@ func bigMatMulModel(k, n int) []byte {
 	return append(model, graph...)
 }
 
-// rss is this process's resident set in bytes.
-func rss(t *testing.T) int64 {
-	t.Helper()
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		t.Skipf("no /proc: %v", err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmRSS")
-	return 0
-}
-
 // TestLoadedModelMemory reports the resident memory a loaded ONNX model
 // keeps relative to its file size (ONNX Runtime's allocations are native,
 // so the measure is the process's RSS with the Go heap returned to the OS),
@@ -91,7 +70,7 @@ func TestLoadedModelMemory(t *testing.T) {
 	model = nil
 	runtime.GC()
 	debug.FreeOSMemory()
-	withFiles := rss(t)
+	withFiles := testhelp.ProcStatus(t, os.Getpid(), "VmRSS")
 	m, err := rt.Load(context.Background(), "big/", files)
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +79,7 @@ func TestLoadedModelMemory(t *testing.T) {
 	files = nil
 	runtime.GC()
 	debug.FreeOSMemory()
-	held := rss(t) - (withFiles - size)
+	held := testhelp.ProcStatus(t, os.Getpid(), "VmRSS") - (withFiles - size)
 	ratio := float64(held) / float64(size)
 	t.Logf("files %d MiB, resident memory held by the loaded model %d MiB: %.2fx the file size", size>>20, held>>20, ratio)
 	if ratio > 3 {

@@ -4,15 +4,12 @@ package pytorch_test
 
 import (
 	"archive/zip"
-	"bufio"
 	"bytes"
 	"context"
 	"io"
 	"os"
 	"runtime"
 	"runtime/debug"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/inferbid/inferbid/internal/testhelp"
@@ -70,24 +67,6 @@ func bigAffineModel(t *testing.T, n int) driver.Files {
 	return driver.Files{"affine_v1.pt": out.Bytes()}
 }
 
-func rss(t *testing.T) int64 {
-	t.Helper()
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		t.Skipf("no /proc: %v", err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmRSS")
-	return 0
-}
-
 // TestLoadedModelMemory reports the resident memory a loaded TorchScript
 // model keeps relative to its file size (libtorch's allocations are
 // native: the measure is the process's RSS with the Go heap returned to the
@@ -104,7 +83,7 @@ func TestLoadedModelMemory(t *testing.T) {
 	size := files.Size()
 	runtime.GC()
 	debug.FreeOSMemory()
-	withFiles := rss(t)
+	withFiles := testhelp.ProcStatus(t, os.Getpid(), "VmRSS")
 	m, err := rt.Load(context.Background(), "big/", files)
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +92,7 @@ func TestLoadedModelMemory(t *testing.T) {
 	files = nil
 	runtime.GC()
 	debug.FreeOSMemory()
-	held := rss(t) - (withFiles - size)
+	held := testhelp.ProcStatus(t, os.Getpid(), "VmRSS") - (withFiles - size)
 	ratio := float64(held) / float64(size)
 	t.Logf("files %d MiB, resident memory held by the loaded model %d MiB: %.2fx the file size", size>>20, held>>20, ratio)
 	if ratio > 3 {

@@ -1,15 +1,10 @@
 package sidecartest
 
 import (
-	"bufio"
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"os/exec"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -17,29 +12,6 @@ import (
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/sidecar"
 )
-
-// ProcStatus reads a memory field of /proc/<pid>/status (VmRSS, VmHWM) in
-// bytes; the test skips where there is no /proc.
-func ProcStatus(tb testing.TB, pid int, field string) int64 {
-	tb.Helper()
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		tb.Skipf("no /proc: %v", err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			if err != nil {
-				tb.Fatalf("/proc/%d/status %s: %v", pid, field, err)
-			}
-			return kb << 10
-		}
-	}
-	tb.Fatalf("/proc/%d/status has no %s", pid, field)
-	return 0
-}
 
 // ModelMemory starts the sidecar binary bin on a fresh socket, registers
 // files and reports the growth of the process's resident memory relative
@@ -67,15 +39,15 @@ func ModelMemory(t *testing.T, bin string, files runtimes.Files, limit float64) 
 		t.Fatalf("sidecar %s: %v; stderr: %s", bin, err, stderr.String())
 	}
 	pid := cmd.Process.Pid
-	base := ProcStatus(t, pid, "VmRSS")
+	base := testhelp.ProcStatus(t, pid, "VmRSS")
 	size := files.Size()
 	if err := c.RegisterModel(ctx, "big/", files, ""); err != nil {
 		t.Fatalf("register: %v; stderr: %s", err, stderr.String())
 	}
-	peak := ProcStatus(t, pid, "VmHWM")
+	peak := testhelp.ProcStatus(t, pid, "VmHWM")
 	var held int64
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		held = ProcStatus(t, pid, "VmRSS") - base
+		held = testhelp.ProcStatus(t, pid, "VmRSS") - base
 		if float64(held) <= limit*float64(size) || time.Now().After(deadline) {
 			break
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/jsbridge"
 	"github.com/inferbid/inferbid/modelstore"
 	"github.com/inferbid/inferbid/sidecar"
@@ -265,7 +266,7 @@ func (s *server) listModels(w http.ResponseWriter, r *http.Request) int {
 	if paths == nil {
 		paths = []string{}
 	}
-	models, err := s.modelStatuses(ctx)
+	models, err := s.modelStatuses(ctx, "")
 	if err != nil {
 		return writeError(w, http.StatusServiceUnavailable, "cannot list models: "+err.Error())
 	}
@@ -288,7 +289,7 @@ func (s *server) getModel(w http.ResponseWriter, r *http.Request) int {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	models, err := s.modelStatuses(ctx)
+	models, err := s.modelStatuses(ctx, path)
 	if err != nil {
 		return writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("cannot describe model %q: %v", path, err))
 	}
@@ -302,15 +303,24 @@ func (s *server) getModel(w http.ResponseWriter, r *http.Request) int {
 }
 
 // modelStatuses merges what the sidecar holds with what the model sync
-// knows (failed loads, draining models), sorted by path.
-func (s *server) modelStatuses(ctx context.Context) ([]modelStatus, error) {
-	infos, err := s.models.Models(ctx, "")
+// knows (failed loads, draining models), sorted by path: every model, or
+// only path's when path is not "" (the sidecar then describes that one
+// alone, not every signature it holds).
+func (s *server) modelStatuses(ctx context.Context, path string) ([]modelStatus, error) {
+	infos, err := s.models.Models(ctx, path)
+	if path != "" && inferr.TypeOf(err) == inferr.ModelNotFound {
+		infos, err = nil, nil // the model sync may still know it (failed)
+	}
 	if err != nil {
 		return nil, err
 	}
 	var synced []modelstore.ModelStatus
 	if wt := s.watcher.Load(); wt != nil {
-		synced = wt.Status()
+		for _, st := range wt.Status() {
+			if path == "" || st.Path == path {
+				synced = append(synced, st)
+			}
+		}
 	}
 	return mergeModelStatus(infos, synced), nil
 }

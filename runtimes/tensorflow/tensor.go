@@ -90,28 +90,7 @@ type elem interface {
 	float32 | float64 | int32 | int64 | int16 | int8 | uint8
 }
 
-// slot returns a pointer to t's data field for T.
-func slot[T elem](t *dense) *[]T {
-	var z T
-	switch any(z).(type) {
-	case float32:
-		return any(&t.f32).(*[]T)
-	case float64:
-		return any(&t.f64).(*[]T)
-	case int32:
-		return any(&t.i32).(*[]T)
-	case int64:
-		return any(&t.i64).(*[]T)
-	case int16:
-		return any(&t.i16).(*[]T)
-	case int8:
-		return any(&t.i8).(*[]T)
-	default:
-		return any(&t.u8).(*[]T)
-	}
-}
-
-func data[T elem](t *dense) []T { return *slot[T](t) }
+func data[T elem](t *dense) []T { return *field[T](t) }
 
 // alloc makes t a tensor of dtype dt and shape (copied), reusing its
 // buffers, and returns its element slice. Contents are not cleared.
@@ -119,7 +98,7 @@ func alloc[T elem](t *dense, dt dtype, shape []int64) []T {
 	t.dt = dt
 	t.setShape(shape)
 	n := numElems(shape)
-	p := slot[T](t)
+	p := field[T](t)
 	if cap(*p) < n {
 		*p = make([]T, n)
 	} else {

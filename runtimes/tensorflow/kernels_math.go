@@ -255,7 +255,24 @@ func binaryKernel[T, R elem](outDT dtype, a, b, out int, row func(o []R, x, y []
 }
 
 func arithK[T elem](dt dtype, op, a, b, out int) kernel {
-	return binaryKernel[T, T](dt, a, b, out, func(o []T, x, y []T, sx, sy int) { arithRow(op, o, x, y, sx, sy) })
+	k := binaryKernel[T, T](dt, a, b, out, func(o []T, x, y []T, sx, sy int) { arithRow(op, o, x, y, sx, sy) })
+	if isFloat(dt) || (op != opDiv && op != opFloorDiv && op != opFloorMod && op != opPow) {
+		return k
+	}
+	// TensorFlow's integer kernels refuse a zero divisor and a negative
+	// exponent (an error, not a crash: Go's integer division by zero
+	// panics, and a negative power has no integer answer).
+	return func(v []*dense) error {
+		for _, y := range data[T](v[b]) {
+			if op == opPow && y < 0 {
+				return fmt.Errorf("integers to negative integer powers are not allowed (exponent %v)", y)
+			}
+			if op != opPow && y == 0 {
+				return fmt.Errorf("integer division by zero")
+			}
+		}
+		return k(v)
+	}
 }
 
 func buildArith(n *nodeCtx) (kernel, error) {

@@ -130,3 +130,160 @@ func TestOracleLogical(t *testing.T) {
 		{name: "one row", build: build, feed: map[string]tensor.Tensor{"x": f32([]int64{1, 3}, 0, 2, -3)}},
 	})
 }
+
+// TestOracleReductions: Sum, Mean, Max, Min, Prod over one axis, several,
+// negative and none, with and without keep_dims, on one-row batches too;
+// Softmax and LogSoftmax.
+func TestOracleReductions(t *testing.T) {
+	build := func(b *tfsave.Builder) (map[string]string, map[string]string) {
+		x := b.Placeholder("x", tensor.Float, []int64{-1, 3, 2})
+		outs := map[string]string{}
+		axes := map[string][]int32{"a0": {0}, "a1": {1}, "am1": {-1}, "a12": {1, 2}, "all": {0, 1, 2}, "none": {}}
+		for _, op := range []string{"Sum", "Mean", "Max", "Min", "Prod"} {
+			for name, ax := range axes {
+				c := tfsave.ConstOf(b, op+"_"+name+"_axes", []int64{int64(len(ax))}, ax...)
+				for _, keep := range []bool{false, true} {
+					key := op + "_" + name
+					if keep {
+						key += "_keep"
+					}
+					outs[key] = b.Op(op, []string{x, c}, map[string]any{"keep_dims": keep})
+				}
+			}
+		}
+		scalarAxis := tfsave.ConstOf[int32](b, "scalar_axis", []int64{}, 1)
+		outs["Sum_scalar_axis"] = b.Op("Sum", []string{x, scalarAxis}, nil)
+		flat := b.Op("Reshape", []string{x, tfsave.ConstOf[int32](b, "flat", []int64{2}, -1, 6)}, nil)
+		outs["Softmax"] = b.Op("Softmax", []string{flat}, nil)
+		outs["LogSoftmax"] = b.Op("LogSoftmax", []string{flat}, nil)
+		return map[string]string{"x": x}, outs
+	}
+	runOracleCases(t, []oracleCase{
+		{name: "two rows", build: build, feed: map[string]tensor.Tensor{"x": f32([]int64{2, 3, 2}, seq(12, -2, 3)...)}},
+		{name: "one row", build: build, feed: map[string]tensor.Tensor{"x": f32([]int64{1, 3, 2}, 0.5, -1.25, 2, 3.5, -0.75, 1)}},
+	})
+	intBuild := func(b *tfsave.Builder) (map[string]string, map[string]string) {
+		x := b.Placeholder("x", tensor.Int32, []int64{-1, 3})
+		ax := tfsave.ConstOf[int32](b, "ax", []int64{1}, 1)
+		outs := map[string]string{}
+		// Not Mean: tfjs's mean of int32 is float32, TensorFlow's an
+		// int32 (truncated) quotient.
+		for _, op := range []string{"Sum", "Max", "Min", "Prod"} {
+			outs[op] = b.Op(op, []string{x, ax}, map[string]any{"keep_dims": true})
+		}
+		return map[string]string{"x": x}, outs
+	}
+	runOracleCases(t, []oracleCase{{name: "int32", build: intBuild, feed: map[string]tensor.Tensor{"x": i32([]int64{2, 3}, -3, 5, 7, 2, 2, -9)}}})
+}
+
+// TestOracleShapeOps: Size, Rank, Shape, Fill, ZerosLike, OnesLike,
+// IdentityN, StopGradient, Snapshot, Identity, ExpandDims, Squeeze,
+// Reshape, Pack, Unpack, ConcatV2, OneHot, Cast, Tile-free shapes.
+func TestOracleShapeOps(t *testing.T) {
+	build := func(b *tfsave.Builder) (map[string]string, map[string]string) {
+		x := b.Placeholder("x", tensor.Float, []int64{-1, 1})
+		idn := tfNode(b.Op("IdentityN", []string{x, b.Op("Neg", []string{x}, nil)}, nil))
+		dims := tfsave.ConstOf[int32](b, "dims", []int64{2}, 2, 3)
+		sq := b.Op("Squeeze", []string{x}, nil)
+		return map[string]string{"x": x}, map[string]string{
+			"size":     b.Op("Size", []string{x}, nil),
+			"rank":     b.Op("Rank", []string{x}, nil),
+			"shape":    b.Op("Shape", []string{x}, nil),
+			"fill":     b.Op("Fill", []string{dims, tfsave.ConstOf[float32](b, "v", []int64{}, 1.5)}, nil),
+			"filli":    b.Op("Fill", []string{dims, tfsave.ConstOf[int32](b, "vi", []int64{}, -4)}, nil),
+			"zeros":    b.Op("ZerosLike", []string{x}, nil),
+			"ones":     b.Op("OnesLike", []string{x}, nil),
+			"idn0":     tfsave.Output(idn, 0),
+			"idn1":     tfsave.Output(idn, 1),
+			"stop":     b.Op("StopGradient", []string{x}, nil),
+			"snap":     b.Op("Snapshot", []string{x}, nil),
+			"expand0":  b.Op("ExpandDims", []string{x, tfsave.ConstOf[int32](b, "e0", []int64{}, 0)}, nil),
+			"expandm1": b.Op("ExpandDims", []string{x, tfsave.ConstOf[int32](b, "em1", []int64{}, -1)}, nil),
+			"squeeze":  sq,
+			"squeeze1": b.Op("Squeeze", []string{x}, map[string]any{"squeeze_dims": []int{1}}),
+			"reshape":  b.Op("Reshape", []string{x, tfsave.ConstOf[int32](b, "r", []int64{3}, 1, -1, 1)}, nil),
+			"pack1":    b.Op("Pack", []string{x, x}, map[string]any{"axis": 1}),
+			"packm1":   b.Op("Pack", []string{x, x}, map[string]any{"axis": -1}),
+			"concat":   b.Op("ConcatV2", []string{x, x, tfsave.ConstOf[int32](b, "c1", []int64{}, 1)}, nil),
+			"concatm2": b.Op("ConcatV2", []string{x, x, tfsave.ConstOf[int32](b, "cm2", []int64{}, -2)}, nil),
+			"unpack":   b.Op("Unpack", []string{x}, map[string]any{"num": 1, "axis": 1}),
+			"onehot": b.Op("OneHot", []string{b.Op("Cast", []string{sq}, map[string]any{"DstT": tensor.Int32}),
+				tfsave.ConstOf[int32](b, "depth", []int64{}, 4), tfsave.ConstOf[float32](b, "on", []int64{}, 5), tfsave.ConstOf[float32](b, "off", []int64{}, -1)}, nil),
+		}
+	}
+	runOracleCases(t, []oracleCase{
+		{name: "one row", build: build, feed: map[string]tensor.Tensor{"x": f32([]int64{1, 1}, 2)}},
+		{name: "three rows", build: build, feed: map[string]tensor.Tensor{"x": f32([]int64{3, 1}, 2, 0, 3)}},
+	})
+}
+
+// TestOracleBatchMatMul: BatchMatMul and BatchMatMulV2 with adj_x/adj_y
+// and (V2) a broadcast batch dimension; MatMul transposes.
+func TestOracleBatchMatMul(t *testing.T) {
+	build := func(b *tfsave.Builder) (map[string]string, map[string]string) {
+		x := b.Placeholder("x", tensor.Float, []int64{-1, 2, 3})
+		w := tfsave.ConstOf(b, "w", []int64{1, 3, 4}, seq(12, -1, 1)...)
+		wt := tfsave.ConstOf(b, "wt", []int64{1, 4, 3}, seq(12, -2, 1)...)
+		xt := b.Op("Transpose", []string{x, tfsave.ConstOf[int32](b, "perm", []int64{3}, 0, 2, 1)}, nil)
+		m := tfsave.ConstOf(b, "m", []int64{3, 2}, seq(6, -1, 2)...)
+		x2 := b.Op("Reshape", []string{x, tfsave.ConstOf[int32](b, "r", []int64{2}, -1, 3)}, nil)
+		return map[string]string{"x": x}, map[string]string{
+			"v2":     b.Op("BatchMatMulV2", []string{x, w}, nil),
+			"v2adjy": b.Op("BatchMatMulV2", []string{x, wt}, map[string]any{"adj_y": true}),
+			"v2adjx": b.Op("BatchMatMulV2", []string{xt, w}, map[string]any{"adj_x": true}),
+			"v1":     b.Op("BatchMatMul", []string{x, xt}, nil),
+			"v1adj":  b.Op("BatchMatMul", []string{x, x}, map[string]any{"adj_y": true}),
+			"mm":     b.Op("MatMul", []string{x2, m}, nil),
+			"mmtt":   b.Op("MatMul", []string{m, x2}, map[string]any{"transpose_a": true, "transpose_b": true}),
+		}
+	}
+	runOracleCases(t, []oracleCase{
+		{name: "one row", build: build, feed: map[string]tensor.Tensor{"x": f32([]int64{1, 2, 3}, seq(6, -3, 3)...)}},
+		{name: "two rows", build: build, feed: map[string]tensor.Tensor{"x": f32([]int64{2, 2, 3}, seq(12, -3, 3)...)}},
+	})
+}
+
+// TestOracleIndexing: StridedSlice with every mask, negative strides and
+// indices; Slice; GatherV2 on axes 0, 1, -1 with int32/int64 indices
+// (this runtime refuses batch_dims != 0 at load); Transpose perms; Split,
+// SplitV, ReverseV2.
+func TestOracleIndexing(t *testing.T) {
+	build := func(b *tfsave.Builder) (map[string]string, map[string]string) {
+		x := b.Placeholder("x", tensor.Float, []int64{-1, 3, 4})
+		v := func(name string, vals ...int32) string { return tfsave.ConstOf(b, name, []int64{int64(len(vals))}, vals...) }
+		ss := func(name string, begin, end, strides []int32, masks map[string]any) string {
+			return b.Op("StridedSlice", []string{x, v(name+"_b", begin...), v(name+"_e", end...), v(name+"_s", strides...)}, masks)
+		}
+		outs := map[string]string{
+			"ss_plain":    ss("plain", []int32{0, 1, 0}, []int32{1, 3, 4}, []int32{1, 1, 2}, nil),
+			"ss_masks":    ss("masks", []int32{0, 1, 1}, []int32{0, 0, 3}, []int32{1, 1, 1}, map[string]any{"begin_mask": 1, "end_mask": 3}),
+			"ss_shrink":   ss("shrink", []int32{0, 2, 0}, []int32{0, 3, 4}, []int32{1, 1, 1}, map[string]any{"begin_mask": 1, "end_mask": 1, "shrink_axis_mask": 2}),
+			"ss_lastcol":  ss("lastcol", []int32{0, 0, -1}, []int32{0, 0, 0}, []int32{1, 1, 1}, map[string]any{"begin_mask": 3, "end_mask": 3, "shrink_axis_mask": 4}),
+			"ss_reverse":  ss("reverse", []int32{0, -1, -1}, []int32{0, 0, 0}, []int32{1, -1, -2}, map[string]any{"begin_mask": 1, "end_mask": 7}),
+			"ss_newaxis":  ss("newaxis", []int32{0, 0, 1}, []int32{0, 0, 3}, []int32{1, 1, 1}, map[string]any{"begin_mask": 1, "end_mask": 1, "new_axis_mask": 2}),
+			"ss_ellipsis": ss("ellipsis", []int32{0, 1}, []int32{0, 3}, []int32{1, 1}, map[string]any{"ellipsis_mask": 1}),
+			"ss_ell_shr":  ss("ell_shr", []int32{0, 2}, []int32{0, 3}, []int32{1, 1}, map[string]any{"ellipsis_mask": 1, "shrink_axis_mask": 2}),
+			"ss_clamp":    ss("clamp", []int32{0, -10, 2}, []int32{5, 10, 100}, []int32{1, 1, 1}, nil),
+			"slice":       b.Op("Slice", []string{x, v("sl_b", 0, 1, 1), v("sl_s", -1, 2, -1)}, nil),
+			"gather0":     b.Op("GatherV2", []string{x, v("g0", 0, 0), v("g0a", 0)}, nil),
+			"gather1":     b.Op("GatherV2", []string{x, v("g1", 2, 0, 1, 2), tfsave.ConstOf[int32](b, "g1a", []int64{}, 1)}, nil),
+			"gatherm1":    b.Op("GatherV2", []string{x, tfsave.ConstOf[int64](b, "gm1", []int64{2, 2}, 3, 0, 1, 1), tfsave.ConstOf[int64](b, "gm1a", []int64{}, -1)}, nil),
+			"transpose0":  b.Op("Transpose", []string{x, v("p0", 0, 2, 1)}, nil),
+			"transpose1":  b.Op("Transpose", []string{x, v("p1", 2, 0, 1)}, nil),
+			"transpose2":  b.Op("Transpose", []string{x, v("p2", 1, 2, 0)}, nil),
+			"reverse1":    b.Op("ReverseV2", []string{x, v("rv1", 1)}, nil),
+			"reverse02":   b.Op("ReverseV2", []string{x, v("rv02", 0, -1)}, nil),
+		}
+		split := tfNode(b.Op("Split", []string{tfsave.ConstOf[int32](b, "sd", []int64{}, 2), x}, map[string]any{"num_split": 2}))
+		splitv := tfNode(b.Op("SplitV", []string{x, v("svs", 1, -1), tfsave.ConstOf[int32](b, "svd", []int64{}, 1)}, map[string]any{"num_split": 2}))
+		for i := range 2 {
+			outs["split"+string(rune('0'+i))] = tfsave.Output(split, i)
+			outs["splitv"+string(rune('0'+i))] = tfsave.Output(splitv, i)
+		}
+		return map[string]string{"x": x}, outs
+	}
+	runOracleCases(t, []oracleCase{
+		{name: "one row", build: build, feed: map[string]tensor.Tensor{"x": f32([]int64{1, 3, 4}, seq(12, 0, 12)...)}},
+		{name: "two rows", build: build, feed: map[string]tensor.Tensor{"x": f32([]int64{2, 3, 4}, seq(24, 0, 24)...)}},
+	})
+}

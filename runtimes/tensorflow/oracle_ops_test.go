@@ -250,7 +250,9 @@ func TestOracleBatchMatMul(t *testing.T) {
 func TestOracleIndexing(t *testing.T) {
 	build := func(b *tfsave.Builder) (map[string]string, map[string]string) {
 		x := b.Placeholder("x", tensor.Float, []int64{-1, 3, 4})
-		v := func(name string, vals ...int32) string { return tfsave.ConstOf(b, name, []int64{int64(len(vals))}, vals...) }
+		v := func(name string, vals ...int32) string {
+			return tfsave.ConstOf(b, name, []int64{int64(len(vals))}, vals...)
+		}
 		ss := func(name string, begin, end, strides []int32, masks map[string]any) string {
 			return b.Op("StridedSlice", []string{x, v(name+"_b", begin...), v(name+"_e", end...), v(name+"_s", strides...)}, masks)
 		}

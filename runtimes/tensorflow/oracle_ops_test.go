@@ -289,3 +289,57 @@ func TestOracleIndexing(t *testing.T) {
 		{name: "two rows", build: build, feed: map[string]tensor.Tensor{"x": f32([]int64{2, 3, 4}, seq(24, 0, 24)...)}},
 	})
 }
+
+// TestOracleConv: Conv2D (VALID, SAME with odd sizes and stride 2,
+// EXPLICIT, dilation 2), DepthwiseConv2dNative (channel multiplier 2,
+// strides, dilation), MaxPool and AvgPool (VALID/SAME, strides 1 and 2),
+// FusedBatchNormV3 (inference) and BiasAdd, on one and two images.
+func TestOracleConv(t *testing.T) {
+	build := func(b *tfsave.Builder) (map[string]string, map[string]string) {
+		x := b.Placeholder("x", tensor.Float, []int64{-1, 5, 6, 2})
+		w := tfsave.ConstOf(b, "w", []int64{3, 3, 2, 3}, seq(54, -1, 1)...)
+		dw := tfsave.ConstOf(b, "dw", []int64{2, 3, 2, 2}, seq(24, -1, 1)...)
+		conv := func(padding string, sh, sw, dh, dw int) string {
+			return b.Op("Conv2D", []string{x, w}, convAttrs(padding, sh, sw, dh, dw))
+		}
+		explicit := convAttrs("EXPLICIT", 1, 2, 1, 1)
+		explicit["explicit_paddings"] = []int{0, 0, 1, 2, 0, 1, 0, 0}
+		depth := func(padding string, sh, sw, dh, dwl int) string {
+			return b.Op("DepthwiseConv2dNative", []string{x, dw}, convAttrs(padding, sh, sw, dh, dwl))
+		}
+		bn := b.OpNamed("bn", "FusedBatchNormV3", []string{conv("SAME", 1, 1, 1, 1),
+			tfsave.ConstOf[float32](b, "scale", []int64{3}, 2, 0.5, -1),
+			tfsave.ConstOf[float32](b, "offset", []int64{3}, 1, -1, 0.25),
+			tfsave.ConstOf[float32](b, "mean", []int64{3}, 0.5, -2, 0),
+			tfsave.ConstOf[float32](b, "variance", []int64{3}, 3.5, 0.5, 0.2),
+		}, map[string]any{"epsilon": float32(1e-3), "exponential_avg_factor": float32(1), "is_training": false})
+		return map[string]string{"x": x}, map[string]string{
+			"conv_valid":      conv("VALID", 1, 1, 1, 1),
+			"conv_same":       conv("SAME", 1, 1, 1, 1),
+			"conv_same_s2":    conv("SAME", 2, 2, 1, 1),
+			"conv_valid_s21":  conv("VALID", 2, 1, 1, 1),
+			"conv_dilated":    conv("VALID", 1, 1, 2, 2),
+			"conv_same_dil":   conv("SAME", 1, 1, 1, 2),
+			"conv_explicit":   b.Op("Conv2D", []string{x, w}, explicit),
+			"depth_valid":     depth("VALID", 1, 1, 1, 1),
+			"depth_same_s2":   depth("SAME", 2, 2, 1, 1),
+			"depth_dilated":   depth("VALID", 1, 1, 2, 1),
+			"maxpool_valid":   b.Op("MaxPool", []string{x}, poolAttrs("VALID", 2, 2, 2, 2)),
+			"maxpool_same":    b.Op("MaxPool", []string{x}, poolAttrs("SAME", 3, 3, 2, 2)),
+			"maxpool_s1":      b.Op("MaxPool", []string{x}, poolAttrs("SAME", 2, 3, 1, 1)),
+			"avgpool_valid":   b.Op("AvgPool", []string{x}, poolAttrs("VALID", 2, 2, 2, 2)),
+			"avgpool_same":    b.Op("AvgPool", []string{x}, poolAttrs("SAME", 3, 3, 2, 2)),
+			"avgpool_same_s1": b.Op("AvgPool", []string{x}, poolAttrs("SAME", 2, 3, 1, 1)),
+			"bn":              bn,
+			"bias":            b.Op("BiasAdd", []string{bn, tfsave.ConstOf[float32](b, "bias", []int64{3}, 0.5, -0.25, 3)}, nil),
+		}
+	}
+	// Inputs in [-3, 3], weights in [-1, 1], at most 18 terms a sum: a
+	// result that cancels to near zero may move by 18*3*2^-24*a few in
+	// another summation order, hence atol (measured: at most 1.1e-6, on a
+	// batch-norm output; larger outputs keep 1e-6 relative).
+	runOracleCases(t, []oracleCase{
+		{name: "one image", build: build, feed: map[string]tensor.Tensor{"x": f32([]int64{1, 5, 6, 2}, seq(60, -3, 3)...)}, atol: 4e-6},
+		{name: "two images", build: build, feed: map[string]tensor.Tensor{"x": f32([]int64{2, 5, 6, 2}, seq(120, -3, 3)...)}, atol: 4e-6},
+	})
+}

@@ -346,6 +346,11 @@ type oracleCase struct {
 	// tol is the relative float tolerance; 0 means 1e-6 (a few float32
 	// ulps). Ints, bools and shapes are compared exactly.
 	tol float64
+	// atol, when set, also accepts an absolute difference up to it: for
+	// sums whose terms cancel (convolutions, pooling), where float32
+	// accumulation in another order (tfjs's, TensorFlow's and ours all
+	// differ) moves a near-zero result by n*max|term|*2^-24 or so.
+	atol float64
 }
 
 // checkOracle runs oc on this runtime and on tfjs and compares.
@@ -376,14 +381,14 @@ func checkOracle(t *testing.T, oc oracleCase) {
 	}
 	want := tfjsGraph(t, files, jsFeed, names)
 	for i, key := range keys {
-		compareOracle(t, key, got[i], want[i], oc.tol)
+		compareOracle(t, key, got[i], want[i], oc.tol, oc.atol)
 	}
 }
 
 // compareOracle compares this runtime's answer with tfjs's: shapes and
 // integers exactly (int64 and bool answers as tfjs's int32), floats within
-// tol relative (1e-6 when 0), NaN only with NaN.
-func compareOracle(t testing.TB, what string, got, want tensor.Tensor, tol float64) {
+// tol relative (1e-6 when 0) or atol absolute, NaN only with NaN.
+func compareOracle(t testing.TB, what string, got, want tensor.Tensor, tol, atol float64) {
 	t.Helper()
 	if tol == 0 {
 		tol = 1e-6
@@ -402,7 +407,7 @@ func compareOracle(t testing.TB, what string, got, want tensor.Tensor, tol float
 		bad := 0
 		for i := range g {
 			p, q := float64(g[i]), float64(w[i])
-			same := p == q || (math.IsNaN(p) && math.IsNaN(q)) || math.Abs(p-q) <= tol*math.Abs(q)
+			same := p == q || (math.IsNaN(p) && math.IsNaN(q)) || math.Abs(p-q) <= max(tol*math.Abs(q), atol)
 			if !same && bad < 5 {
 				t.Errorf("%s[%d]: %v, TensorFlow.js %v", what, i, g[i], w[i])
 			}
@@ -411,7 +416,7 @@ func compareOracle(t testing.TB, what string, got, want tensor.Tensor, tol float
 			}
 		}
 		if bad > 0 {
-			t.Errorf("%s: %d of %d elements differ (tolerance %g relative)", what, bad, len(g), tol)
+			t.Errorf("%s: %d of %d elements differ (tolerance %g relative, %g absolute)", what, bad, len(g), tol, atol)
 		}
 	case []int32, []int64:
 		w, ok := want.Data.([]int32)

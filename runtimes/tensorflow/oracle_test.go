@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	fpb "github.com/wamuir/graft/tensorflow/core/framework/function_go_proto"
 	gpb "github.com/wamuir/graft/tensorflow/core/framework/graph_go_proto"
 	ndpb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
 	cpb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
@@ -255,15 +256,7 @@ func writeTFJSGraphModel(t testing.TB, dir string, g *gpb.GraphDef, outputs []st
 	}
 	specs := []weightSpec{}
 	var data bytes.Buffer
-	for _, n := range g.Node {
-		if !keep[n.Name] {
-			continue
-		}
-		n = proto.Clone(n).(*ndpb.NodeDef)
-		pruned.Node = append(pruned.Node, n)
-		if n.Op != "Const" {
-			continue
-		}
+	addWeight := func(n *ndpb.NodeDef) {
 		v, err := decodeTensorProto(n.Attr["value"].GetTensor())
 		if err != nil {
 			t.Fatalf("tfjs model: const %s: %v", n.Name, err)
@@ -295,6 +288,33 @@ func writeTFJSGraphModel(t testing.TB, dir string, g *gpb.GraphDef, outputs []st
 		}
 		specs = append(specs, spec)
 		delete(n.Attr, "value")
+	}
+	for _, n := range g.Node {
+		if !keep[n.Name] {
+			continue
+		}
+		n = proto.Clone(n).(*ndpb.NodeDef)
+		pruned.Node = append(pruned.Node, n)
+		if n.Op == "Const" {
+			addWeight(n)
+		}
+	}
+	// Constants inside library functions (While bodies, If branches) are
+	// weights too: tfjs's function executors look them up by node name.
+	if pruned.Library != nil {
+		pruned.Library = proto.Clone(pruned.Library).(*fpb.FunctionDefLibrary)
+		for _, f := range pruned.Library.Function {
+			for _, n := range f.NodeDef {
+				if n.Op != "Const" {
+					continue
+				}
+				if keep[n.Name] {
+					t.Fatalf("tfjs model: const %s of function %s has a main-graph node's name (tfjs keys weights by node name)", n.Name, f.Signature.GetName())
+				}
+				keep[n.Name] = true
+				addWeight(n)
+			}
+		}
 	}
 	topo, err := protojson.Marshal(pruned)
 	if err != nil {
@@ -434,4 +454,18 @@ func compareOracle(t testing.TB, what string, got, want tensor.Tensor, tol, atol
 	default:
 		t.Errorf("%s: dtype %s not compared", what, got.DType())
 	}
+}
+
+// jsLayer is one tfjs-layers layer: tf.layers[fn](config), then setWeights.
+type jsLayer struct {
+	Fn      string         `json:"fn"`
+	Config  map[string]any `json:"config"`
+	Weights []jsTensor     `json:"weights,omitempty"`
+}
+
+// tfjsLayers runs x through a tf.sequential of layers on tfjs-layers.
+func tfjsLayers(t testing.TB, layers []jsLayer, x tensor.Tensor) tensor.Tensor {
+	t.Helper()
+	tfjsOracle(t)
+	return runTFJS(t, t.TempDir(), map[string]any{"mode": "layers", "layers": layers, "inputs": map[string]jsTensor{"x": toJS(t, x)}})[0]
 }

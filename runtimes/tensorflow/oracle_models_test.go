@@ -405,3 +405,89 @@ func kerasGRU(spec rnnSpec, x tensor.Tensor, seq bool) tensor.Tensor {
 	}
 	return f32([]int64{int64(n), int64(u)}, outLast...)
 }
+
+// cnnFiles builds a small Keras CNN as TF2 exports it: Conv2D 3x3x2x4
+// SAME + BiasAdd, BatchNormalization (FusedBatchNormV3, inference,
+// epsilon 0.001), Relu, MaxPooling2D 2x2, Flatten (Reshape), Dense 36->3
+// (MatMul + BiasAdd) and Softmax. Saved: resource variables with the
+// computation in a function called through StatefulPartitionedCall; frozen:
+// constants in the main graph, as tfjs-converter leaves it.
+func cnnFiles(t testing.TB, w map[string]tensor.Tensor, frozen bool) driver.Files {
+	t.Helper()
+	b := tfsave.NewBuilderWith(tfsave.Options{FunctionCall: !frozen})
+	weight := func(name string) string {
+		if frozen {
+			return b.Const(name, w[name])
+		}
+		return b.Variable(name, w[name]).Value
+	}
+	x := b.Placeholder("x", tensor.Float, []int64{-1, 6, 6, 2})
+	conv := b.OpNamed("conv2d/Conv2D", "Conv2D", []string{x, weight("conv2d/kernel")}, convAttrs("SAME", 1, 1, 1, 1))
+	conv = b.OpNamed("conv2d/BiasAdd", "BiasAdd", []string{conv, weight("conv2d/bias")}, nil)
+	bn := b.OpNamed("batch_normalization/FusedBatchNormV3", "FusedBatchNormV3", []string{conv,
+		weight("batch_normalization/gamma"), weight("batch_normalization/beta"),
+		weight("batch_normalization/moving_mean"), weight("batch_normalization/moving_variance")},
+		map[string]any{"epsilon": float32(0.001), "exponential_avg_factor": float32(1), "is_training": false})
+	relu := b.OpNamed("re_lu/Relu", "Relu", []string{bn}, nil)
+	pool := b.OpNamed("max_pooling2d/MaxPool", "MaxPool", []string{relu}, poolAttrs("VALID", 2, 2, 2, 2))
+	flat := b.OpNamed("flatten/Reshape", "Reshape", []string{pool, tfsave.ConstOf[int32](b, "flatten/Const", []int64{2}, -1, 36)}, nil)
+	dense := b.OpNamed("dense/MatMul", "MatMul", []string{flat, weight("dense/kernel")}, nil)
+	dense = b.OpNamed("dense/BiasAdd", "BiasAdd", []string{dense, weight("dense/bias")}, nil)
+	y := b.OpNamed("dense/Softmax", "Softmax", []string{dense}, nil)
+	b.Signature(tfsave.ServingSignature, map[string]string{"x": x}, map[string]string{"y": y, "logits": dense})
+	files, err := b.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// TestOracleKerasCNN: the CNN of cnnFiles against tfjs-layers (conv2d,
+// batchNormalization, reLU, maxPooling2d, flatten, dense with the same
+// weights) and the tfjs graph executor on the frozen graph, one image and
+// a batch of 4.
+func TestOracleKerasCNN(t *testing.T) {
+	w := map[string]tensor.Tensor{
+		"conv2d/kernel":                       f32([]int64{3, 3, 2, 4}, pseudo(72, 11, 0.7)...),
+		"conv2d/bias":                         f32([]int64{4}, pseudo(4, 12, 0.3)...),
+		"batch_normalization/gamma":           f32([]int64{4}, 1.5, 0.75, 1, 2),
+		"batch_normalization/beta":            f32([]int64{4}, 0.1, -0.2, 0.3, 0),
+		"batch_normalization/moving_mean":     f32([]int64{4}, pseudo(4, 13, 0.5)...),
+		"batch_normalization/moving_variance": f32([]int64{4}, 0.5, 1.25, 2, 0.8),
+		"dense/kernel":                        f32([]int64{36, 3}, pseudo(108, 14, 0.4)...),
+		"dense/bias":                          f32([]int64{3}, 0.05, -0.1, 0.02),
+	}
+	saved, frozen := cnnFiles(t, w, false), cnnFiles(t, w, true)
+	js := func(names ...string) []jsTensor {
+		var out []jsTensor
+		for _, n := range names {
+			out = append(out, toJS(t, w[n]))
+		}
+		return out
+	}
+	layers := []jsLayer{
+		{Fn: "conv2d", Config: map[string]any{"filters": 4, "kernelSize": 3, "padding": "same", "inputShape": []int{6, 6, 2}, "kernelInitializer": "zeros"},
+			Weights: js("conv2d/kernel", "conv2d/bias")},
+		{Fn: "batchNormalization", Config: map[string]any{"epsilon": 0.001},
+			Weights: js("batch_normalization/gamma", "batch_normalization/beta", "batch_normalization/moving_mean", "batch_normalization/moving_variance")},
+		{Fn: "reLU", Config: map[string]any{}},
+		{Fn: "maxPooling2d", Config: map[string]any{"poolSize": 2, "strides": 2, "padding": "valid"}},
+		{Fn: "flatten", Config: map[string]any{}},
+		{Fn: "dense", Config: map[string]any{"units": 3, "activation": "softmax", "kernelInitializer": "zeros"}, Weights: js("dense/kernel", "dense/bias")},
+	}
+	for _, batch := range []int{1, 4} {
+		x := f32([]int64{int64(batch), 6, 6, 2}, pseudo(batch*72, uint32(20+batch), 3)...)
+		got := predictKeys(t, saved, x)
+		gotFrozen := predictKeys(t, frozen, x)
+		for _, key := range []string{"y", "logits"} {
+			compareOracle(t, "cnn frozen vs saved "+key, gotFrozen[key], got[key], 0, 0)
+		}
+		want := tfjsGraph(t, frozen, map[string]tensor.Tensor{"x:0": x}, []string{"dense/Softmax:0", "dense/BiasAdd:0"})
+		// Logits agree within 1e-6 relative (measured 2.6e-7); softmax
+		// turns their last-bit differences into up to 2.8e-6 relative on
+		// probabilities near 0.01 (measured), hence 1e-5 there.
+		compareOracle(t, "cnn softmax vs tfjs graph", got["y"], want[0], 1e-5, 0)
+		compareOracle(t, "cnn logits vs tfjs graph", got["logits"], want[1], 0, 0)
+		compareOracle(t, "cnn softmax vs tfjs-layers", got["y"], tfjsLayers(t, layers, x), 1e-5, 0)
+	}
+}

@@ -343,3 +343,32 @@ func TestOracleConv(t *testing.T) {
 		{name: "two images", build: build, feed: map[string]tensor.Tensor{"x": f32([]int64{2, 5, 6, 2}, seq(120, -3, 3)...)}, atol: 4e-6},
 	})
 }
+
+// TestOracleTensorList: TensorListFromTensor, TensorListLength,
+// TensorListGetItem, TensorListSetItem, TensorListReserve and
+// TensorListStack in the main graph (the Keras loops use them inside a
+// While: TestOracleKerasLSTM).
+func TestOracleTensorList(t *testing.T) {
+	build := func(b *tfsave.Builder) (map[string]string, map[string]string) {
+		x := b.Placeholder("x", tensor.Float, []int64{3, -1})
+		elem := tfsave.ConstOf[int32](b, "elem", []int64{1}, -1)
+		l := b.Op("TensorListFromTensor", []string{x, elem}, nil)
+		one := tfsave.ConstOf[int32](b, "one", []int64{}, 1)
+		two := tfsave.ConstOf[int32](b, "two", []int64{}, 2)
+		item := b.Op("TensorListGetItem", []string{l, one, elem}, map[string]any{"element_dtype": tensor.Float})
+		set := b.Op("TensorListSetItem", []string{l, two, b.Op("Neg", []string{item}, nil)}, map[string]any{"element_dtype": tensor.Float})
+		res := b.Op("TensorListReserve", []string{elem, tfsave.ConstOf[int32](b, "n", []int64{}, 2)}, map[string]any{"element_dtype": tensor.Float})
+		res = b.Op("TensorListSetItem", []string{res, one, item}, map[string]any{"element_dtype": tensor.Float})
+		res = b.Op("TensorListSetItem", []string{res, tfsave.ConstOf[int32](b, "zero", []int64{}, 0), b.Op("Exp", []string{item}, nil)}, map[string]any{"element_dtype": tensor.Float})
+		return map[string]string{"x": x}, map[string]string{
+			"len":      b.Op("TensorListLength", []string{l}, nil),
+			"item":     item,
+			"stack":    b.Op("TensorListStack", []string{set, elem}, map[string]any{"element_dtype": tensor.Float, "num_elements": 3}),
+			"reserved": b.Op("TensorListStack", []string{res, elem}, map[string]any{"element_dtype": tensor.Float, "num_elements": 2}),
+		}
+	}
+	runOracleCases(t, []oracleCase{
+		{name: "one column", build: build, feed: map[string]tensor.Tensor{"x": f32([]int64{3, 1}, 1.5, -2, 3)}},
+		{name: "four columns", build: build, feed: map[string]tensor.Tensor{"x": f32([]int64{3, 4}, seq(12, -2, 2)...)}},
+	})
+}

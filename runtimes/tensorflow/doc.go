@@ -159,8 +159,10 @@
 //	                                           variables read through handles passed to
 //	                                           If and While (TestControlFlowReadsVariable);
 //	                                           nested and recursive Ifs (TestIfNesting);
-//	                                           Keras LSTM and GRU loops vs TensorFlow.js
-//	                                           4.22.0 (TestOracleKerasLSTM, TestOracleKerasGRU)
+//	                                           both ops, both branches and loops of 0-10
+//	                                           iterations vs TensorFlow.js 4.22.0
+//	                                           (TestOracleControlFlow); Keras LSTM and GRU
+//	                                           loops (TestOracleKerasLSTM, TestOracleKerasGRU)
 //
 // TF1 control flow (Switch, Merge, Enter, Exit, NextIteration, LoopCond)
 // is not supported.
@@ -238,17 +240,17 @@
 //	Pow                      numeric                   TensorFlow.js 4.22.0 (TestOracleElementwise); negative int exponent error: TestIntegerDivisionErrors
 //	FloorDiv                 numeric                   TensorFlow.js 4.22.0 (TestOracleElementwise); int zero divisor error: TestIntegerDivisionErrors
 //	FloorMod                 numeric                   TensorFlow.js 4.22.0 (TestOracleElementwise); int zero divisor error: TestIntegerDivisionErrors
-//	Greater                  numeric                   TestKernels
+//	Greater                  numeric                   TestKernels; TensorFlow.js 4.22.0 (TestOracleLogical)
 //	GreaterEqual             numeric                   TensorFlow.js 4.22.0 (TestOracleLogical)
 //	Less                     numeric                   TestWhileSum, TestIf, TestBroadcastShapes; TensorFlow.js 4.22.0 (TestOracleLogical)
-//	LessEqual                numeric                   TestKernels
+//	LessEqual                numeric                   TestKernels; TensorFlow.js 4.22.0 (TestOracleLogical)
 //	Equal                    numeric, bool             TestKernels; TensorFlow.js 4.22.0 (TestOracleLogical)
 //	NotEqual                 numeric, bool             TensorFlow.js 4.22.0 (TestOracleLogical)
 //	LogicalAnd               bool                      TensorFlow.js 4.22.0 (TestOracleLogical)
 //	LogicalOr                bool                      TensorFlow.js 4.22.0 (TestOracleLogical)
 //	LogicalNot               bool                      TensorFlow.js 4.22.0 (TestOracleLogical)
-//	Select                   numeric                   TestKernels
-//	SelectV2                 numeric                   TestKernels
+//	Select                   numeric                   TestKernels; TensorFlow.js 4.22.0 (TestOracleLogical)
+//	SelectV2                 numeric                   TestKernels; TensorFlow.js 4.22.0 (TestOracleLogical)
 //	Neg                      numeric                   TestKernels; TensorFlow.js 4.22.0 (TestOracleElementwise)
 //	Abs                      numeric                   TensorFlow.js 4.22.0 (TestOracleElementwise)
 //	Relu                     numeric                   TestKernels, TestMLP, TestFusionExact; TensorFlow.js 4.22.0 (TestOracleElementwise)

@@ -491,3 +491,56 @@ func TestOracleKerasCNN(t *testing.T) {
 		compareOracle(t, "cnn softmax vs tfjs-layers", got["y"], tfjsLayers(t, layers, x), 1e-5, 0)
 	}
 }
+
+// TestOracleControlFlow: the If/StatelessIf (bool and int32 conditions)
+// and While/StatelessWhile models of TestIf and TestWhileSum against the
+// tfjs graph executor, on both branches and on loops of 0, 1 and 10
+// iterations.
+func TestOracleControlFlow(t *testing.T) {
+	ins, outs := []arg{{"x", f32t}, {"k", i32t}}, []arg{{"y", f32t}, {"z", i32t}}
+	then := funcDef("then_fn", ins, outs, []string{"add:z:0", "k"}, fnode("add", "AddV2", f32t, "x", "x"))
+	els := funcDef("else_fn", ins, outs, []string{"neg:y:0", "sq:z:0"}, fnode("neg", "Neg", f32t, "x"), fnode("sq", "Mul", i32t, "k", "k"))
+	zero := &ndpb.NodeDef{Name: "zero", Op: "Const", Attr: int32Const("", 0).Attr}
+	isSet := fnode("is_set", "Less", i32t, "zero", "flag")
+	for _, tc := range []struct{ op, cond string }{{"StatelessIf", "is_set"}, {"If", "is_set"}, {"StatelessIf", "flag"}} {
+		tcond := bt
+		if tc.cond == "flag" {
+			tcond = i32t
+		}
+		ifNode := &ndpb.NodeDef{Name: "cond", Op: tc.op, Input: []string{tc.cond, "x", "k"}, Attr: map[string]*apb.AttrValue{
+			"Tcond": typeAttr(tcond), "Tin": typeListAttr(f32t, i32t), "Tout": typeListAttr(f32t, i32t),
+			"then_branch": funcAttr("then_fn"), "else_branch": funcAttr("else_fn"),
+		}}
+		files := controlFlowModel(t, map[string]tensor.DType{"flag": tensor.Int32, "x": tensor.Float, "k": tensor.Int32},
+			map[string]string{"y": "cond:0", "z": "cond:1"}, []*fpb.FunctionDef{then, els}, zero, isSet, ifNode)
+		m := loadFiles(t, files, driver.Config{})
+		x, k := f32([]int64{1, 2}, 1.5, -2), i32([]int64{}, 3)
+		for _, flag := range []int32{7, 0} {
+			fl := i32([]int64{}, flag)
+			got, err := predictNamed(t, m, named("flag", fl), named("x", x), named("k", k))
+			if err != nil {
+				t.Fatalf("%s flag=%d: %v", tc.op, flag, err)
+			}
+			want := tfjsGraph(t, files, map[string]tensor.Tensor{"flag:0": fl, "x:0": x, "k:0": k}, []string{"out_y:0", "out_z:0"})
+			compareOracle(t, tc.op+" y", got["y"], want[0], 0, 0)
+			compareOracle(t, tc.op+" z", got["z"], want[1], 0, 0)
+		}
+	}
+	vars := []arg{{"i", i32t}, {"n", i32t}, {"acc", i32t}}
+	body := funcDef("loop_body", vars, vars, []string{"next:z:0", "n", "sum:z:0"},
+		int32Const("one", 1), fnode("next", "AddV2", i32t, "i", "one:output:0"), fnode("sum", "AddV2", i32t, "acc", "i"))
+	for _, op := range []string{"StatelessWhile", "While"} {
+		files := sumLoop(t, op, body)
+		m := loadFiles(t, files, driver.Config{})
+		for _, n := range []int32{10, 1, 0} {
+			nt := i32([]int64{}, n)
+			got, err := predictNamed(t, m, named("n", nt))
+			if err != nil {
+				t.Fatalf("%s n=%d: %v", op, n, err)
+			}
+			want := tfjsGraph(t, files, map[string]tensor.Tensor{"n:0": nt}, []string{"out_acc:0", "out_i:0"})
+			compareOracle(t, op+" acc", got["acc"], want[0], 0, 0)
+			compareOracle(t, op+" i", got["i"], want[1], 0, 0)
+		}
+	}
+}

@@ -107,7 +107,7 @@ func TestOracleElementwise(t *testing.T) {
 }
 
 // TestOracleLogical: comparisons and logical ops (outputs cast to int32:
-// serving outputs cannot be bool).
+// serving outputs cannot be bool), Select, SelectV2, Cast.
 func TestOracleLogical(t *testing.T) {
 	build := func(b *tfsave.Builder) (map[string]string, map[string]string) {
 		x := b.Placeholder("x", tensor.Float, []int64{-1, 3})
@@ -123,6 +123,16 @@ func TestOracleLogical(t *testing.T) {
 			"not": cast(b.Op("LogicalNot", []string{ge}, nil)),
 			"eq":  cast(b.Op("Equal", []string{ge, ne}, nil)),
 			"neb": cast(b.Op("NotEqual", []string{ge, lt}, nil)),
+			"gt":  cast(b.Op("Greater", []string{x, c}, nil)),
+			"le":  cast(b.Op("LessEqual", []string{c, x}, nil)),
+			// Select with a condition of the inputs' shape; SelectV2
+			// broadcasting a [3] condition and a scalar.
+			"select":   b.Op("Select", []string{ge, x, b.Op("Neg", []string{x}, nil)}, nil),
+			"selectv2": b.Op("SelectV2", []string{b.Op("Less", []string{c, tfsave.ConstOf[float32](b, "zero", []int64{}, 0)}, nil), x, tfsave.ConstOf[float32](b, "nine", []int64{}, 9)}, nil),
+			// Cast truncates toward zero; bool and int32 to float.
+			"trunc": b.Op("Cast", []string{b.Op("Mul", []string{x, tfsave.ConstOf[float32](b, "k", []int64{}, 2.75)}, nil)}, map[string]any{"DstT": tensor.Int32}),
+			"boolf": b.Op("Cast", []string{ge}, map[string]any{"DstT": tensor.Float}),
+			"intf":  b.Op("Cast", []string{cast(lt)}, map[string]any{"DstT": tensor.Float}),
 		}
 	}
 	runOracleCases(t, []oracleCase{

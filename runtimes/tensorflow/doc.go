@@ -159,8 +159,9 @@
 //	                                           variables read through handles passed to
 //	                                           If and While (TestControlFlowReadsVariable);
 //	                                           nested and recursive Ifs (TestIfNesting);
-//	                                           both ops, both branches and loops of 0-10
-//	                                           iterations vs TensorFlow.js 4.22.0
+//	                                           vs TensorFlow.js 4.22.0: If and StatelessIf
+//	                                           (bool and int32 cond) on both branches,
+//	                                           While and StatelessWhile of 0-10 iterations
 //	                                           (TestOracleControlFlow); Keras LSTM and GRU
 //	                                           loops (TestOracleKerasLSTM, TestOracleKerasGRU)
 //

@@ -72,7 +72,7 @@ func tfjsOracle(t testing.TB) (node, nodePath, script string) {
 		}
 	}
 	if missing != "" {
-		msg := fmt.Sprintf("%s: %s; run make deps-tfjs (scripts/install-tfjs.sh) to compare with real TensorFlow's numbers", tfjsSkipTag, missing)
+		msg := fmt.Sprintf("%s: %s; run make deps-tfjs (scripts/install-tfjs.sh) to compare this runtime with TensorFlow.js", tfjsSkipTag, missing)
 		if os.Getenv(testhelp.EnvRequireReference) == "1" {
 			t.Fatalf("%s=1: %s", testhelp.EnvRequireReference, msg)
 		}

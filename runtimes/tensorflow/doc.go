@@ -238,7 +238,7 @@
 //	Minimum                  numeric                   TestKernels; TensorFlow.js 4.22.0 (TestOracleElementwise)
 //	Maximum                  numeric                   TestKernels; TensorFlow.js 4.22.0 (TestOracleElementwise)
 //	SquaredDifference        numeric                   TensorFlow.js 4.22.0 (TestOracleElementwise)
-//	Pow                      numeric                   TensorFlow.js 4.22.0 (TestOracleElementwise); negative int exponent error: TestIntegerDivisionErrors
+//	Pow                      numeric                   TensorFlow.js 4.22.0 (TestOracleElementwise, int powers wrapping past int32); negative int exponent error: TestIntegerDivisionErrors
 //	FloorDiv                 numeric                   TensorFlow.js 4.22.0 (TestOracleElementwise); int zero divisor error: TestIntegerDivisionErrors
 //	FloorMod                 numeric                   TensorFlow.js 4.22.0 (TestOracleElementwise); int zero divisor error: TestIntegerDivisionErrors
 //	Greater                  numeric                   TestKernels; TensorFlow.js 4.22.0 (TestOracleLogical)

@@ -259,6 +259,16 @@ func arithK[T elem](dt dtype, op, a, b, out int) kernel {
 	if isFloat(dt) || (op != opDiv && op != opFloorDiv && op != opFloorMod && op != opPow) {
 		return k
 	}
+	if op == opPow {
+		// Integer powers by repeated squaring, wrapping around on
+		// overflow as TensorFlow's do (a float64 pow converted back
+		// saturates or loses low bits instead).
+		k = binaryKernel[T, T](dt, a, b, out, func(o []T, x, y []T, sx, sy int) {
+			for i := range o {
+				o[i] = T(intPow(int64(x[i*sx]), int64(y[i*sy])))
+			}
+		})
+	}
 	// TensorFlow's integer kernels refuse a zero divisor and a negative
 	// exponent (an error, not a crash: Go's integer division by zero
 	// panics, and a negative power has no integer answer).
@@ -273,6 +283,20 @@ func arithK[T elem](dt dtype, op, a, b, out int) kernel {
 		}
 		return k(v)
 	}
+}
+
+// intPow is x**y for y >= 0 in int64 arithmetic, wrapping on overflow;
+// truncated to a narrower type it is that type's wrapped power.
+func intPow(x, y int64) int64 {
+	r := int64(1)
+	for y > 0 {
+		if y&1 == 1 {
+			r *= x
+		}
+		x *= x
+		y >>= 1
+	}
+	return r
 }
 
 func buildArith(n *nodeCtx) (kernel, error) {

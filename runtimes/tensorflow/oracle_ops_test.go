@@ -98,6 +98,10 @@ func TestOracleElementwise(t *testing.T) {
 			feed: map[string]tensor.Tensor{"x": i32([]int64{2, 3}, -7, 9, 10, 7, -9, -10)}},
 		{name: "int pow", build: binary(tensor.Int32, []int64{3}, i32([]int64{3}, 0, 2, 3), "Pow"),
 			feed: map[string]tensor.Tensor{"x": i32([]int64{2, 3}, 0, 9, 10, 7, 3, 2)}},
+		// Powers past int32 wrap around, as TensorFlow's integer pow
+		// (repeated squaring) and tfjs's int32 cast of Math.pow do.
+		{name: "int pow overflow", build: binary(tensor.Int32, []int64{3}, i32([]int64{3}, 10, 21, 31), "Pow"),
+			feed: map[string]tensor.Tensor{"x": i32([]int64{1, 3}, 10, 3, 2)}},
 		// tfjs divides int32 with floor division, TensorFlow's Div truncates:
 		// they agree on non-negative quotients only.
 		{name: "int div", build: binary(tensor.Int32, []int64{3}, i32([]int64{3}, 3, 4, 5), "Div"),

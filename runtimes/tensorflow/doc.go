@@ -239,8 +239,8 @@
 //	Maximum                  numeric                   TestKernels; TensorFlow.js 4.22.0 (TestOracleElementwise)
 //	SquaredDifference        numeric                   TensorFlow.js 4.22.0 (TestOracleElementwise)
 //	Pow                      numeric                   TensorFlow.js 4.22.0 (TestOracleElementwise, int powers wrapping past int32); negative int exponent error: TestIntegerDivisionErrors
-//	FloorDiv                 numeric                   TensorFlow.js 4.22.0 (TestOracleElementwise); int zero divisor error: TestIntegerDivisionErrors
-//	FloorMod                 numeric                   TensorFlow.js 4.22.0 (TestOracleElementwise); int zero divisor error: TestIntegerDivisionErrors
+//	FloorDiv                 numeric                   TensorFlow.js 4.22.0 (TestOracleElementwise); int zero divisor error: TestIntegerDivisionErrors; int64 exact past 2^53: TestIntegerFloorDivExact
+//	FloorMod                 numeric                   TensorFlow.js 4.22.0 (TestOracleElementwise); int zero divisor error: TestIntegerDivisionErrors; int64 exact past 2^53: TestIntegerFloorDivExact
 //	Greater                  numeric                   TestKernels; TensorFlow.js 4.22.0 (TestOracleLogical)
 //	GreaterEqual             numeric                   TensorFlow.js 4.22.0 (TestOracleLogical)
 //	Less                     numeric                   TestWhileSum, TestIf, TestBroadcastShapes; TensorFlow.js 4.22.0 (TestOracleLogical)

@@ -259,13 +259,34 @@ func arithK[T elem](dt dtype, op, a, b, out int) kernel {
 	if isFloat(dt) || (op != opDiv && op != opFloorDiv && op != opFloorMod && op != opPow) {
 		return k
 	}
-	if op == opPow {
-		// Integer powers by repeated squaring, wrapping around on
-		// overflow as TensorFlow's do (a float64 pow converted back
-		// saturates or loses low bits instead).
+	// Integer Pow, FloorDiv and FloorMod in integer arithmetic (through
+	// float64 they lose low bits past 2^53 and saturate on overflow);
+	// powers by repeated squaring wrap around as TensorFlow's do.
+	var intOp func(x, y int64) int64
+	switch op {
+	case opPow:
+		intOp = intPow
+	case opFloorDiv:
+		intOp = func(x, y int64) int64 {
+			q := x / y
+			if (x%y != 0) && ((x < 0) != (y < 0)) {
+				q--
+			}
+			return q
+		}
+	case opFloorMod:
+		intOp = func(x, y int64) int64 {
+			m := x % y
+			if m != 0 && ((m < 0) != (y < 0)) {
+				m += y
+			}
+			return m
+		}
+	}
+	if intOp != nil {
 		k = binaryKernel[T, T](dt, a, b, out, func(o []T, x, y []T, sx, sy int) {
 			for i := range o {
-				o[i] = T(intPow(int64(x[i*sx]), int64(y[i*sy])))
+				o[i] = T(intOp(int64(x[i*sx]), int64(y[i*sy])))
 			}
 		})
 	}

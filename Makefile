@@ -22,7 +22,7 @@ STEP := scripts/step.sh
 # (internal/cmd/testsummary).
 TESTSUMMARY := .cache/bin/testsummary
 
-.PHONY: all build build-pytorch deps deps-onnx deps-pytorch deps-test-servers deps-node-peer \
+.PHONY: all build build-pytorch deps deps-onnx deps-pytorch deps-test-servers deps-node-peer deps-tfjs \
 	test test-go test-pytorch testsummary bench lint proto proto-check demo fuzz models clean
 
 all: build
@@ -47,7 +47,13 @@ deps-node-peer:
 	@$(STEP) "onnxruntime-node for the Node.js peer into .cache/node-peer/ (when missing: about 1 min)" \
 	  scripts/install-node-peer.sh
 
-deps: deps-onnx deps-pytorch deps-test-servers deps-node-peer
+# deps-tfjs: TensorFlow.js (pure JavaScript) in .cache/tfjs, the oracle of
+# the TensorFlow runtime's op and model tests (runtimes/tensorflow).
+deps-tfjs:
+	@$(STEP) "TensorFlow.js 4.22.0 (core, cpu backend, converter, layers) into .cache/tfjs/ (when missing: an npm install, about 100 MB on disk, under 1 min)" \
+	  scripts/install-tfjs.sh
+
+deps: deps-onnx deps-pytorch deps-test-servers deps-node-peer deps-tfjs
 
 # LDFLAGS stamp the commit into --version (internal/cli.Commit) for builds
 # go does not stamp itself (GOFLAGS=-buildvcs=false, git worktrees).

@@ -255,7 +255,69 @@ func binaryKernel[T, R elem](outDT dtype, a, b, out int, row func(o []R, x, y []
 }
 
 func arithK[T elem](dt dtype, op, a, b, out int) kernel {
-	return binaryKernel[T, T](dt, a, b, out, func(o []T, x, y []T, sx, sy int) { arithRow(op, o, x, y, sx, sy) })
+	k := binaryKernel[T, T](dt, a, b, out, func(o []T, x, y []T, sx, sy int) { arithRow(op, o, x, y, sx, sy) })
+	if isFloat(dt) || (op != opDiv && op != opFloorDiv && op != opFloorMod && op != opPow) {
+		return k
+	}
+	// Integer Pow, FloorDiv and FloorMod in integer arithmetic (through
+	// float64 they lose low bits past 2^53 and saturate on overflow);
+	// powers by repeated squaring wrap around as TensorFlow's do.
+	var intOp func(x, y int64) int64
+	switch op {
+	case opPow:
+		intOp = intPow
+	case opFloorDiv:
+		intOp = func(x, y int64) int64 {
+			q := x / y
+			if (x%y != 0) && ((x < 0) != (y < 0)) {
+				q--
+			}
+			return q
+		}
+	case opFloorMod:
+		intOp = func(x, y int64) int64 {
+			m := x % y
+			if m != 0 && ((m < 0) != (y < 0)) {
+				m += y
+			}
+			return m
+		}
+	}
+	if intOp != nil {
+		k = binaryKernel[T, T](dt, a, b, out, func(o []T, x, y []T, sx, sy int) {
+			for i := range o {
+				o[i] = T(intOp(int64(x[i*sx]), int64(y[i*sy])))
+			}
+		})
+	}
+	// TensorFlow's integer kernels refuse a zero divisor and a negative
+	// exponent (an error, not a crash: Go's integer division by zero
+	// panics, and a negative power has no integer answer).
+	return func(v []*dense) error {
+		for _, y := range data[T](v[b]) {
+			if op == opPow && y < 0 {
+				return fmt.Errorf("integers to negative integer powers are not allowed (exponent %v)", y)
+			}
+			if op != opPow && y == 0 {
+				return fmt.Errorf("integer division by zero")
+			}
+		}
+		return k(v)
+	}
+}
+
+// intPow is x**y for y >= 0 in int64 arithmetic, wrapping on overflow;
+// truncated to a narrower type it is that type's wrapped power.
+func intPow(x, y int64) int64 {
+	r := int64(1)
+	for y > 0 {
+		if y&1 == 1 {
+			r *= x
+		}
+		x *= x
+		y >>= 1
+	}
+	return r
 }
 
 func buildArith(n *nodeCtx) (kernel, error) {

@@ -1,0 +1,462 @@
+package tensorflow
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/inferbid/inferbid/runtimes/driver"
+	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
+	"github.com/inferbid/inferbid/tensor"
+)
+
+// The TF1 control-flow models rebuild, node for node, what
+// tf.compat.v1.cond and tf.compat.v1.while_loop emit with control flow v2
+// off (tensorflow/python/ops/control_flow_ops.py, TF 1.15): node names,
+// the Merge back edge, frame_name/is_constant/parallel_iterations, and the
+// control inputs that put constants in a branch (^cond/switch_t) or frame
+// (^while/Identity for the body, ^while/Merge for the condition). The
+// structure was checked against the GraphDef TensorFlow itself printed for
+// tf.while_loop(lambda i: i < 10, lambda i: i + 1, [0]), quoted in
+// tensorflow/core/grappler/utils/scc_test.cc (TensorFlowLoop), which
+// TestTF1WhileTensorFlowGraph rebuilds exactly.
+
+func suffix(i int) string {
+	if i == 0 {
+		return ""
+	}
+	return "_" + strconv.Itoa(i)
+}
+
+// constCtl adds a Const with a control input, as TF1 puts a constant in a
+// branch or frame.
+func constCtl(b *tfsave.Builder, name, ctl string, t tensor.Tensor) string {
+	return b.OpNamed(name, "Const", []string{"^" + ctl}, map[string]any{"value": t, "dtype": t.DType()})
+}
+
+// tf1CondCtx is one branch of a tf1Cond being built.
+type tf1CondCtx struct {
+	b             *tfsave.Builder
+	scope, predID string
+	pivot         string // switch_t or switch_f
+	out           int    // Switch output the branch reads: 1 true, 0 false
+}
+
+// in brings external tensor x into the branch through Switch(x, pred_id)
+// named <scope>/<op>/Switch, as CondContext does for each op's input.
+func (c tf1CondCtx) in(op, x string) string {
+	sw := c.b.OpNamed(c.b.UniqueName(c.scope+"/"+op+"/Switch"), "Switch", []string{x, c.predID}, nil)
+	return strings.TrimSuffix(sw, ":0") + ":" + strconv.Itoa(c.out)
+}
+
+// konst adds a constant of the branch.
+func (c tf1CondCtx) konst(name string, t tensor.Tensor) string {
+	return constCtl(c.b, c.scope+"/"+name, c.pivot, t)
+}
+
+// tf1Cond adds tf.compat.v1.cond(pred, trueFn, falseFn) under scope and
+// returns the Merges (false result first, as TF1 merges them).
+func tf1Cond(b *tfsave.Builder, scope, pred string, trueFn, falseFn func(c tf1CondCtx) []string) []string {
+	sw := strings.TrimSuffix(b.OpNamed(scope+"/Switch", "Switch", []string{pred, pred}, nil), ":0")
+	switchT := b.OpNamed(scope+"/switch_t", "Identity", []string{sw + ":1"}, nil)
+	switchF := b.OpNamed(scope+"/switch_f", "Identity", []string{sw + ":0"}, nil)
+	predID := b.OpNamed(scope+"/pred_id", "Identity", []string{pred}, nil)
+	rt := trueFn(tf1CondCtx{b, scope, predID, strings.TrimSuffix(switchT, ":0"), 1})
+	rf := falseFn(tf1CondCtx{b, scope, predID, strings.TrimSuffix(switchF, ":0"), 0})
+	merges := make([]string, len(rt))
+	for i := range rt {
+		merges[i] = b.OpNamed(scope+"/Merge"+suffix(i), "Merge", []string{rf[i], rt[i]}, nil)
+	}
+	return merges
+}
+
+// tf1Loop is a while loop being built.
+type tf1Loop struct {
+	b            *tfsave.Builder
+	scope, frame string
+	merge, ident string // pivots: first Merge (condition), first Identity (body)
+}
+
+// invariant brings external tensor x into the loop through a constant
+// Enter named <scope>/<op>/Enter, as WhileContext does.
+func (w *tf1Loop) invariant(op, x string) string {
+	return w.b.OpNamed(w.b.UniqueName(w.scope+"/"+op+"/Enter"), "Enter", []string{x},
+		map[string]any{"frame_name": w.frame, "is_constant": true, "parallel_iterations": 10})
+}
+
+// condConst and bodyConst add constants of the condition and the body.
+func (w *tf1Loop) condConst(name string, t tensor.Tensor) string {
+	return constCtl(w.b, w.scope+"/"+name, w.merge, t)
+}
+
+func (w *tf1Loop) bodyConst(name string, t tensor.Tensor) string {
+	return constCtl(w.b, w.scope+"/"+name, w.ident, t)
+}
+
+// tf1While adds tf.compat.v1.while_loop(cond, body, inits) under scope and
+// returns its Exits.
+func tf1While(b *tfsave.Builder, scope string, inits []string, cond func(w *tf1Loop, vars []string) string, body func(w *tf1Loop, vars []string) []string) []string {
+	w := &tf1Loop{b: b, scope: scope, frame: scope + "/while_context"}
+	n := len(inits)
+	merges, idents, switches := make([]string, n), make([]string, n), make([]string, n)
+	for i, x := range inits {
+		e := b.OpNamed(scope+"/Enter"+suffix(i), "Enter", []string{x},
+			map[string]any{"frame_name": w.frame, "is_constant": false, "parallel_iterations": 10})
+		merges[i] = b.OpNamed(scope+"/Merge"+suffix(i), "Merge", []string{e, e}, nil)
+	}
+	w.merge = strings.TrimSuffix(merges[0], ":0")
+	loopCond := b.OpNamed(scope+"/LoopCond", "LoopCond", []string{cond(w, merges)}, nil)
+	for i := range inits {
+		switches[i] = strings.TrimSuffix(b.OpNamed(scope+"/Switch"+suffix(i), "Switch", []string{merges[i], loopCond},
+			map[string]any{"_class": []string{"loc:@" + strings.TrimSuffix(merges[i], ":0")}}), ":0")
+		idents[i] = b.OpNamed(scope+"/Identity"+suffix(i), "Identity", []string{switches[i] + ":1"}, nil)
+	}
+	w.ident = strings.TrimSuffix(idents[0], ":0")
+	next := body(w, idents)
+	exits := make([]string, n)
+	for i := range inits {
+		ni := b.OpNamed(scope+"/NextIteration"+suffix(i), "NextIteration", []string{next[i]}, nil)
+		b.UpdateInput(strings.TrimSuffix(merges[i], ":0"), 1, ni)
+	}
+	for i := range inits {
+		exits[i] = b.OpNamed(scope+"/Exit"+suffix(i), "Exit", []string{switches[i]}, nil)
+	}
+	return exits
+}
+
+func scalarI32(v int32) tensor.Tensor   { return tensor.New("", []int64{}, []int32{v}) }
+func scalarF32(v float32) tensor.Tensor { return tensor.New("", []int64{}, []float32{v}) }
+func tf1Files(t testing.TB, b *tfsave.Builder) driver.Files {
+	t.Helper()
+	files, err := b.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// tf1CondModel is y = cond(flag > 0, x*2, x+1) with which = the Merge's
+// value_index, and untaken = the true branch's product before the Merge
+// (dead when flag <= 0) when withDead.
+func tf1CondModel(t testing.TB, withDead bool) driver.Files {
+	b := tfsave.NewBuilderWith(tfsave.Options{Variables: tfsave.RefVariables})
+	x := b.Placeholder("x", tensor.Float, []int64{-1, 1})
+	flag := b.Placeholder("flag", tensor.Int32, []int64{})
+	pred := b.OpNamed("Greater", "Greater", []string{flag, tfsave.ConstOf[int32](b, "Greater/y", []int64{}, 0)}, nil)
+	var product string
+	merges := tf1Cond(b, "cond", pred, func(c tf1CondCtx) []string {
+		product = b.OpNamed("cond/mul", "Mul", []string{c.in("mul", x), c.konst("mul/y", scalarF32(2))}, nil)
+		return []string{product}
+	}, func(c tf1CondCtx) []string {
+		return []string{b.OpNamed("cond/add", "Add", []string{c.in("add", x), c.konst("add/y", scalarF32(1))}, nil)}
+	})
+	outs := map[string]string{"y": merges[0], "which": strings.TrimSuffix(merges[0], ":0") + ":1"}
+	if withDead {
+		outs["untaken"] = product
+	}
+	b.Signature(tfsave.ServingSignature, map[string]string{"x": x, "flag": flag}, outs)
+	return tf1Files(t, b)
+}
+
+// TestTF1Cond runs both branches of a TF1 tf.cond on a one-row batch
+// [1,1], which keeps its shape, and checks the Merge's value_index (1 when
+// its second input, the true branch, is live).
+func TestTF1Cond(t *testing.T) {
+	m := loadFiles(t, tf1CondModel(t, false), driver.Config{})
+	x := named("x", f32([]int64{1, 1}, 1.5))
+	for _, tc := range []struct {
+		flag  int32
+		y     float32
+		which int32
+	}{{1, 3, 1}, {0, 2.5, 0}, {7, 3, 1}, {-2, 2.5, 0}} {
+		got, err := predictNamed(t, m, x, named("flag", i32([]int64{}, tc.flag)))
+		if err != nil {
+			t.Fatalf("flag %d: %v", tc.flag, err)
+		}
+		what := "flag " + strconv.Itoa(int(tc.flag))
+		checkFlowOut(t, what+" y", got["y"], []int64{1, 1}, []float32{tc.y})
+		checkFlowOut(t, what+" which", got["which"], nil, []int32{tc.which})
+	}
+	got, err := predictNamed(t, m, named("x", f32([]int64{2, 1}, 1.5, -4)), named("flag", i32([]int64{}, 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFlowOut(t, "batch 2 y", got["y"], []int64{2, 1}, []float32{2.5, -3})
+}
+
+// TestTF1CondDeadOutput fetches a branch's tensor before the Merge: live
+// when its branch runs, and a clear error naming the output (TensorFlow
+// returns no value) when the other branch does. The state that held a dead
+// tensor must serve the next call.
+func TestTF1CondDeadOutput(t *testing.T) {
+	m := loadFiles(t, tf1CondModel(t, true), driver.Config{})
+	x := named("x", f32([]int64{1, 1}, 1.5))
+	for range 3 {
+		got, err := predictNamed(t, m, x, named("flag", i32([]int64{}, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkFlowOut(t, "untaken (true)", got["untaken"], []int64{1, 1}, []float32{3})
+		_, err = predictNamed(t, m, x, named("flag", i32([]int64{}, 0)))
+		if err == nil {
+			t.Fatal("fetching the untaken branch succeeded")
+		}
+		if !strings.Contains(err.Error(), "dead") || !strings.Contains(err.Error(), `"cond/mul:0"`) {
+			t.Errorf("error %q does not say which output is dead", err)
+		}
+	}
+	t.Log(err0(predictNamed(t, m, x, named("flag", i32([]int64{}, 0)))))
+}
+
+func err0[T any](_ T, err error) error { return err }
+
+// countingLoop is while i < n: (i+1, acc*2) from (0, 1): i = n, acc = 2^n
+// (n >= 0), with n a loop invariant.
+func countingLoop(t testing.TB) driver.Files {
+	b := tfsave.NewBuilder()
+	n := b.Placeholder("n", tensor.Int32, []int64{})
+	exits := tf1While(b, "while", []string{tfsave.ConstOf[int32](b, "Const", []int64{}, 0), tfsave.ConstOf[int32](b, "Const_1", []int64{}, 1)},
+		func(w *tf1Loop, v []string) string {
+			return b.OpNamed("while/Less", "Less", []string{v[0], w.invariant("Less", n)}, nil)
+		}, func(w *tf1Loop, v []string) []string {
+			return []string{
+				b.OpNamed("while/add", "AddV2", []string{v[0], w.bodyConst("add/y", scalarI32(1))}, nil),
+				b.OpNamed("while/mul", "Mul", []string{v[1], w.bodyConst("mul/y", scalarI32(2))}, nil),
+			}
+		})
+	b.Signature(tfsave.ServingSignature, map[string]string{"n": n}, map[string]string{"i": exits[0], "acc": exits[1]})
+	return tf1Files(t, b)
+}
+
+func TestTF1WhileCounting(t *testing.T) {
+	m := loadFiles(t, countingLoop(t), driver.Config{})
+	for _, tc := range []struct{ n, i, acc int32 }{{5, 5, 32}, {0, 0, 1}, {-3, 0, 1}, {10, 10, 1024}} {
+		got, err := predictNamed(t, m, named("n", i32([]int64{}, tc.n)))
+		if err != nil {
+			t.Fatalf("n=%d: %v", tc.n, err)
+		}
+		checkFlowOut(t, "i", got["i"], nil, []int32{tc.i})
+		checkFlowOut(t, "acc", got["acc"], nil, []int32{tc.acc})
+	}
+}
+
+// TestTF1WhileTensorFlowGraph rebuilds exactly the GraphDef TensorFlow
+// printed for tf.while_loop(lambda i: tf.less(i, 10), lambda i: tf.add(i,
+// 1), [tf.constant(0)]) (scc_test.cc): frame "while/while/", op Add, the
+// condition's constant under ^while/Merge. The loop ends at 10.
+func TestTF1WhileTensorFlowGraph(t *testing.T) {
+	b := tfsave.NewBuilder()
+	c := tfsave.ConstOf[int32](b, "Const", []int64{}, 0)
+	e := b.OpNamed("while/Enter", "Enter", []string{c}, map[string]any{"frame_name": "while/while/", "is_constant": false, "parallel_iterations": 10})
+	mg := b.OpNamed("while/Merge", "Merge", []string{e, e}, nil)
+	lessY := constCtl(b, "while/Less/y", "while/Merge", scalarI32(10))
+	less := b.OpNamed("while/Less", "Less", []string{mg, lessY}, nil)
+	lc := b.OpNamed("while/LoopCond", "LoopCond", []string{less}, nil)
+	sw := b.OpNamed("while/Switch", "Switch", []string{mg, lc}, map[string]any{"_class": []string{"loc:@while/Merge"}})
+	id := b.OpNamed("while/Identity", "Identity", []string{"while/Switch:1"}, nil)
+	addY := constCtl(b, "while/Add/y", "while/Identity", scalarI32(1))
+	add := b.OpNamed("while/Add", "Add", []string{id, addY}, nil)
+	ni := b.OpNamed("while/NextIteration", "NextIteration", []string{add}, nil)
+	b.UpdateInput("while/Merge", 1, ni)
+	exit := b.OpNamed("while/Exit", "Exit", []string{sw}, nil)
+	// The signature gets an input nothing reads.
+	unused := b.Placeholder("unused", tensor.Int32, []int64{})
+	b.Signature(tfsave.ServingSignature, map[string]string{"unused": unused}, map[string]string{"r": exit})
+	m := loadFiles(t, tf1Files(t, b), driver.Config{})
+	got, err := predictNamed(t, m, named("unused", i32([]int64{}, 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFlowOut(t, "r", got["r"], nil, []int32{10})
+}
+
+// TestTF1WhileBatch runs acc = acc*decay + x[:, j] over the columns j >= 1
+// of a batch from acc = x[:, 0], with x and decay loop invariants and the
+// column count from Shape(x). The expected values are computed here in
+// float32, one rounding per Mul and per Add as TensorFlow's kernels do.
+func TestTF1WhileBatch(t *testing.T) {
+	b := tfsave.NewBuilder()
+	x := b.Placeholder("x", tensor.Float, []int64{-1, -1})
+	decay := b.Placeholder("decay", tensor.Float, []int64{})
+	cols := b.OpNamed("strided/GatherV2", "GatherV2", []string{b.OpNamed("Shape", "Shape", []string{x}, nil),
+		tfsave.ConstOf[int32](b, "strided/idx", []int64{}, 1), tfsave.ConstOf[int32](b, "strided/axis", []int64{}, 0)}, nil)
+	one := tfsave.ConstOf[int32](b, "one", []int64{}, 1)
+	first := b.OpNamed("first", "GatherV2", []string{x, tfsave.ConstOf[int32](b, "zero", []int64{}, 0), one}, nil)
+	exits := tf1While(b, "while", []string{one, first}, func(w *tf1Loop, v []string) string {
+		return b.OpNamed("while/Less", "Less", []string{v[0], w.invariant("Less", cols)}, nil)
+	}, func(w *tf1Loop, v []string) []string {
+		col := b.OpNamed("while/GatherV2", "GatherV2", []string{w.invariant("GatherV2", x), v[0], w.bodyConst("GatherV2/axis", scalarI32(1))}, nil)
+		scaled := b.OpNamed("while/mul", "Mul", []string{v[1], w.invariant("mul", decay)}, nil)
+		return []string{
+			b.OpNamed("while/add", "AddV2", []string{v[0], w.bodyConst("add/y", scalarI32(1))}, nil),
+			b.OpNamed("while/add_1", "AddV2", []string{scaled, col}, nil),
+		}
+	})
+	b.Signature(tfsave.ServingSignature, map[string]string{"x": x, "decay": decay}, map[string]string{"acc": exits[1]})
+	m := loadFiles(t, tf1Files(t, b), driver.Config{})
+	ref := func(rows [][]float32, d float32) []float32 {
+		out := make([]float32, len(rows))
+		for r, row := range rows {
+			acc := row[0]
+			for _, v := range row[1:] {
+				acc = float32(acc*d) + v
+			}
+			out[r] = acc
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		rows [][]float32
+		d    float32
+		want []float32 // by hand where exact
+	}{
+		{[][]float32{{1.5, -2, 0.25, 3}}, 0.5, []float32{2.8125}}, // 1.5 -> -1.25 -> -0.375 -> 2.8125
+		{[][]float32{{1.5, -2, 0.25, 3}, {0.1, 0.2, 0.3, 0.4}}, 1, nil},
+		{[][]float32{{0.7, 0.3, 0.9}, {1e8, 1, -1e8}, {-3, 4, 5}}, 0.9, nil},
+		{[][]float32{{4}}, 0.5, []float32{4}}, // one column: no iteration
+	} {
+		var flat []float32
+		for _, r := range tc.rows {
+			flat = append(flat, r...)
+		}
+		want := tc.want
+		if want == nil {
+			want = ref(tc.rows, tc.d)
+		}
+		got, err := predictNamed(t, m, named("x", f32([]int64{int64(len(tc.rows)), int64(len(tc.rows[0]))}, flat...)), named("decay", f32([]int64{}, tc.d)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkFlowOut(t, "acc", got["acc"], []int64{int64(len(tc.rows))}, want)
+	}
+	// The 0.1+0.2+0.3+0.4 row in float32: 0.1f+0.2f rounds to 0.3f
+	// (0x3E99999A), doubling it is exact (0.6f, 0x3F19999A), and
+	// 0.6f+0.4f = 1.0000000298 rounds to 1.
+	if r := ref([][]float32{{0.1, 0.2, 0.3, 0.4}}, 1); r[0] != 1 {
+		t.Errorf("float32 reference %v, hand-derived 1", r[0])
+	}
+}
+
+// TestTF1WhileNested counts with a loop inside a loop: for i < n, for j <
+// i, acc++; the inner loop's bound is the outer body's i (an invariant of
+// the inner frame) and its acc the outer's. acc = n(n-1)/2.
+func TestTF1WhileNested(t *testing.T) {
+	b := tfsave.NewBuilder()
+	n := b.Placeholder("n", tensor.Int32, []int64{})
+	zero := tfsave.ConstOf[int32](b, "Const", []int64{}, 0)
+	exits := tf1While(b, "while", []string{zero, zero}, func(w *tf1Loop, v []string) string {
+		return b.OpNamed("while/Less", "Less", []string{v[0], w.invariant("Less", n)}, nil)
+	}, func(outer *tf1Loop, v []string) []string {
+		inner := tf1While(b, "while/while", []string{outer.bodyConst("Const", scalarI32(0)), v[1]}, func(w *tf1Loop, u []string) string {
+			return b.OpNamed("while/while/Less", "Less", []string{u[0], w.invariant("Less", v[0])}, nil)
+		}, func(w *tf1Loop, u []string) []string {
+			return []string{
+				b.OpNamed("while/while/add", "AddV2", []string{u[0], w.bodyConst("add/y", scalarI32(1))}, nil),
+				b.OpNamed("while/while/add_1", "AddV2", []string{u[1], w.bodyConst("add_1/y", scalarI32(1))}, nil),
+			}
+		})
+		return []string{b.OpNamed("while/add", "AddV2", []string{v[0], outer.bodyConst("add/y", scalarI32(1))}, nil), inner[1]}
+	})
+	b.Signature(tfsave.ServingSignature, map[string]string{"n": n}, map[string]string{"acc": exits[1]})
+	m := loadFiles(t, tf1Files(t, b), driver.Config{})
+	for _, tc := range []struct{ n, acc int32 }{{5, 10}, {1, 0}, {0, 0}, {8, 28}} {
+		got, err := predictNamed(t, m, named("n", i32([]int64{}, tc.n)))
+		if err != nil {
+			t.Fatalf("n=%d: %v", tc.n, err)
+		}
+		checkFlowOut(t, "acc n="+strconv.Itoa(int(tc.n)), got["acc"], nil, []int32{tc.acc})
+	}
+}
+
+// TestTF1CondInWhile runs a tf.cond in a loop body: while i < n: acc =
+// acc+i if i < 3 else acc-i. For n=6: 0+0+1+2-3-4-5 = -9; n=2: 1.
+func TestTF1CondInWhile(t *testing.T) {
+	b := tfsave.NewBuilder()
+	n := b.Placeholder("n", tensor.Int32, []int64{})
+	zero := tfsave.ConstOf[int32](b, "Const", []int64{}, 0)
+	exits := tf1While(b, "while", []string{zero, zero}, func(w *tf1Loop, v []string) string {
+		return b.OpNamed("while/Less", "Less", []string{v[0], w.invariant("Less", n)}, nil)
+	}, func(w *tf1Loop, v []string) []string {
+		early := b.OpNamed("while/Less_1", "Less", []string{v[0], w.bodyConst("Less_1/y", scalarI32(3))}, nil)
+		picked := tf1Cond(b, "while/cond", early, func(c tf1CondCtx) []string {
+			return []string{b.OpNamed("while/cond/add", "AddV2", []string{c.in("add", v[1]), c.in("add", v[0])}, nil)}
+		}, func(c tf1CondCtx) []string {
+			return []string{b.OpNamed("while/cond/sub", "Sub", []string{c.in("sub", v[1]), c.in("sub", v[0])}, nil)}
+		})
+		return []string{b.OpNamed("while/add", "AddV2", []string{v[0], w.bodyConst("add/y", scalarI32(1))}, nil), picked[0]}
+	})
+	b.Signature(tfsave.ServingSignature, map[string]string{"n": n}, map[string]string{"acc": exits[1]})
+	m := loadFiles(t, tf1Files(t, b), driver.Config{})
+	for _, tc := range []struct{ n, acc int32 }{{6, -9}, {2, 1}, {0, 0}} {
+		got, err := predictNamed(t, m, named("n", i32([]int64{}, tc.n)))
+		if err != nil {
+			t.Fatalf("n=%d: %v", tc.n, err)
+		}
+		checkFlowOut(t, "acc n="+strconv.Itoa(int(tc.n)), got["acc"], nil, []int32{tc.acc})
+	}
+}
+
+// TestTF1WhileInCond puts a loop in a tf.cond branch: when the branch is
+// not taken its Enter is dead, so the loop does not run and the Merge
+// takes the other branch.
+func TestTF1WhileInCond(t *testing.T) {
+	b := tfsave.NewBuilder()
+	n := b.Placeholder("n", tensor.Int32, []int64{})
+	pred := b.OpNamed("Greater", "Greater", []string{n, tfsave.ConstOf[int32](b, "Greater/y", []int64{}, 0)}, nil)
+	merges := tf1Cond(b, "cond", pred, func(c tf1CondCtx) []string {
+		bound := c.in("Less", n)
+		exits := tf1While(b, "cond/while", []string{c.konst("Const", scalarI32(0))}, func(w *tf1Loop, v []string) string {
+			return b.OpNamed("cond/while/Less", "Less", []string{v[0], w.invariant("Less", bound)}, nil)
+		}, func(w *tf1Loop, v []string) []string {
+			return []string{b.OpNamed("cond/while/add", "AddV2", []string{v[0], w.bodyConst("add/y", scalarI32(2))}, nil)}
+		})
+		return exits
+	}, func(c tf1CondCtx) []string {
+		return []string{b.OpNamed("cond/Neg", "Neg", []string{c.in("Neg", n)}, nil)}
+	})
+	b.Signature(tfsave.ServingSignature, map[string]string{"n": n}, map[string]string{"r": merges[0]})
+	m := loadFiles(t, tf1Files(t, b), driver.Config{})
+	for _, tc := range []struct{ n, r int32 }{{5, 6}, {-4, 4}, {4, 4}, {0, 0}} {
+		got, err := predictNamed(t, m, named("n", i32([]int64{}, tc.n)))
+		if err != nil {
+			t.Fatalf("n=%d: %v", tc.n, err)
+		}
+		checkFlowOut(t, "r n="+strconv.Itoa(int(tc.n)), got["r"], nil, []int32{tc.r})
+	}
+}
+
+// stuckLoop is while i < n: i (the body never advances).
+func stuckLoop(t testing.TB) driver.Files {
+	b := tfsave.NewBuilder()
+	n := b.Placeholder("n", tensor.Int32, []int64{})
+	exits := tf1While(b, "while", []string{tfsave.ConstOf[int32](b, "Const", []int64{}, 0)}, func(w *tf1Loop, v []string) string {
+		return b.OpNamed("while/Less", "Less", []string{v[0], w.invariant("Less", n)}, nil)
+	}, func(w *tf1Loop, v []string) []string { return v })
+	b.Signature(tfsave.ServingSignature, map[string]string{"n": n}, map[string]string{"i": exits[0]})
+	return tf1Files(t, b)
+}
+
+// TestTF1WhileNeverEnds checks the iteration bound and that a loop stops
+// with its call's context.
+func TestTF1WhileNeverEnds(t *testing.T) {
+	defer func(old int) { maxWhileIterations = old }(maxWhileIterations)
+	maxWhileIterations = 1000
+	m := loadFiles(t, stuckLoop(t), driver.Config{})
+	_, err := predictNamed(t, m, named("n", i32([]int64{}, 5)))
+	if err == nil {
+		t.Fatal("a loop that never ends returned")
+	}
+	t.Log(err)
+	for _, want := range []string{"did not end after 1000 iterations", "while/LoopCond", "while/while_context"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	ctx := &cancelAfter{Context: context.Background(), n: 3}
+	_, err = m.Predict(ctx, []tensor.Tensor{named("n", i32([]int64{}, 5))})
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "loop stopped after") {
+		t.Fatalf("error %v, want the loop stopped with context.Canceled", err)
+	}
+}

@@ -1,6 +1,7 @@
 package tensorflow
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -409,7 +410,7 @@ func findLoop(sc *scope, fi *frameIndex, exit *ndpb.NodeDef) (frame string, vars
 		v := loopVar{enter: e}
 		for _, cs := range fi.consumers[e.Name] {
 			if isMerge(cs.nd.Op) {
-				if v.merge != nil {
+				if v.merge != nil && v.merge != cs.nd {
 					return "", nil, nil, nil, bad("Enter %s (frame %q) feeds two Merges", e.Name, frame)
 				}
 				v.merge = cs.nd
@@ -547,6 +548,7 @@ func (c *compiler) buildLoop(sc *scope, nd *ndpb.NodeDef) ([]int, error) {
 		}
 		s := &compiler{lib: c.lib, ops: c.ops, vars: c.vars, ck: c.ck, feeds: map[string]int{}, prog: &program{},
 			refVar: map[int]*variable{}, missing: c.missing, files: c.files, depth: c.depth, subFuncs: c.subFuncs, frames: fi}
+		s.prog.par = p.intraop() // the body's MatMuls honour num_intraop_threads
 		inner := &scope{name: sc.name, nodes: sc.nodes, done: map[string][]int{}, visiting: map[string]bool{}, depth: sc.depth}
 		args := make([]int, len(types))
 		for i, dt := range types {
@@ -574,14 +576,21 @@ func (c *compiler) buildLoop(sc *scope, nd *ndpb.NodeDef) ([]int, error) {
 	if len(lcIn) != 1 {
 		return nil, &OpError{Op: loopCond.Op, Node: sc.where(loopCond.Name), Err: fmt.Errorf("%w: takes 1 input, has %d", ErrBadGraph, len(lcIn))}
 	}
+	// A missing op in cond does not stop compiling body: the load error
+	// lists every missing op.
+	var missingErr error
 	pred, err := condC.ref(condSc, lcIn[0])
-	if err != nil {
+	switch {
+	case isMissingOp(err):
+		missingErr = err
+	case err != nil:
 		return nil, err
+	default:
+		if dt := condC.prog.types[pred]; dt != dtBool {
+			return nil, &OpError{Op: loopCond.Op, Node: sc.where(loopCond.Name), Err: fmt.Errorf("input is %s, want bool", dtypeName(dt))}
+		}
+		condC.prog.fetches = []int{pred}
 	}
-	if dt := condC.prog.types[pred]; dt != dtBool {
-		return nil, &OpError{Op: loopCond.Op, Node: sc.where(loopCond.Name), Err: fmt.Errorf("input is %s, want bool", dtypeName(dt))}
-	}
-	condC.prog.fetches = []int{pred}
 	bodyC, bodySc, err := sub()
 	if err != nil {
 		return nil, err
@@ -592,6 +601,10 @@ func (c *compiler) buildLoop(sc *scope, nd *ndpb.NodeDef) ([]int, error) {
 			return nil, &OpError{Op: v.next.Op, Node: sc.where(v.next.Name), Err: fmt.Errorf("%w: takes 1 input, has %d", ErrBadGraph, len(in))}
 		}
 		s, err := bodyC.ref(bodySc, in[0])
+		if isMissingOp(err) {
+			missingErr = cmp.Or(missingErr, err)
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -599,6 +612,9 @@ func (c *compiler) buildLoop(sc *scope, nd *ndpb.NodeDef) ([]int, error) {
 			return nil, &OpError{Op: v.next.Op, Node: sc.where(v.next.Name), Err: fmt.Errorf("%w: next value is %s, the loop variable (Enter %s) %s", ErrBadGraph, dtypeName(got), v.enter.Name, dtypeName(types[i]))}
 		}
 		bodyC.prog.fetches = append(bodyC.prog.fetches, s)
+	}
+	if missingErr != nil {
+		return nil, missingErr
 	}
 	cond := &subProgram{fn: "cond of frame " + frame, prog: condC.prog, states: newStatePool(condC.prog)}
 	body := &subProgram{fn: "body of frame " + frame, prog: bodyC.prog, states: newStatePool(bodyC.prog)}

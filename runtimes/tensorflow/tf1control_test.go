@@ -7,6 +7,13 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
+	apb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
+	fpb "github.com/wamuir/graft/tensorflow/core/framework/function_go_proto"
+	ndpb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
+	cpb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
+
 	"github.com/inferbid/inferbid/runtimes/driver"
 	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
 	"github.com/inferbid/inferbid/tensor"
@@ -458,5 +465,117 @@ func TestTF1WhileNeverEnds(t *testing.T) {
 	_, err = m.Predict(ctx, []tensor.Tensor{named("n", i32([]int64{}, 5))})
 	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "loop stopped after") {
 		t.Fatalf("error %v, want the loop stopped with context.Canceled", err)
+	}
+}
+
+// editNodes applies edit to the main-graph nodes of files by name.
+func editNodes(t *testing.T, files driver.Files, edit func(nodes map[string]*ndpb.NodeDef, mg *cpb.MetaGraphDef)) driver.Files {
+	t.Helper()
+	return editGraph(t, files, func(mg *cpb.MetaGraphDef) {
+		nodes := map[string]*ndpb.NodeDef{}
+		for _, nd := range mg.GraphDef.Node {
+			nodes[nd.Name] = nd
+		}
+		edit(nodes, mg)
+	})
+}
+
+// setOutput points the serving signature's output key at tensor.
+func setOutput(mg *cpb.MetaGraphDef, key, tensor string) {
+	mg.SignatureDef["serving_default"].Outputs[key].Encoding = &cpb.TensorInfo_Name{Name: tensor}
+}
+
+// TestTF1MalformedGraphs checks that broken TF1 loops and conds fail the
+// load with an error naming the node at fault, never a panic or a hang.
+func TestTF1MalformedGraphs(t *testing.T) {
+	good := countingLoop(t)
+	for _, tc := range []struct {
+		name  string
+		edit  func(n map[string]*ndpb.NodeDef, mg *cpb.MetaGraphDef)
+		wants []string
+	}{
+		{"exit not on a switch", func(n map[string]*ndpb.NodeDef, mg *cpb.MetaGraphDef) {
+			n["while/Exit"].Input[0] = "while/add"
+		}, []string{"while/Exit", "not output 0 of a Switch"}},
+		{"exit on switch output 1", func(n map[string]*ndpb.NodeDef, mg *cpb.MetaGraphDef) {
+			n["while/Exit"].Input[0] = "while/Switch:1"
+		}, []string{"while/Exit", "not output 0 of a Switch"}},
+		{"next iteration fetched", func(n map[string]*ndpb.NodeDef, mg *cpb.MetaGraphDef) {
+			setOutput(mg, "i", "while/NextIteration:0")
+		}, []string{"while/NextIteration", "outside"}},
+		{"merge fetched", func(n map[string]*ndpb.NodeDef, mg *cpb.MetaGraphDef) {
+			setOutput(mg, "i", "while/Merge:0")
+		}, []string{"while/Merge", "outside"}},
+		{"enter fetched", func(n map[string]*ndpb.NodeDef, mg *cpb.MetaGraphDef) {
+			setOutput(mg, "i", "while/Enter:0")
+		}, []string{"while/Enter", "outside", "while/while_context"}},
+		{"loop cond fetched", func(n map[string]*ndpb.NodeDef, mg *cpb.MetaGraphDef) {
+			setOutput(mg, "i", "while/LoopCond:0")
+		}, []string{"while/LoopCond", "outside"}},
+		{"mismatched frame names", func(n map[string]*ndpb.NodeDef, mg *cpb.MetaGraphDef) {
+			n["while/Enter_1"].Attr["frame_name"].Value = &apb.AttrValue_S{S: []byte("while/other_context")}
+		}, []string{"while/Merge", "outside"}},
+		{"merge without enter", func(n map[string]*ndpb.NodeDef, mg *cpb.MetaGraphDef) {
+			n["while/Merge"].Input[0] = "while/NextIteration"
+			setOutput(mg, "acc", "while/Exit:0") // reach the loop from this Merge's Exit
+		}, []string{"while/Merge", "no Enter input"}},
+		{"merge without next iteration", func(n map[string]*ndpb.NodeDef, mg *cpb.MetaGraphDef) {
+			n["while/Merge"].Input[1] = "while/add"
+		}, []string{"while/Merge", "neither its Enter nor a NextIteration"}},
+		{"merge of three", func(n map[string]*ndpb.NodeDef, mg *cpb.MetaGraphDef) {
+			n["while/Merge"].Input = append(n["while/Merge"].Input, "while/Enter")
+		}, []string{"while/Merge", "3 inputs"}},
+		{"enter feeding no merge", func(n map[string]*ndpb.NodeDef, mg *cpb.MetaGraphDef) {
+			e := proto.Clone(n["while/Enter_1"]).(*ndpb.NodeDef)
+			e.Name = "while/Enter_2"
+			mg.GraphDef.Node = append(mg.GraphDef.Node, e)
+		}, []string{"while/Enter_2", "feeds no Merge"}},
+		{"switch not on the loop cond", func(n map[string]*ndpb.NodeDef, mg *cpb.MetaGraphDef) {
+			n["while/Switch_1"].Input[1] = "while/Less"
+		}, []string{"while/Exit", "pred is not a LoopCond"}},
+		{"body reaches its own exit", func(n map[string]*ndpb.NodeDef, mg *cpb.MetaGraphDef) {
+			n["while/add"].Input[0] = "while/Exit"
+		}, []string{"while/while_context", "own Exit", "while/Exit"}},
+		{"cycle without loop ops", func(n map[string]*ndpb.NodeDef, mg *cpb.MetaGraphDef) {
+			n["while/mul"].Input[0] = "while/add_2"
+			add := proto.Clone(n["while/add"]).(*ndpb.NodeDef)
+			add.Name, add.Input[0] = "while/add_2", "while/mul"
+			mg.GraphDef.Node = append(mg.GraphDef.Node, add)
+		}, []string{"cycle through node", "while/mul"}},
+		{"missing ops in cond and body", func(n map[string]*ndpb.NodeDef, mg *cpb.MetaGraphDef) {
+			n["while/Less"].Op = "ZetaLess"
+			n["while/mul"].Op = "ZetaMul"
+		}, []string{"2 ops", "ZetaLess (1 node: while/Less)", "ZetaMul (1 node: while/mul)"}},
+		{"tf1 op in a function", func(n map[string]*ndpb.NodeDef, mg *cpb.MetaGraphDef) {
+			mg.GraphDef.Library = &fpb.FunctionDefLibrary{Function: []*fpb.FunctionDef{
+				funcDef("tf1_fn", []arg{{"x", i32t}}, []arg{{"y", i32t}}, []string{"ex:output:0"}, fnode("ex", "Exit", i32t, "x")),
+			}}
+			mg.GraphDef.Node = append(mg.GraphDef.Node, &ndpb.NodeDef{Name: "call", Op: "PartitionedCall", Input: []string{"while/Exit"},
+				Attr: map[string]*apb.AttrValue{"Tin": typeListAttr(i32t), "Tout": typeListAttr(i32t), "f": funcAttr("tf1_fn")}})
+			setOutput(mg, "i", "call:0")
+		}, []string{"tf1_fn", "main graph only"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := loadErr(t, editNodes(t, good, tc.edit))
+			for _, w := range tc.wants {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+	// The unedited model loads: the edits are what fails.
+	loadFiles(t, good, driver.Config{})
+}
+
+// TestTF1PredMustBeBool checks a Switch whose pred is not bool (a graph
+// TensorFlow itself would refuse) fails the load naming the Switch.
+func TestTF1PredMustBeBool(t *testing.T) {
+	files := editNodes(t, tf1CondModel(t, false), func(n map[string]*ndpb.NodeDef, mg *cpb.MetaGraphDef) {
+		n["cond/mul/Switch"].Input[1] = "flag"
+	})
+	err := loadErr(t, files)
+	if !strings.Contains(err.Error(), "cond/mul/Switch") || !strings.Contains(err.Error(), "want bool") {
+		t.Errorf("error %q does not name the Switch and its pred", err)
 	}
 }

@@ -188,21 +188,26 @@
 // supported (TensorFlow 2 functions use If/While).
 //
 //	op                  dtypes          tested against
-//	Switch, RefSwitch   any; pred bool  tf.compat.v1.cond rebuilt node for node: both branches on a
+//	Switch              any; pred bool  tf.compat.v1.cond rebuilt node for node: both branches on a
 //	                                    [1,1] batch (TestTF1Cond), an output before the Merge
-//	                                    (TestTF1CondDeadOutput), in a loop body (TestTF1CondInWhile)
-//	Merge, RefMerge     any             value_index of both branches (TestTF1Cond); a loop in an
+//	                                    (TestTF1CondDeadOutput), in a loop body (TestTF1CondInWhile),
+//	                                    concurrent calls alternating branches (TestTF1ConcurrentCalls)
+//	Merge               any             value_index of both branches (TestTF1Cond); a loop in an
 //	                                    untaken branch (TestTF1WhileInCond)
-//	Enter, RefEnter     any             tf.compat.v1.while_loop rebuilt node for node, hand-derived:
+//	RefSwitch           any; pred bool  a restored TF1 VariableV2's ref (TestTF1RefVariable)
+//	RefMerge            any             RefSwitch's outputs joined, value_index (TestTF1RefVariable)
+//	Enter               any             tf.compat.v1.while_loop rebuilt node for node, hand-derived:
 //	                                    2^n counting (TestTF1WhileCounting), TensorFlow's own printed
 //	                                    GraphDef of a loop to 10 (TestTF1WhileTensorFlowGraph),
 //	                                    float32 recurrence over a batch's columns with invariants
 //	                                    (TestTF1WhileBatch), nested loops (TestTF1WhileNested)
-//	Exit, RefExit       any             as Enter; the iteration bound and cancellation
+//	RefEnter            any             a VariableV2 ref as loop invariant (TestTF1RefVariable)
+//	Exit                any             as Enter; the iteration bound and cancellation
 //	                                    (TestTF1WhileNeverEnds)
-//	NextIteration,      any             as Enter; malformed loops (TestTF1MalformedGraphs)
-//	RefNextIteration
+//	NextIteration       any             as Enter; malformed loops (TestTF1MalformedGraphs)
 //	LoopCond            bool            as Enter
+//	RefExit             any             untested (ref loop variables; Exit's code)
+//	RefNextIteration    any             untested (ref loop variables; NextIteration's code)
 //	ControlTrigger      -               untested (a NoOp that is never dead)
 //
 // # Core ops

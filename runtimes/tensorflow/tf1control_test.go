@@ -579,3 +579,119 @@ func TestTF1PredMustBeBool(t *testing.T) {
 		t.Errorf("error %q does not name the Switch and its pred", err)
 	}
 }
+
+// TestTF1RefVariable runs the Ref ops on a TF1 VariableV2 restored from
+// the checkpoint (w = 1.5): RefSwitch on its ref output, joined by
+// RefMerge (value_index says the branch), and RefEnter bringing it into a
+// loop as an invariant: while i < n: acc += w, so acc = n*1.5.
+func TestTF1RefVariable(t *testing.T) {
+	b := tfsave.NewBuilderWith(tfsave.Options{Variables: tfsave.RefVariables})
+	n := b.Placeholder("n", tensor.Int32, []int64{})
+	w := b.Variable("w", scalarF32(1.5))
+	pred := b.OpNamed("Greater", "Greater", []string{n, tfsave.ConstOf[int32](b, "Greater/y", []int64{}, 2)}, nil)
+	sw := strings.TrimSuffix(b.OpNamed("cond/RefSwitch", "RefSwitch", []string{w.Handle, pred}, nil), ":0")
+	merged := strings.TrimSuffix(b.OpNamed("cond/RefMerge", "RefMerge", []string{sw + ":0", sw + ":1"}, nil), ":0")
+	exits := tf1While(b, "while", []string{tfsave.ConstOf[int32](b, "Const", []int64{}, 0), tfsave.ConstOf[float32](b, "Const_1", []int64{}, 0)},
+		func(l *tf1Loop, v []string) string {
+			return b.OpNamed("while/Less", "Less", []string{v[0], l.invariant("Less", n)}, nil)
+		}, func(l *tf1Loop, v []string) []string {
+			ref := b.OpNamed("while/add_1/Enter", "RefEnter", []string{w.Handle},
+				map[string]any{"frame_name": l.frame, "is_constant": true, "parallel_iterations": 10})
+			return []string{
+				b.OpNamed("while/add", "AddV2", []string{v[0], l.bodyConst("add/y", scalarI32(1))}, nil),
+				b.OpNamed("while/add_1", "AddV2", []string{v[1], ref}, nil),
+			}
+		})
+	b.Signature(tfsave.ServingSignature, map[string]string{"n": n},
+		map[string]string{"w": merged + ":0", "branch": merged + ":1", "acc": exits[1]})
+	m := loadFiles(t, tf1Files(t, b), driver.Config{})
+	for _, tc := range []struct {
+		n      int32
+		branch int32
+		acc    float32
+	}{{4, 1, 6}, {2, 0, 3}, {0, 0, 0}} {
+		got, err := predictNamed(t, m, named("n", i32([]int64{}, tc.n)))
+		if err != nil {
+			t.Fatalf("n=%d: %v", tc.n, err)
+		}
+		what := "n=" + strconv.Itoa(int(tc.n))
+		checkFlowOut(t, what+" w", got["w"], nil, []float32{1.5})
+		checkFlowOut(t, what+" branch", got["branch"], nil, []int32{tc.branch})
+		checkFlowOut(t, what+" acc", got["acc"], nil, []float32{tc.acc})
+	}
+}
+
+// TestTF1ConcurrentCalls runs the cond model (both branches and the dead
+// output) and the nested loop from several goroutines at once: pooled
+// states that held dead tensors must serve the next call correctly.
+func TestTF1ConcurrentCalls(t *testing.T) {
+	cond := loadFiles(t, tf1CondModel(t, true), driver.Config{})
+	const workers, calls = 4, 50
+	errs := make(chan error, workers)
+	for w := range workers {
+		go func() {
+			errs <- func() error {
+				for i := range calls {
+					flag := int32((w + i) % 2)
+					x := float32(w*calls + i)
+					out, err := cond.Predict(context.Background(), []tensor.Tensor{named("flag", i32([]int64{}, flag)), named("x", f32([]int64{1, 1}, x))})
+					if flag == 0 {
+						if err == nil || !strings.Contains(err.Error(), "dead") {
+							return errors.New("flag 0: want the dead-output error, got " + strconv.Quote(errString(err)))
+						}
+						continue
+					}
+					if err != nil {
+						return err
+					}
+					// Outputs by key order: untaken, which, y.
+					if got := out[2].Data.([]float32)[0]; got != 2*x {
+						return errors.New("y = " + strconv.FormatFloat(float64(got), 'g', -1, 32) + ", want 2x")
+					}
+				}
+				return nil
+			}()
+		}()
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	return err.Error()
+}
+
+// BenchmarkTF1WhileSum is BenchmarkWhileSum's loop (1000 iterations,
+// acc += i) as a TF1 frame, to compare the two ways of running a loop.
+func BenchmarkTF1WhileSum(b *testing.B) {
+	bld := tfsave.NewBuilder()
+	n := bld.Placeholder("n", tensor.Int32, []int64{})
+	zero := tfsave.ConstOf[int32](bld, "Const", []int64{}, 0)
+	exits := tf1While(bld, "while", []string{zero, zero}, func(w *tf1Loop, v []string) string {
+		return bld.OpNamed("while/Less", "Less", []string{v[0], w.invariant("Less", n)}, nil)
+	}, func(w *tf1Loop, v []string) []string {
+		return []string{
+			bld.OpNamed("while/add", "AddV2", []string{v[0], w.bodyConst("add/y", scalarI32(1))}, nil),
+			bld.OpNamed("while/add_1", "AddV2", []string{v[1], v[0]}, nil),
+		}
+	})
+	bld.Signature(tfsave.ServingSignature, map[string]string{"n": n}, map[string]string{"acc": exits[1]})
+	m := loadFiles(b, tf1Files(b, bld), driver.Config{})
+	in := []tensor.Tensor{named("n", i32([]int64{}, 1000))}
+	out, err := m.Predict(context.Background(), in)
+	if err != nil || out[0].Data.([]int32)[0] != 499500 {
+		b.Fatalf("sum of 0..999: %v, %v", out, err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := m.Predict(context.Background(), in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -167,7 +167,10 @@
 // outputs are dead; Merge forwards its first live input and its index
 // (value_index), and is dead only when every input is; ControlTrigger is
 // never dead. Only steps downstream of a Switch check for dead inputs, so
-// graphs without one run as before. A dead tensor reaching a signature
+// graphs without one run as before. A Switch whose pred is known at load
+// (Keras's learning phase left at its default) is resolved then: the
+// untaken branch compiles to nothing and the taken one, Merge included,
+// runs without dead checks. A dead tensor reaching a signature
 // output fails the call naming the output (TensorFlow returns nothing for
 // it). While loops are turned at load into loop steps, as TensorFlow's
 // functionalize_control_flow pass does: each frame (the nodes between the
@@ -193,7 +196,8 @@
 //	                                    (TestTF1CondDeadOutput), in a loop body (TestTF1CondInWhile),
 //	                                    concurrent calls alternating branches (TestTF1ConcurrentCalls)
 //	Merge               any             value_index of both branches (TestTF1Cond); a loop in an
-//	                                    untaken branch (TestTF1WhileInCond)
+//	                                    untaken branch (TestTF1WhileInCond); a Keras learning-phase
+//	                                    cond resolved at load (TestTF1CondKnownAtLoad)
 //	RefSwitch           any; pred bool  a restored TF1 VariableV2's ref (TestTF1RefVariable)
 //	RefMerge            any             RefSwitch's outputs joined, value_index (TestTF1RefVariable)
 //	Enter               any             tf.compat.v1.while_loop rebuilt node for node, hand-derived:

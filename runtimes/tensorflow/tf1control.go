@@ -95,6 +95,19 @@ func addGuards(dst []int, src ...int) []int {
 // gate step when a control input could kill it. It returns the node's
 // outputs and records the guards of a control edge from it.
 func (c *compiler) guardNode(sc *scope, nd *ndpb.NodeDef, from int, ins, outs, guards []int) []int {
+	if nd.Op != "ControlTrigger" && c.constDead(guards) {
+		// Dead on every call (the untaken side of a Switch whose pred is
+		// known at load, as Keras's learning phase is): no step runs.
+		p := c.prog
+		p.steps = p.steps[:from]
+		dead := make([]int, len(outs))
+		for i, o := range outs {
+			dead[i] = newSlot(p, p.types[o], deadTensor)
+		}
+		c.markMayDie(dead...)
+		sc.setCtl(nd.Name, guards)
+		return dead
+	}
 	switch {
 	case isSwitch(nd.Op):
 		// Its outputs may die whatever its inputs; a control edge from it
@@ -128,6 +141,16 @@ func (c *compiler) guardNode(sc *scope, nd *ndpb.NodeDef, from int, ins, outs, g
 	c.markMayDie(outs...)
 	sc.setCtl(nd.Name, outs[:1])
 	return outs
+}
+
+// constDead reports whether a slot of guards is dead at load.
+func (c *compiler) constDead(guards []int) bool {
+	for _, g := range guards {
+		if c.prog.consts[g] == deadTensor {
+			return true
+		}
+	}
+	return false
 }
 
 func allMayDie(c *compiler, slots []int) bool {
@@ -226,6 +249,20 @@ func (c *compiler) buildSwitch(nd *ndpb.NodeDef, ins []int) ([]int, error) {
 		return nil, fmt.Errorf("pred is %s, want bool", dtypeName(p.types[ins[1]]))
 	}
 	data, pred := ins[0], ins[1]
+	if pc := p.consts[pred]; pc != nil {
+		// pred known at load: the taken output is data itself and the
+		// other is dead on every call, so the branch not taken compiles to
+		// nothing and the taken one runs without dead checks.
+		if pc.dt != dtBool || len(pc.shape) != 0 {
+			return nil, fmt.Errorf("pred must be a bool scalar, is %s", pc)
+		}
+		dead := newSlot(p, p.types[data], deadTensor)
+		c.markMayDie(dead)
+		if pc.b[0] {
+			return []int{dead, data}, nil
+		}
+		return []int{data, dead}, nil
+	}
 	f, t := newSlot(p, p.types[data], nil), newSlot(p, p.types[data], nil)
 	c.emit(nd, ins, []int{f, t}, func(v []*dense) error {
 		pv := v[pred]
@@ -256,9 +293,28 @@ func (c *compiler) buildMerge(sc *scope, nd *ndpb.NodeDef, ins []int) ([]int, er
 			return nil, fmt.Errorf("input %d is %s, input 0 %s", i, dtypeName(p.types[s]), dtypeName(dt))
 		}
 	}
+	// Inputs dead at load never win; with one live input left that is
+	// never dead, the Merge is that input.
+	var live []int
+	for i, s := range ins {
+		if p.consts[s] != deadTensor {
+			live = append(live, i)
+		}
+	}
+	switch {
+	case len(live) == 0:
+		out, idx := newSlot(p, dt, deadTensor), newSlot(p, dtInt32, deadTensor)
+		c.markMayDie(out, idx)
+		return []int{out, idx}, nil
+	case len(live) == 1 && !c.slotMayDie(ins[live[0]]):
+		idx := &dense{}
+		alloc[int32](idx, dtInt32, nil)[0] = int32(live[0])
+		return []int{ins[live[0]], newSlot(p, dtInt32, idx)}, nil
+	}
 	out, idx, idxShadow := newSlot(p, dt, nil), newSlot(p, dtInt32, nil), newSlot(p, dtInt32, nil)
 	c.emit(nd, ins, []int{out, idx}, func(v []*dense) error {
-		for i, s := range ins {
+		for _, i := range live {
+			s := ins[i]
 			if v[s] == deadTensor {
 				continue
 			}

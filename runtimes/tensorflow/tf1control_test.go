@@ -12,6 +12,8 @@ import (
 	apb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
 	fpb "github.com/wamuir/graft/tensorflow/core/framework/function_go_proto"
 	ndpb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
+	tenpb "github.com/wamuir/graft/tensorflow/core/framework/tensor_go_proto"
+	shpb "github.com/wamuir/graft/tensorflow/core/framework/tensor_shape_go_proto"
 	cpb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
 
 	"github.com/inferbid/inferbid/runtimes/driver"
@@ -692,6 +694,57 @@ func BenchmarkTF1WhileSum(b *testing.B) {
 	for b.Loop() {
 		if _, err := m.Predict(context.Background(), in); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// learningPhaseModel is a Keras TF1 export's dropout: a tf.cond on
+// keras_learning_phase, a PlaceholderWithDefault the serving signature
+// does not feed (training: x*2, standing in for dropout's scaling;
+// inference: Identity(x)), then Relu.
+func learningPhaseModel(t testing.TB, training bool) driver.Files {
+	b := tfsave.NewBuilder()
+	x := b.Placeholder("x", tensor.Float, []int64{-1, 2})
+	def := b.OpNamed("keras_learning_phase/input", "Const", nil, map[string]any{"dtype": bt,
+		"value": &tenpb.TensorProto{Dtype: bt, TensorShape: &shpb.TensorShapeProto{}, BoolVal: []bool{training}}})
+	phase := b.OpNamed("keras_learning_phase", "PlaceholderWithDefault", []string{def}, map[string]any{"dtype": bt, "shape": tfsave.Shape{}})
+	merges := tf1Cond(b, "dropout/cond", phase, func(c tf1CondCtx) []string {
+		return []string{b.OpNamed("dropout/cond/dropout/mul", "Mul", []string{c.in("dropout/mul", x), c.konst("dropout/Const", scalarF32(2))}, nil)}
+	}, func(c tf1CondCtx) []string {
+		return []string{b.OpNamed("dropout/cond/Identity", "Identity", []string{c.in("Identity", x)}, nil)}
+	})
+	y := b.OpNamed("dense/Relu", "Relu", []string{merges[0]}, nil)
+	b.Signature(tfsave.ServingSignature, map[string]string{"x": x}, map[string]string{"y": y})
+	return tf1Files(t, b)
+}
+
+// TestTF1CondKnownAtLoad checks a cond whose pred is known at load (Keras's
+// learning phase left at its default): it answers like the same cond
+// decided at run time, and compiles to the taken branch alone, with no
+// Switch, Merge or dead checks.
+func TestTF1CondKnownAtLoad(t *testing.T) {
+	x := named("x", f32([]int64{1, 2}, 1.5, -0.25))
+	for _, tc := range []struct {
+		training bool
+		y        []float32
+		schedule string
+	}{{false, []float32{1.5, 0}, "[Relu]"}, {true, []float32{3, 0}, "[Mul Relu]"}} {
+		files := learningPhaseModel(t, tc.training)
+		got, err := predictNamed(t, loadFiles(t, files, driver.Config{}), x)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkFlowOut(t, "y", got["y"], []int64{1, 2}, tc.y)
+		m, err := load(files, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ops []string
+		for _, st := range m.serve.steps {
+			ops = append(ops, st.op)
+		}
+		if s := "[" + strings.Join(ops, " ") + "]"; s != tc.schedule {
+			t.Errorf("training=%v: schedule %s, want %s", tc.training, s, tc.schedule)
 		}
 	}
 }

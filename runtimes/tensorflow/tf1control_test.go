@@ -348,10 +348,8 @@ func TestTF1WhileBatch(t *testing.T) {
 	}
 }
 
-// TestTF1WhileNested counts with a loop inside a loop: for i < n, for j <
-// i, acc++; the inner loop's bound is the outer body's i (an invariant of
-// the inner frame) and its acc the outer's. acc = n(n-1)/2.
-func TestTF1WhileNested(t *testing.T) {
+// nestedLoopModel is TestTF1WhileNested's model (acc = n(n-1)/2).
+func nestedLoopModel(t testing.TB) driver.Files {
 	b := tfsave.NewBuilder()
 	n := b.Placeholder("n", tensor.Int32, []int64{})
 	zero := tfsave.ConstOf[int32](b, "Const", []int64{}, 0)
@@ -369,7 +367,14 @@ func TestTF1WhileNested(t *testing.T) {
 		return []string{b.OpNamed("while/add", "AddV2", []string{v[0], outer.bodyConst("add/y", scalarI32(1))}, nil), inner[1]}
 	})
 	b.Signature(tfsave.ServingSignature, map[string]string{"n": n}, map[string]string{"acc": exits[1]})
-	m := loadFiles(t, tf1Files(t, b), driver.Config{})
+	return tf1Files(t, b)
+}
+
+// TestTF1WhileNested counts with a loop inside a loop: for i < n, for j <
+// i, acc++; the inner loop's bound is the outer body's i (an invariant of
+// the inner frame) and its acc the outer's. acc = n(n-1)/2.
+func TestTF1WhileNested(t *testing.T) {
+	m := loadFiles(t, nestedLoopModel(t), driver.Config{})
 	for _, tc := range []struct{ n, acc int32 }{{5, 10}, {1, 0}, {0, 0}, {8, 28}} {
 		got, err := predictNamed(t, m, named("n", i32([]int64{}, tc.n)))
 		if err != nil {
@@ -379,9 +384,8 @@ func TestTF1WhileNested(t *testing.T) {
 	}
 }
 
-// TestTF1CondInWhile runs a tf.cond in a loop body: while i < n: acc =
-// acc+i if i < 3 else acc-i. For n=6: 0+0+1+2-3-4-5 = -9; n=2: 1.
-func TestTF1CondInWhile(t *testing.T) {
+// condInWhileModel is TestTF1CondInWhile's model.
+func condInWhileModel(t testing.TB) driver.Files {
 	b := tfsave.NewBuilder()
 	n := b.Placeholder("n", tensor.Int32, []int64{})
 	zero := tfsave.ConstOf[int32](b, "Const", []int64{}, 0)
@@ -397,7 +401,13 @@ func TestTF1CondInWhile(t *testing.T) {
 		return []string{b.OpNamed("while/add", "AddV2", []string{v[0], w.bodyConst("add/y", scalarI32(1))}, nil), picked[0]}
 	})
 	b.Signature(tfsave.ServingSignature, map[string]string{"n": n}, map[string]string{"acc": exits[1]})
-	m := loadFiles(t, tf1Files(t, b), driver.Config{})
+	return tf1Files(t, b)
+}
+
+// TestTF1CondInWhile runs a tf.cond in a loop body: while i < n: acc =
+// acc+i if i < 3 else acc-i. For n=6: 0+0+1+2-3-4-5 = -9; n=2: 1.
+func TestTF1CondInWhile(t *testing.T) {
+	m := loadFiles(t, condInWhileModel(t), driver.Config{})
 	for _, tc := range []struct{ n, acc int32 }{{6, -9}, {2, 1}, {0, 0}} {
 		got, err := predictNamed(t, m, named("n", i32([]int64{}, tc.n)))
 		if err != nil {
@@ -407,10 +417,8 @@ func TestTF1CondInWhile(t *testing.T) {
 	}
 }
 
-// TestTF1WhileInCond puts a loop in a tf.cond branch: when the branch is
-// not taken its Enter is dead, so the loop does not run and the Merge
-// takes the other branch.
-func TestTF1WhileInCond(t *testing.T) {
+// whileInCondModel is TestTF1WhileInCond's model.
+func whileInCondModel(t testing.TB) driver.Files {
 	b := tfsave.NewBuilder()
 	n := b.Placeholder("n", tensor.Int32, []int64{})
 	pred := b.OpNamed("Greater", "Greater", []string{n, tfsave.ConstOf[int32](b, "Greater/y", []int64{}, 0)}, nil)
@@ -426,7 +434,14 @@ func TestTF1WhileInCond(t *testing.T) {
 		return []string{b.OpNamed("cond/Neg", "Neg", []string{c.in("Neg", n)}, nil)}
 	})
 	b.Signature(tfsave.ServingSignature, map[string]string{"n": n}, map[string]string{"r": merges[0]})
-	m := loadFiles(t, tf1Files(t, b), driver.Config{})
+	return tf1Files(t, b)
+}
+
+// TestTF1WhileInCond puts a loop in a tf.cond branch: when the branch is
+// not taken its Enter is dead, so the loop does not run and the Merge
+// takes the other branch.
+func TestTF1WhileInCond(t *testing.T) {
+	m := loadFiles(t, whileInCondModel(t), driver.Config{})
 	for _, tc := range []struct{ n, r int32 }{{5, 6}, {-4, 4}, {4, 4}, {0, 0}} {
 		got, err := predictNamed(t, m, named("n", i32([]int64{}, tc.n)))
 		if err != nil {
@@ -747,4 +762,57 @@ func TestTF1CondKnownAtLoad(t *testing.T) {
 			t.Errorf("training=%v: schedule %s, want %s", tc.training, s, tc.schedule)
 		}
 	}
+}
+
+// TestTF1RewiredGraphs rewires, one at a time, every data input of every
+// node of the counting loop and of the cond model to every other node's
+// first output, and loads and runs each graph: whatever the wiring, the
+// result is an answer or an error, never a panic or a hang (bounded loops).
+func TestTF1RewiredGraphs(t *testing.T) {
+	defer func(old int) { maxWhileIterations = old }(maxWhileIterations)
+	maxWhileIterations = 100
+	models := []struct {
+		files driver.Files
+		in    []tensor.Tensor
+	}{
+		{countingLoop(t), []tensor.Tensor{named("n", i32([]int64{}, 3))}},
+		{tf1CondModel(t, true), []tensor.Tensor{named("x", f32([]int64{1, 1}, 1.5)), named("flag", i32([]int64{}, 1))}},
+		{nestedLoopModel(t), []tensor.Tensor{named("n", i32([]int64{}, 3))}},
+		{condInWhileModel(t), []tensor.Tensor{named("n", i32([]int64{}, 4))}},
+		{whileInCondModel(t), []tensor.Tensor{named("n", i32([]int64{}, 3))}},
+	}
+	loads, runs := 0, 0
+	for _, md := range models {
+		var names []string
+		editNodes(t, md.files, func(n map[string]*ndpb.NodeDef, mg *cpb.MetaGraphDef) {
+			for _, nd := range mg.GraphDef.Node {
+				names = append(names, nd.Name)
+			}
+		})
+		for _, target := range names {
+			for i := range 3 {
+				for _, src := range names {
+					var ok bool
+					files := editNodes(t, md.files, func(n map[string]*ndpb.NodeDef, mg *cpb.MetaGraphDef) {
+						nd := n[target]
+						if i < len(nd.Input) && !strings.HasPrefix(nd.Input[i], "^") && src != target {
+							nd.Input[i], ok = src, true
+						}
+					})
+					if !ok {
+						continue
+					}
+					loads++
+					m, err := New(driver.Config{}).Load(context.Background(), files)
+					if err != nil {
+						continue
+					}
+					runs++
+					_, _ = m.Predict(context.Background(), md.in)
+					m.Close()
+				}
+			}
+		}
+	}
+	t.Logf("%d rewired graphs, %d loaded and ran", loads, runs)
 }

@@ -565,6 +565,14 @@ func (c *compiler) buildLoop(sc *scope, nd *ndpb.NodeDef) ([]int, error) {
 		if c.slotMayDie(s) {
 			guards = addGuards(guards, s)
 		}
+		for _, ctl := range e.Input {
+			if name, ok := strings.CutPrefix(ctl, "^"); ok {
+				if _, err := c.node(sc, name); err != nil {
+					return 0, err
+				}
+				guards = addGuards(guards, sc.ctlGuards(name)...)
+			}
+		}
 		return s, nil
 	}
 	for _, v := range vars {
@@ -580,6 +588,10 @@ func (c *compiler) buildLoop(sc *scope, nd *ndpb.NodeDef) ([]int, error) {
 			return nil, err
 		}
 		ins = append(ins, s)
+	}
+	if c.constDead(guards) {
+		// In a branch not taken whatever the inputs: the loop never runs.
+		return c.deadExits(sc, nd, vars, ins)
 	}
 	types := make([]dtype, len(ins))
 	consts := make([]*dense, len(ins))
@@ -724,6 +736,21 @@ func (c *compiler) buildLoop(sc *scope, nd *ndpb.NodeDef) ([]int, error) {
 		c.wrapSteps(from, guards)
 		c.markMayDie(outs...)
 	}
+	return c.setExits(sc, nd, vars, outs, len(guards) > 0)
+}
+
+// deadExits gives every Exit of a loop that never runs a dead slot.
+func (c *compiler) deadExits(sc *scope, nd *ndpb.NodeDef, vars []loopVar, ins []int) ([]int, error) {
+	outs := make([]int, len(vars))
+	for i := range vars {
+		outs[i] = newSlot(c.prog, c.prog.types[ins[i]], deadTensor)
+	}
+	c.markMayDie(outs...)
+	return c.setExits(sc, nd, vars, outs, true)
+}
+
+// setExits records the loop's outputs as its Exits' and returns nd's.
+func (c *compiler) setExits(sc *scope, nd *ndpb.NodeDef, vars []loopVar, outs []int, mayDie bool) ([]int, error) {
 	var mine []int
 	for i, v := range vars {
 		for _, x := range v.exits {
@@ -733,7 +760,7 @@ func (c *compiler) buildLoop(sc *scope, nd *ndpb.NodeDef) ([]int, error) {
 			} else {
 				sc.done[x.Name] = o
 			}
-			if len(guards) > 0 {
+			if mayDie {
 				sc.setCtl(x.Name, o)
 			}
 		}

@@ -816,3 +816,37 @@ func TestTF1RewiredGraphs(t *testing.T) {
 	}
 	t.Logf("%d rewired graphs, %d loaded and ran", loads, runs)
 }
+
+// TestTF1LoopInBranchKnownAtLoad makes whileInCondModel's pred a constant:
+// false compiles the loop's branch to nothing (the Enters are dead at
+// load), true keeps the loop and drops Neg.
+func TestTF1LoopInBranchKnownAtLoad(t *testing.T) {
+	for _, tc := range []struct {
+		pred     bool
+		r        int32
+		schedule string
+	}{{false, -5, "[Neg]"}, {true, 6, "[while loop (TF1)]"}} {
+		files := editNodes(t, whileInCondModel(t), func(n map[string]*ndpb.NodeDef, mg *cpb.MetaGraphDef) {
+			g := n["Greater"]
+			g.Op, g.Input = "Const", nil
+			g.Attr = map[string]*apb.AttrValue{"dtype": typeAttr(bt), "value": {Value: &apb.AttrValue_Tensor{Tensor: &tenpb.TensorProto{
+				Dtype: bt, TensorShape: &shpb.TensorShapeProto{}, BoolVal: []bool{tc.pred}}}}}
+		})
+		got, err := predictNamed(t, loadFiles(t, files, driver.Config{}), named("n", i32([]int64{}, 5)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkFlowOut(t, "r", got["r"], nil, []int32{tc.r})
+		m, err := load(files, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ops []string
+		for _, st := range m.serve.steps {
+			ops = append(ops, st.op)
+		}
+		if s := "[" + strings.Join(ops, " ") + "]"; s != tc.schedule {
+			t.Errorf("pred %v: schedule %s, want %s", tc.pred, s, tc.schedule)
+		}
+	}
+}

@@ -367,7 +367,7 @@ func (c *compiler) build(sc *scope, nd *ndpb.NodeDef, ins []int) ([]int, error) 
 		if loopMerge(sc, nd) {
 			return c.buildFrameOp(sc, nd)
 		}
-		return c.buildMerge(sc, nd, ins)
+		return c.buildMerge(nd, ins)
 	case "Enter", "RefEnter", "Exit", "RefExit", "NextIteration", "RefNextIteration", "LoopCond":
 		return c.buildFrameOp(sc, nd)
 	case "Identity", "StopGradient", "Snapshot", "PreventGradient", "RefIdentity":

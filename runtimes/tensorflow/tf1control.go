@@ -108,6 +108,12 @@ func (c *compiler) guardNode(sc *scope, nd *ndpb.NodeDef, from int, ins, outs, g
 		sc.setCtl(nd.Name, guards)
 		return dead
 	}
+	if (isSwitch(nd.Op) || isMerge(nd.Op)) && len(guards) > 0 && len(c.prog.steps) == from {
+		// Resolved at load (pred known, one live input) into aliases: a
+		// dead input or control input must still kill it.
+		outs = c.gate(nd, outs, guards)
+		c.markMayDie(outs...)
+	}
 	switch {
 	case isSwitch(nd.Op):
 		// Its outputs may die whatever its inputs; a control edge from it
@@ -282,7 +288,7 @@ func (c *compiler) buildSwitch(nd *ndpb.NodeDef, ins []int) ([]int, error) {
 
 // buildMerge emits Merge: its output is its first live input, and
 // value_index that input's index; with every input dead both are dead.
-func (c *compiler) buildMerge(sc *scope, nd *ndpb.NodeDef, ins []int) ([]int, error) {
+func (c *compiler) buildMerge(nd *ndpb.NodeDef, ins []int) ([]int, error) {
 	if len(ins) == 0 {
 		return nil, fmt.Errorf("takes at least 1 input, has none")
 	}

@@ -850,3 +850,31 @@ func TestTF1LoopInBranchKnownAtLoad(t *testing.T) {
 		}
 	}
 }
+
+// TestTF1ControlInputKillsResolvedMerge gives the learning-phase model's
+// Merge (resolved at load into its live input) a control input from the
+// cond on flag: when that cond's true side is dead, so is the Merge, and
+// the output is an error; otherwise the value passes.
+func TestTF1ControlInputKillsResolvedMerge(t *testing.T) {
+	files := editNodes(t, learningPhaseModel(t, false), func(n map[string]*ndpb.NodeDef, mg *cpb.MetaGraphDef) {
+		flag := &ndpb.NodeDef{Name: "flag", Op: "Placeholder", Attr: map[string]*apb.AttrValue{"dtype": typeAttr(i32t)}}
+		zero := &ndpb.NodeDef{Name: "zero", Op: "Const", Attr: int32Const("", 0).Attr}
+		pred := fnode("is_set", "Greater", i32t, "flag", "zero")
+		sw := fnode("gate/Switch", "Switch", bt, "is_set", "is_set")
+		gateT := fnode("gate/switch_t", "Identity", bt, "gate/Switch:1")
+		mg.GraphDef.Node = append(mg.GraphDef.Node, flag, zero, pred, sw, gateT)
+		n["dropout/cond/Merge"].Input = append(n["dropout/cond/Merge"].Input, "^gate/switch_t")
+		mg.SignatureDef["serving_default"].Inputs["flag"] = &cpb.TensorInfo{Dtype: i32t, Encoding: &cpb.TensorInfo_Name{Name: "flag:0"},
+			TensorShape: &shpb.TensorShapeProto{}}
+	})
+	m := loadFiles(t, files, driver.Config{})
+	x := named("x", f32([]int64{1, 2}, 1.5, -0.25))
+	got, err := predictNamed(t, m, named("flag", i32([]int64{}, 1)), x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFlowOut(t, "y", got["y"], []int64{1, 2}, []float32{1.5, 0})
+	if _, err := predictNamed(t, m, named("flag", i32([]int64{}, 0)), x); err == nil || !strings.Contains(err.Error(), "dead") {
+		t.Errorf("flag 0: error %v, want the output dead", err)
+	}
+}

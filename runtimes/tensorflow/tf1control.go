@@ -608,41 +608,7 @@ func (c *compiler) buildLoop(sc *scope, nd *ndpb.NodeDef) ([]int, error) {
 		}
 	}
 
-	// cond and body: each a program over the loop variables (the Merge
-	// and Switch:1 outputs) and the invariants (the constant Enters).
-	sub := func() (*compiler, *scope, error) {
-		if c.subFuncs == nil {
-			c.subFuncs = new(int)
-		}
-		if *c.subFuncs++; *c.subFuncs > maxControlFlowFuncs {
-			return nil, nil, fmt.Errorf("%w: more than %d loop and If/While functions to compile", ErrBadGraph, maxControlFlowFuncs)
-		}
-		if c.missing.nodes == nil {
-			c.missing.nodes, c.missing.seen = map[string][]string{}, map[string]bool{}
-		}
-		s := &compiler{lib: c.lib, ops: c.ops, vars: c.vars, ck: c.ck, feeds: map[string]int{}, prog: &program{},
-			refVar: map[int]*variable{}, missing: c.missing, files: c.files, depth: c.depth, subFuncs: c.subFuncs, frames: fi}
-		s.prog.par = p.intraop() // the body's MatMuls honour num_intraop_threads
-		inner := &scope{name: sc.name, nodes: sc.nodes, done: map[string][]int{}, visiting: map[string]bool{}, depth: sc.depth}
-		args := make([]int, len(types))
-		for i, dt := range types {
-			args[i] = newSlot(s.prog, dt, consts[i])
-		}
-		s.prog.feeds = args
-		for i, v := range vars {
-			// Inside the loop, Switch:0 (the Exit's way out) is dead.
-			dead := newSlot(s.prog, types[i], deadTensor)
-			s.markMayDie(dead)
-			inner.done[v.enter.Name] = []int{args[i]}
-			inner.done[v.merge.Name] = []int{args[i]}
-			inner.done[v.sw.Name] = []int{dead, args[i]}
-		}
-		for i, e := range invariants {
-			inner.done[e.Name] = []int{args[len(vars)+i]}
-		}
-		return s, inner, nil
-	}
-	condC, condSc, err := sub()
+	condC, condSc, err := c.loopCompiler(sc, vars, invariants, types, consts)
 	if err != nil {
 		return nil, err
 	}
@@ -665,7 +631,7 @@ func (c *compiler) buildLoop(sc *scope, nd *ndpb.NodeDef) ([]int, error) {
 		}
 		condC.prog.fetches = []int{pred}
 	}
-	bodyC, bodySc, err := sub()
+	bodyC, bodySc, err := c.loopCompiler(sc, vars, invariants, types, consts)
 	if err != nil {
 		return nil, err
 	}
@@ -697,52 +663,100 @@ func (c *compiler) buildLoop(sc *scope, nd *ndpb.NodeDef) ([]int, error) {
 	for i := range vars {
 		outs[i] = newSlot(p, types[i], nil)
 	}
-	nv := len(vars)
-	limit := maxWhileIterations
-	run := func(ctx context.Context, v []*dense) error {
-		loop := make([]*dense, len(ins))
-		for i, s := range ins {
-			loop[i] = v[s]
-		}
-		for iter := 0; ; iter++ {
-			if iter%64 == 0 {
-				if err := ctx.Err(); err != nil {
-					return fmt.Errorf("loop stopped after %d iterations: %w", iter, err)
-				}
-			}
-			res, err := cond.run(ctx, loop)
-			if err != nil {
-				return fmt.Errorf("iteration %d: %w", iter, err)
-			}
-			if r := res[0]; len(r.shape) != 0 || len(r.b) != 1 {
-				return fmt.Errorf("iteration %d: LoopCond %s: input must be a bool scalar, is %s", iter, loopCond.Name, r)
-			} else if !r.b[0] {
-				break
-			}
-			if iter >= limit {
-				return fmt.Errorf("loop did not end after %d iterations (%s is still true)", limit, loopCond.Name)
-			}
-			next, err := body.run(ctx, loop)
-			if err != nil {
-				return fmt.Errorf("iteration %d: %w", iter, err)
-			}
-			copy(loop[:nv], next)
-		}
-		for i, o := range outs {
-			v[o] = loop[i]
-		}
-		return nil
-	}
+	loop := &loopStep{ins: ins, outs: outs, vars: len(vars), cond: cond, body: body, limit: maxWhileIterations, loopCond: loopCond.Name}
 	from := len(p.steps)
 	st := c.emit(nd, ins, outs, nil, false)
 	st.op = "while loop (TF1)"
 	st.node = sc.where(frame)
-	st.runCtx, st.subs = run, []*program{cond.prog, body.prog}
+	st.runCtx, st.subs = loop.run, []*program{cond.prog, body.prog}
 	if len(guards) > 0 {
 		c.wrapSteps(from, guards)
 		c.markMayDie(outs...)
 	}
 	return c.setExits(sc, nd, vars, outs, len(guards) > 0)
+}
+
+// loopStep runs a TF1 loop: cond and body over the loop variables (the
+// first vars of ins) and the invariants (the rest), as the functional
+// While does, bounded by limit iterations and the call's context.
+type loopStep struct {
+	ins, outs  []int
+	vars       int
+	cond, body *subProgram
+	limit      int
+	loopCond   string // for errors
+}
+
+func (l *loopStep) run(ctx context.Context, v []*dense) error {
+	loop := make([]*dense, len(l.ins))
+	for i, s := range l.ins {
+		loop[i] = v[s]
+	}
+	for iter := 0; ; iter++ {
+		if iter%64 == 0 {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("loop stopped after %d iterations: %w", iter, err)
+			}
+		}
+		res, err := l.cond.run(ctx, loop)
+		if err != nil {
+			return fmt.Errorf("iteration %d: %w", iter, err)
+		}
+		if r := res[0]; len(r.shape) != 0 || len(r.b) != 1 {
+			return fmt.Errorf("iteration %d: LoopCond %s: input must be a bool scalar, is %s", iter, l.loopCond, r)
+		} else if !r.b[0] {
+			break
+		}
+		if iter >= l.limit {
+			return fmt.Errorf("loop did not end after %d iterations (%s is still true)", l.limit, l.loopCond)
+		}
+		next, err := l.body.run(ctx, loop)
+		if err != nil {
+			return fmt.Errorf("iteration %d: %w", iter, err)
+		}
+		copy(loop[:l.vars], next)
+	}
+	for i, o := range l.outs {
+		v[o] = loop[i]
+	}
+	return nil
+}
+
+// loopCompiler returns a compiler and scope for the cond or body program
+// of a loop: a program over the loop variables (the Merge and Switch:1
+// outputs) and the invariants (the constant Enters), whose types are
+// types; invariants with a non-nil entry in consts are constants.
+func (c *compiler) loopCompiler(sc *scope, vars []loopVar, invariants []*ndpb.NodeDef, types []dtype, consts []*dense) (*compiler, *scope, error) {
+	if c.subFuncs == nil {
+		c.subFuncs = new(int)
+	}
+	if *c.subFuncs++; *c.subFuncs > maxControlFlowFuncs {
+		return nil, nil, fmt.Errorf("%w: more than %d loop and If/While functions to compile", ErrBadGraph, maxControlFlowFuncs)
+	}
+	if c.missing.nodes == nil { // shared with the sub-compiler
+		c.missing.nodes, c.missing.seen = map[string][]string{}, map[string]bool{}
+	}
+	sub := &compiler{lib: c.lib, ops: c.ops, vars: c.vars, ck: c.ck, feeds: map[string]int{}, prog: &program{},
+		refVar: map[int]*variable{}, missing: c.missing, files: c.files, depth: c.depth, subFuncs: c.subFuncs, frames: c.frames}
+	sub.prog.par = c.prog.intraop() // the body's MatMuls honour num_intraop_threads
+	inner := &scope{name: sc.name, nodes: sc.nodes, done: map[string][]int{}, visiting: map[string]bool{}, depth: sc.depth}
+	args := make([]int, len(types))
+	for i, dt := range types {
+		args[i] = newSlot(sub.prog, dt, consts[i])
+	}
+	sub.prog.feeds = args
+	for i, v := range vars {
+		// Inside the loop, Switch:0 (the Exit's way out) is dead.
+		dead := newSlot(sub.prog, types[i], deadTensor)
+		sub.markMayDie(dead)
+		inner.done[v.enter.Name] = []int{args[i]}
+		inner.done[v.merge.Name] = []int{args[i]}
+		inner.done[v.sw.Name] = []int{dead, args[i]}
+	}
+	for i, e := range invariants {
+		inner.done[e.Name] = []int{args[len(vars)+i]}
+	}
+	return sub, inner, nil
 }
 
 // deadExits gives every Exit of a loop that never runs a dead slot.

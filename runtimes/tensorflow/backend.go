@@ -566,6 +566,11 @@ func (m *model) Predict(ctx context.Context, inputs []tensor.Tensor) ([]tensor.T
 	if err == nil {
 		out = make([]tensor.Tensor, len(m.serve.fetches))
 		for i, slot := range m.serve.fetches {
+			if s.vals[slot] == deadTensor {
+				// TensorFlow returns no value for it.
+				err = fmt.Errorf("output %q is dead: the TF1 Switch (tf.cond) it depends on took the other branch and no Merge joins them", m.outNames[i])
+				break
+			}
 			if out[i], err = exportTensor(m.outNames[i], s.vals[slot]); err != nil {
 				break
 			}

@@ -86,6 +86,10 @@ func (sp *subProgram) run(ctx context.Context, args []*dense) ([]*dense, error) 
 	if err == nil {
 		res = make([]*dense, len(sp.prog.fetches))
 		for i, f := range sp.prog.fetches {
+			if s.vals[f] == deadTensor {
+				err = fmt.Errorf("result %d is dead: a TF1 Switch did not take the branch computing it", i)
+				break
+			}
 			res[i] = s.vals[f].clone()
 		}
 	}

@@ -165,8 +165,59 @@
 //	                                           (TestOracleControlFlow); Keras LSTM and GRU
 //	                                           loops (TestOracleKerasLSTM, TestOracleKerasGRU)
 //
-// TF1 control flow (Switch, Merge, Enter, Exit, NextIteration, LoopCond)
-// is not supported.
+// TF1 control flow (tf.compat.v1 graphs with control flow v2 off) has
+// TensorFlow's dead-tensor semantics. Switch(data, pred) passes data to
+// output 1 when pred is true, else to output 0, and the other output is
+// dead; a node with a dead data or control input does not run and its
+// outputs are dead; Merge forwards its first live input and its index
+// (value_index), and is dead only when every input is; ControlTrigger is
+// never dead. Only steps downstream of a Switch check for dead inputs, so
+// graphs without one run as before. A Switch whose pred is known at load
+// (Keras's learning phase left at its default) is resolved then: the
+// untaken branch compiles to nothing and the taken one, Merge included,
+// runs without dead checks. A dead tensor reaching a signature
+// output fails the call naming the output (TensorFlow returns nothing for
+// it). While loops are turned at load into loop steps, as TensorFlow's
+// functionalize_control_flow pass does: each frame (the nodes between the
+// Enters of one frame_name and its Exits) becomes a step running a cond
+// program (the LoopCond's input) and a body program (the NextIteration
+// inputs) over the loop variables (each a Merge of an Enter and a
+// NextIteration, read through its Switch:1) and the invariants (Enters with
+// is_constant); each Exit is its variable's final value. Loops nest (an
+// inner frame is compiled in the body holding it), conds run inside
+// bodies, and a loop in an untaken branch does not run. Loops are bounded
+// like While (context, 1,000,000 iterations; the error names the frame and
+// its LoopCond); parallel_iterations is ignored. A loop op reached other
+// than through its Exit (a Merge, Enter or NextIteration used outside its
+// frame, mismatched frame names), a broken loop (an Exit not on a loop
+// Switch, a Merge without Enter or NextIteration, an Enter feeding no
+// Merge, a body reaching its own Exit) or a pred that is not bool fails the
+// load naming the node. TF1 control flow inside library functions is not
+// supported (TensorFlow 2 functions use If/While).
+//
+//	op                  dtypes          tested against
+//	Switch              any; pred bool  tf.compat.v1.cond rebuilt node for node: both branches on a
+//	                                    [1,1] batch (TestTF1Cond), an output before the Merge
+//	                                    (TestTF1CondDeadOutput), in a loop body (TestTF1CondInWhile),
+//	                                    concurrent calls alternating branches (TestTF1ConcurrentCalls)
+//	Merge               any             value_index of both branches (TestTF1Cond); a loop in an
+//	                                    untaken branch (TestTF1WhileInCond); a Keras learning-phase
+//	                                    cond resolved at load (TestTF1CondKnownAtLoad)
+//	RefSwitch           any; pred bool  a restored TF1 VariableV2's ref (TestTF1RefVariable)
+//	RefMerge            any             RefSwitch's outputs joined, value_index (TestTF1RefVariable)
+//	Enter               any             tf.compat.v1.while_loop rebuilt node for node, hand-derived:
+//	                                    2^n counting (TestTF1WhileCounting), TensorFlow's own printed
+//	                                    GraphDef of a loop to 10 (TestTF1WhileTensorFlowGraph),
+//	                                    float32 recurrence over a batch's columns with invariants
+//	                                    (TestTF1WhileBatch), nested loops (TestTF1WhileNested)
+//	RefEnter            any             a VariableV2 ref as loop invariant (TestTF1RefVariable)
+//	Exit                any             as Enter; the iteration bound and cancellation
+//	                                    (TestTF1WhileNeverEnds)
+//	NextIteration       any             as Enter; malformed loops (TestTF1MalformedGraphs)
+//	LoopCond            bool            as Enter
+//	RefExit             any             untested (ref loop variables; Exit's code)
+//	RefNextIteration    any             untested (ref loop variables; NextIteration's code)
+//	ControlTrigger      -               untested (a NoOp that is never dead)
 //
 // # Core ops
 //

@@ -32,6 +32,9 @@ func fuzzSeeds(tb testing.TB) []driver.Files {
 	add(tfsave.MLP(tfsave.Options{FunctionCall: true}))
 	add(tfsave.CounterModel(tfsave.Options{FunctionCall: true}, 1))
 	add(tfsave.PCTRModel(tfsave.Options{}))
+	// TF1 control flow: a while loop and a cond (tf1control_test.go).
+	add(countingLoop(tb), nil)
+	add(tf1CondModel(tb, true), nil)
 	return seeds
 }
 

@@ -62,6 +62,9 @@ type scope struct {
 	done     map[string][]int
 	visiting map[string]bool
 	depth    int
+	// ctl holds, for nodes a dead tensor can kill, the slots whose
+	// deadness makes a control edge from the node dead (tf1control.go).
+	ctl map[string][]int
 }
 
 const maxCallDepth = 64
@@ -93,6 +96,10 @@ type compiler struct {
 	// ReadFile (the loader feeds asset paths as "assets/<name>"); nil when
 	// the program may read none (serving).
 	files map[string][]byte
+	// dead tracks the slots that may be dead (TF1 Switch/Merge); frames
+	// indexes TF1 while loops, shared with the loops' sub-compilers.
+	dead   deadState
+	frames *frameIndex
 }
 
 func newCompiler(g *graphDef, vars *varStore, ck *checkpoint) *compiler {
@@ -286,16 +293,23 @@ func (c *compiler) node(sc *scope, name string) ([]int, error) {
 		return nil, err
 	}
 	// PlaceholderWithDefault that is not fed is its default.
-	var ins []int
+	var ins, guards []int
 	var inErr error
+	// A TF1 loop's nodes are compiled with their loop, from its Exit.
+	frameOp := tf1FrameOps[nd.Op] || (isMerge(nd.Op) && loopMerge(sc, nd))
 	for _, in := range nd.Input {
+		if frameOp {
+			break
+		}
 		var s int
 		var err error
 		control := strings.HasPrefix(in, "^") // an order dependency, not an input
 		if control {
-			_, err = c.node(sc, in[1:])
-		} else {
-			s, err = c.ref(sc, in)
+			if _, err = c.node(sc, in[1:]); err == nil {
+				guards = addGuards(guards, sc.ctlGuards(in[1:])...)
+			}
+		} else if s, err = c.ref(sc, in); err == nil && c.slotMayDie(s) && !isMerge(nd.Op) {
+			guards = addGuards(guards, s)
 		}
 		if err != nil {
 			if !errors.Is(err, ErrUnsupportedOp) {
@@ -315,6 +329,7 @@ func (c *compiler) node(sc *scope, name string) ([]int, error) {
 		return nil, inErr
 	}
 	c.cur = sc
+	from := len(c.prog.steps)
 	outs, err := c.build(sc, nd, ins)
 	if err != nil {
 		var oe *OpError
@@ -326,6 +341,7 @@ func (c *compiler) node(sc *scope, name string) ([]int, error) {
 		}
 		return nil, err
 	}
+	outs = c.guardNode(sc, nd, from, ins, outs, guards)
 	sc.done[name] = outs
 	return outs, nil
 }
@@ -343,8 +359,17 @@ func (c *compiler) build(sc *scope, nd *ndpb.NodeDef, ins []int) ([]int, error) 
 	a := c.withDefaults(nd)
 	p := c.prog
 	switch nd.Op {
-	case "NoOp":
+	case "NoOp", "ControlTrigger":
 		return nil, nil
+	case "Switch", "RefSwitch":
+		return c.buildSwitch(nd, ins)
+	case "Merge", "RefMerge":
+		if loopMerge(sc, nd) {
+			return c.buildFrameOp(sc, nd)
+		}
+		return c.buildMerge(nd, ins)
+	case "Enter", "RefEnter", "Exit", "RefExit", "NextIteration", "RefNextIteration", "LoopCond":
+		return c.buildFrameOp(sc, nd)
 	case "Identity", "StopGradient", "Snapshot", "PreventGradient", "RefIdentity":
 		if len(ins) != 1 {
 			return nil, fmt.Errorf("takes 1 input, has %d", len(ins))

@@ -89,14 +89,14 @@ func splitRows(m, w int, fn func(lo, hi int)) {
 // matmul32Par is matmul32 split by output rows across p's goroutines.
 // The serial case calls the kernel directly: the closure would escape to
 // the heap, an allocation per call.
-func matmul32Par(p *intraop, o, a, pb []float32, m, k, n int, e *epilogue) {
+func matmul32Par(p *intraop, o, a []float32, pb packedB, m, k, n int, e *epilogue) {
 	w := p.workers(m, k, n)
 	if w <= 1 {
-		matmul32(o, a, pb, m, k, n, e)
+		gemm32(o, a, pb, m, k, n, e)
 		return
 	}
 	splitRows(m, w, func(lo, hi int) {
-		matmul32(o[lo*n:hi*n], a[lo*k:hi*k], pb, hi-lo, k, n, e)
+		gemm32(o[lo*n:hi*n], a[lo*k:hi*k], pb, hi-lo, k, n, e)
 	})
 }
 

@@ -314,8 +314,9 @@ func matmulK[T elem](dt dtype, par *intraop, a, b, out int, ta, tb bool) kernel 
 			case n == 1:
 				matvec32Par(par, d32, data[float32](x), data[float32](y), m, k)
 			default:
-				o.tmp32 = packB(o.tmp32, data[float32](y), k, n)
-				matmul32Par(par, d32, data[float32](x), o.tmp32, m, k, n, nil)
+				pb := packWeights(packedB{data: o.tmp32}, data[float32](y), k, n)
+				o.tmp32 = pb.data
+				matmul32Par(par, d32, data[float32](x), pb, m, k, n, nil)
 			}
 			return nil
 		}
@@ -418,7 +419,7 @@ type fusable struct {
 	// pass sets weights (n == 1) or packed (n > 1).
 	a, b    int
 	tb      bool
-	packed  []float32
+	packed  packedB
 	weights []float32
 	k, n    int
 	// BiasAdd: the bias slot (input 1).
@@ -496,7 +497,7 @@ func (p *program) fuse() {
 		if f.n > 1 {
 			// matmul32 reads only the packed copy; matvec32 (n == 1) only
 			// the weights. Keeping both doubled a model's memory.
-			f.packed = packB(nil, f.weights, f.k, f.n)
+			f.packed = packWeights(packedB{}, f.weights, f.k, f.n)
 			f.weights = nil
 		}
 		if uses[st.fuse.b] == 1 {

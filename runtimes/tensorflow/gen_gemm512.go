@@ -20,35 +20,54 @@ func main() {
 #include "textflag.h"
 `)
 	for _, rows := range []int{8, 4, 2, 1} {
-		kernel(&b, fmt.Sprintf("gemm512r%d", rows), rows, false)
+		kernel(&b, fmt.Sprintf("gemm512r%d", rows), rows, 2, false)
 	}
-	kernel(&b, "gemm512r8FMA", 8, true)
+	kernel(&b, "gemm512r8FMA", 8, 2, true)
+	// 12x32, 6x64, 4x64 and 8x48 kernels (kernel(&b, name, 12, 2, false),
+	// ...) measured the same 112-116 GFLOP/s as 8x32 at 1024x256x256 on
+	// a Sapphire Rapids core: the multiply and add uops, not loads, bound
+	// them all.
 	if err := os.WriteFile("gemm512_amd64.s", b.Bytes(), 0o644); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 }
 
-// aRow is the address of row r's current element: SI holds row 0, R9 the
-// row stride in bytes, R11, R12 and R13 three, five and seven strides.
-var aRow = []string{"(SI)", "(SI)(R9*1)", "(SI)(R9*2)", "(SI)(R11*1)", "(SI)(R9*4)", "(SI)(R12*1)", "(SI)(R11*2)", "(SI)(R13*1)"}
+// aRow is the address of row r's current element: SI holds row 0 and BX
+// row 8, R9 the row stride in bytes, R11, R12 and R13 three, five and
+// seven strides.
+var aRow = []string{"(SI)", "(SI)(R9*1)", "(SI)(R9*2)", "(SI)(R11*1)", "(SI)(R9*4)", "(SI)(R12*1)", "(SI)(R11*2)", "(SI)(R13*1)",
+	"(BX)", "(BX)(R9*1)", "(BX)(R9*2)", "(BX)(R11*1)"}
 
-func kernel(b *bytes.Buffer, name string, rows int, fma bool) {
+// kernel writes a kernel of rows rows by nz*16 columns: rows*nz
+// accumulators Z0.., the panel's nz vectors of one k in the registers
+// below Z31, the broadcast a element in Z31, and products in the rest.
+func kernel(b *bytes.Buffer, name string, rows, nz int, fma bool) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, "\t"+format+"\n", args...) }
 	op := "VMULPS then VADDPS (never a fused multiply-add), so each element is\n// rounded exactly as in gemm4x4 and the scalar loop"
 	if fma {
 		op = "VFMADD231PS: one rounding per step, NOT TensorFlow's rounding; for\n// benchmarks only, never called by the runtime"
 	}
+	cols := 16 * nz
 	fmt.Fprintf(b, `
 // func %s(c *float32, ldc int, a *float32, lda int, panel *float32, k int, bias *float32, relu int, mask int)
 //
-// c[r*ldc+j] = sum over p<k of a[r*lda+p]*panel[p*32+j] for r < %d and the
-// columns j < 32 whose bit is set in mask, accumulated in float32 in index
+// c[r*ldc+j] = sum over p<k of a[r*lda+p]*panel[p*%d+j] for r < %d and the
+// columns j < %d whose bit is set in mask, accumulated in float32 in index
 // order of p from +0 with %s.
 // A non-nil bias (read under the mask) is then added and relu clamps at
 // +0, as separate BiasAdd and Relu ops would. Callers check for AVX-512F.
 TEXT ·%s(SB), NOSPLIT, $0-72
-`, name, rows, op, name)
+`, name, cols, rows, cols, op, name)
+	acc := func(r, z int) int { return r*nz + z }
+	bReg := func(z int) int { return 31 - nz + z }
+	var temps []int
+	for t := rows * nz; t < 31-nz; t++ {
+		temps = append(temps, t)
+	}
+	if len(temps) < 2 {
+		panic(name + ": too few registers")
+	}
 	p("MOVQ c+0(FP), DI")
 	p("MOVQ ldc+8(FP), R8")
 	p("MOVQ a+16(FP), SI")
@@ -56,65 +75,78 @@ TEXT ·%s(SB), NOSPLIT, $0-72
 	p("MOVQ panel+32(FP), DX")
 	p("MOVQ k+40(FP), CX")
 	p("MOVQ mask+64(FP), AX")
-	p("KMOVW AX, K1")
-	p("SHRQ $16, AX")
-	p("KMOVW AX, K2")
+	for z := range nz {
+		if z > 0 {
+			p("SHRQ $16, AX")
+		}
+		p("KMOVW AX, K%d", z+1)
+	}
 	p("SHLQ $2, R8")
 	p("SHLQ $2, R9")
 	p("LEAQ (R9)(R9*2), R11")
 	p("LEAQ (R9)(R9*4), R12")
 	p("LEAQ (R11)(R9*4), R13")
-	for r := range 2 * rows {
+	if rows > 8 {
+		p("LEAQ (SI)(R9*8), BX")
+	}
+	for r := range rows * nz {
 		p("VPXORD Z%d, Z%d, Z%d", r, r, r)
 	}
 	p("TESTQ CX, CX")
 	p("JE %s_done", name)
 	fmt.Fprintf(b, "%s_loop:\n", name)
-	p("VMOVUPS (DX), Z28")
-	p("VMOVUPS 64(DX), Z29")
-	for r := range rows {
-		bc := 30 + r%2
-		p("VBROADCASTSS %s, Z%d", aRow[r], bc)
-		if fma {
-			p("VFMADD231PS Z28, Z%d, Z%d", bc, 2*r)
-			p("VFMADD231PS Z29, Z%d, Z%d", bc, 2*r+1)
-			continue
-		}
-		t := 16 + (2*r)%12
-		p("VMULPS Z28, Z%d, Z%d", bc, t)
-		p("VMULPS Z29, Z%d, Z%d", bc, t+1)
-		p("VADDPS Z%d, Z%d, Z%d", t, 2*r, 2*r)
-		p("VADDPS Z%d, Z%d, Z%d", t+1, 2*r+1, 2*r+1)
+	for z := range nz {
+		p("VMOVUPS %d(DX), Z%d", 64*z, bReg(z))
 	}
-	p("ADDQ $128, DX")
+	ti := 0
+	for r := range rows {
+		p("VBROADCASTSS %s, Z31", aRow[r])
+		for z := range nz {
+			if fma {
+				p("VFMADD231PS Z%d, Z31, Z%d", bReg(z), acc(r, z))
+				continue
+			}
+			t := temps[ti%len(temps)]
+			ti++
+			p("VMULPS Z%d, Z31, Z%d", bReg(z), t)
+			p("VADDPS Z%d, Z%d, Z%d", t, acc(r, z), acc(r, z))
+		}
+	}
+	p("ADDQ $%d, DX", 4*cols)
 	p("ADDQ $4, SI")
+	if rows > 8 {
+		p("ADDQ $4, BX")
+	}
 	p("DECQ CX")
 	p("JNE %s_loop", name)
 	fmt.Fprintf(b, "%s_done:\n", name)
 	p("MOVQ bias+48(FP), AX")
 	p("TESTQ AX, AX")
 	p("JE %s_nobias", name)
-	p("VMOVUPS.Z (AX), K1, Z28")
-	p("VMOVUPS.Z 64(AX), K2, Z29")
+	for z := range nz {
+		p("VMOVUPS.Z %d(AX), K%d, Z%d", 64*z, z+1, bReg(z))
+	}
 	for r := range rows {
-		p("VADDPS Z28, Z%d, Z%d", 2*r, 2*r)
-		p("VADDPS Z29, Z%d, Z%d", 2*r+1, 2*r+1)
+		for z := range nz {
+			p("VADDPS Z%d, Z%d, Z%d", bReg(z), acc(r, z), acc(r, z))
+		}
 	}
 	fmt.Fprintf(b, "%s_nobias:\n", name)
 	p("MOVQ relu+56(FP), AX")
 	p("TESTQ AX, AX")
 	p("JE %s_store", name)
-	p("VPXORD Z30, Z30, Z30")
-	for r := range 2 * rows {
-		p("VMAXPS Z30, Z%d, Z%d", r, r)
+	p("VPXORD Z31, Z31, Z31")
+	for r := range rows * nz {
+		p("VMAXPS Z31, Z%d, Z%d", r, r)
 	}
 	fmt.Fprintf(b, "%s_store:\n", name)
 	for r := range rows {
 		if r > 0 {
 			p("ADDQ R8, DI")
 		}
-		p("VMOVUPS Z%d, K1, (DI)", 2*r)
-		p("VMOVUPS Z%d, K2, 64(DI)", 2*r+1)
+		for z := range nz {
+			p("VMOVUPS Z%d, K%d, %d(DI)", acc(r, z), z+1, 64*z)
+		}
 	}
 	p("VZEROUPPER")
 	p("RET")

@@ -56,8 +56,9 @@ func gemm32(o, a []float32, pb packedB, m, k, n int, e *epilogue) {
 }
 
 // matmul512 is matmul32 for B packed by packB32, with the AVX-512 kernels:
-// 8-row blocks (16 zmm accumulators), then 4, 2 and 1 rows for the rest,
-// and the last panel's columns under a mask. Panels are the outer loop so
+// 8-row blocks (16 zmm accumulators), then 4 and 2 rows, the last
+// panel's columns under a mask; an odd last row (batch 1) takes four full
+// panels at a time (gemm512r1x4), then single panels. Panels are the outer loop so
 // that one panel (k×32 floats, 32 KiB at k = 256) stays in L1 while every
 // row block reads it. Slices are checked here: the assembly trusts them.
 func matmul512(o, a, pb []float32, m, k, n int, e *epilogue) {
@@ -87,6 +88,8 @@ func matmul512(o, a, pb []float32, m, k, n int, e *epilogue) {
 			_ = bias[:n]
 		}
 	}
+	// The last row, when m is odd, is done apart: four panels at a time.
+	pairs := m &^ 1
 	for p := range np {
 		j := p * panelWidth512
 		mask := 1<<min(panelWidth512, n-j) - 1
@@ -96,19 +99,33 @@ func matmul512(o, a, pb []float32, m, k, n int, e *epilogue) {
 			bp = &bias[j]
 		}
 		i := 0
-		for ; i+8 <= m; i += 8 {
+		for ; i+8 <= pairs; i += 8 {
 			gemm512r8(&o[i*n+j], n, &a[i*k], k, panel, k, bp, relu, mask)
 		}
-		if i+4 <= m {
+		if i+4 <= pairs {
 			gemm512r4(&o[i*n+j], n, &a[i*k], k, panel, k, bp, relu, mask)
 			i += 4
 		}
-		if i+2 <= m {
+		if i+2 <= pairs {
 			gemm512r2(&o[i*n+j], n, &a[i*k], k, panel, k, bp, relu, mask)
-			i += 2
 		}
-		if i < m {
-			gemm512r1(&o[i*n+j], n, &a[i*k], k, panel, k, bp, relu, mask)
+	}
+	if pairs == m {
+		return
+	}
+	i := pairs
+	for p := 0; p < np; {
+		j := p * panelWidth512
+		var bp *float32
+		if bias != nil {
+			bp = &bias[j]
 		}
+		if j+4*panelWidth512 <= n {
+			gemm512r1x4(&o[i*n+j], n, &a[i*k], k, &pb[p*k*panelWidth512], k, bp, relu, -1)
+			p += 4
+			continue
+		}
+		gemm512r1(&o[i*n+j], n, &a[i*k], k, &pb[p*k*panelWidth512], k, bp, relu, 1<<min(panelWidth512, n-j)-1)
+		p++
 	}
 }

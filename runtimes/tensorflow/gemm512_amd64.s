@@ -6,9 +6,9 @@
 
 // func gemm512r8(c *float32, ldc int, a *float32, lda int, panel *float32, k int, bias *float32, relu int, mask int)
 //
-// c[r*ldc+j] = sum over p<k of a[r*lda+p]*panel[p*32+j] for r < 8 and the
-// columns j < 32 whose bit is set in mask, accumulated in float32 in index
-// order of p from +0 with VMULPS then VADDPS (never a fused multiply-add), so each element is
+// c[r*ldc+j] = sum over p<k of a[r*lda+p]*B[p][j] for r < 8 and the
+// columns j < 32 (those whose bit is set in mask), B's columns packed in panels of 32, accumulated in
+// float32 in index order of p from +0 with VMULPS then VADDPS (never a fused multiply-add), so each element is
 // rounded exactly as in gemm4x4 and the scalar loop.
 // A non-nil bias (read under the mask) is then added and relu clamps at
 // +0, as separate BiasAdd and Relu ops would. Callers check for AVX-512F.
@@ -165,9 +165,9 @@ gemm512r8_store:
 
 // func gemm512r4(c *float32, ldc int, a *float32, lda int, panel *float32, k int, bias *float32, relu int, mask int)
 //
-// c[r*ldc+j] = sum over p<k of a[r*lda+p]*panel[p*32+j] for r < 4 and the
-// columns j < 32 whose bit is set in mask, accumulated in float32 in index
-// order of p from +0 with VMULPS then VADDPS (never a fused multiply-add), so each element is
+// c[r*ldc+j] = sum over p<k of a[r*lda+p]*B[p][j] for r < 4 and the
+// columns j < 32 (those whose bit is set in mask), B's columns packed in panels of 32, accumulated in
+// float32 in index order of p from +0 with VMULPS then VADDPS (never a fused multiply-add), so each element is
 // rounded exactly as in gemm4x4 and the scalar loop.
 // A non-nil bias (read under the mask) is then added and relu clamps at
 // +0, as separate BiasAdd and Relu ops would. Callers check for AVX-512F.
@@ -268,9 +268,9 @@ gemm512r4_store:
 
 // func gemm512r2(c *float32, ldc int, a *float32, lda int, panel *float32, k int, bias *float32, relu int, mask int)
 //
-// c[r*ldc+j] = sum over p<k of a[r*lda+p]*panel[p*32+j] for r < 2 and the
-// columns j < 32 whose bit is set in mask, accumulated in float32 in index
-// order of p from +0 with VMULPS then VADDPS (never a fused multiply-add), so each element is
+// c[r*ldc+j] = sum over p<k of a[r*lda+p]*B[p][j] for r < 2 and the
+// columns j < 32 (those whose bit is set in mask), B's columns packed in panels of 32, accumulated in
+// float32 in index order of p from +0 with VMULPS then VADDPS (never a fused multiply-add), so each element is
 // rounded exactly as in gemm4x4 and the scalar loop.
 // A non-nil bias (read under the mask) is then added and relu clamps at
 // +0, as separate BiasAdd and Relu ops would. Callers check for AVX-512F.
@@ -343,9 +343,9 @@ gemm512r2_store:
 
 // func gemm512r1(c *float32, ldc int, a *float32, lda int, panel *float32, k int, bias *float32, relu int, mask int)
 //
-// c[r*ldc+j] = sum over p<k of a[r*lda+p]*panel[p*32+j] for r < 1 and the
-// columns j < 32 whose bit is set in mask, accumulated in float32 in index
-// order of p from +0 with VMULPS then VADDPS (never a fused multiply-add), so each element is
+// c[r*ldc+j] = sum over p<k of a[r*lda+p]*B[p][j] for r < 1 and the
+// columns j < 32 (those whose bit is set in mask), B's columns packed in panels of 32, accumulated in
+// float32 in index order of p from +0 with VMULPS then VADDPS (never a fused multiply-add), so each element is
 // rounded exactly as in gemm4x4 and the scalar loop.
 // A non-nil bias (read under the mask) is then added and relu clamps at
 // +0, as separate BiasAdd and Relu ops would. Callers check for AVX-512F.
@@ -402,11 +402,119 @@ gemm512r1_store:
 	VZEROUPPER
 	RET
 
+// func gemm512r1x4(c *float32, ldc int, a *float32, lda int, panel *float32, k int, bias *float32, relu int, mask int)
+//
+// c[r*ldc+j] = sum over p<k of a[r*lda+p]*B[p][j] for r < 1 and the
+// columns j < 128 (all of them; mask is ignored), B's columns packed in panels of 32, accumulated in
+// float32 in index order of p from +0 with VMULPS then VADDPS (never a fused multiply-add), so each element is
+// rounded exactly as in gemm4x4 and the scalar loop.
+// A non-nil bias (read under the mask) is then added and relu clamps at
+// +0, as separate BiasAdd and Relu ops would. Callers check for AVX-512F.
+TEXT ·gemm512r1x4(SB), NOSPLIT, $0-72
+	MOVQ c+0(FP), DI
+	MOVQ ldc+8(FP), R8
+	MOVQ a+16(FP), SI
+	MOVQ lda+24(FP), R9
+	MOVQ panel+32(FP), DX
+	MOVQ k+40(FP), CX
+	MOVQ CX, R10
+	SHLQ $7, R10
+	LEAQ (R10)(R10*2), R14
+	SHLQ $2, R8
+	SHLQ $2, R9
+	LEAQ (R9)(R9*2), R11
+	LEAQ (R9)(R9*4), R12
+	LEAQ (R11)(R9*4), R13
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	TESTQ CX, CX
+	JE gemm512r1x4_done
+gemm512r1x4_loop:
+	VMOVUPS 0(DX), Z23
+	VMOVUPS 64(DX), Z24
+	VMOVUPS 0(DX)(R10*1), Z25
+	VMOVUPS 64(DX)(R10*1), Z26
+	VMOVUPS 0(DX)(R10*2), Z27
+	VMOVUPS 64(DX)(R10*2), Z28
+	VMOVUPS 0(DX)(R14*1), Z29
+	VMOVUPS 64(DX)(R14*1), Z30
+	VBROADCASTSS (SI), Z31
+	VMULPS Z23, Z31, Z8
+	VADDPS Z8, Z0, Z0
+	VMULPS Z24, Z31, Z9
+	VADDPS Z9, Z1, Z1
+	VMULPS Z25, Z31, Z10
+	VADDPS Z10, Z2, Z2
+	VMULPS Z26, Z31, Z11
+	VADDPS Z11, Z3, Z3
+	VMULPS Z27, Z31, Z12
+	VADDPS Z12, Z4, Z4
+	VMULPS Z28, Z31, Z13
+	VADDPS Z13, Z5, Z5
+	VMULPS Z29, Z31, Z14
+	VADDPS Z14, Z6, Z6
+	VMULPS Z30, Z31, Z15
+	VADDPS Z15, Z7, Z7
+	ADDQ $128, DX
+	ADDQ $4, SI
+	DECQ CX
+	JNE gemm512r1x4_loop
+gemm512r1x4_done:
+	MOVQ bias+48(FP), AX
+	TESTQ AX, AX
+	JE gemm512r1x4_nobias
+	VMOVUPS 0(AX), Z23
+	VMOVUPS 64(AX), Z24
+	VMOVUPS 128(AX), Z25
+	VMOVUPS 192(AX), Z26
+	VMOVUPS 256(AX), Z27
+	VMOVUPS 320(AX), Z28
+	VMOVUPS 384(AX), Z29
+	VMOVUPS 448(AX), Z30
+	VADDPS Z23, Z0, Z0
+	VADDPS Z24, Z1, Z1
+	VADDPS Z25, Z2, Z2
+	VADDPS Z26, Z3, Z3
+	VADDPS Z27, Z4, Z4
+	VADDPS Z28, Z5, Z5
+	VADDPS Z29, Z6, Z6
+	VADDPS Z30, Z7, Z7
+gemm512r1x4_nobias:
+	MOVQ relu+56(FP), AX
+	TESTQ AX, AX
+	JE gemm512r1x4_store
+	VPXORD Z31, Z31, Z31
+	VMAXPS Z31, Z0, Z0
+	VMAXPS Z31, Z1, Z1
+	VMAXPS Z31, Z2, Z2
+	VMAXPS Z31, Z3, Z3
+	VMAXPS Z31, Z4, Z4
+	VMAXPS Z31, Z5, Z5
+	VMAXPS Z31, Z6, Z6
+	VMAXPS Z31, Z7, Z7
+gemm512r1x4_store:
+	VMOVUPS Z0, 0(DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS Z3, 192(DI)
+	VMOVUPS Z4, 256(DI)
+	VMOVUPS Z5, 320(DI)
+	VMOVUPS Z6, 384(DI)
+	VMOVUPS Z7, 448(DI)
+	VZEROUPPER
+	RET
+
 // func gemm512r8FMA(c *float32, ldc int, a *float32, lda int, panel *float32, k int, bias *float32, relu int, mask int)
 //
-// c[r*ldc+j] = sum over p<k of a[r*lda+p]*panel[p*32+j] for r < 8 and the
-// columns j < 32 whose bit is set in mask, accumulated in float32 in index
-// order of p from +0 with VFMADD231PS: one rounding per step, NOT TensorFlow's rounding; for
+// c[r*ldc+j] = sum over p<k of a[r*lda+p]*B[p][j] for r < 8 and the
+// columns j < 32 (those whose bit is set in mask), B's columns packed in panels of 32, accumulated in
+// float32 in index order of p from +0 with VFMADD231PS: one rounding per step, NOT TensorFlow's rounding; for
 // benchmarks only, never called by the runtime.
 // A non-nil bias (read under the mask) is then added and relu clamps at
 // +0, as separate BiasAdd and Relu ops would. Callers check for AVX-512F.

@@ -10,7 +10,8 @@ import (
 // TestGemm512Identical checks the AVX-512 kernels against the generic
 // index-order float32 loop followed by the epilogue, bit for bit, for
 // shapes around their blocks: rows not a multiple of 8 (tails of 4, 2 and
-// 1 row, batch 1), columns not a multiple of 32 or fewer than 16 (masked
+// 1 row, batch 1; an odd last row runs four panels at a time when it can),
+// columns not a multiple of 32 or fewer than 16 (masked
 // stores), k = 1, and inputs holding zeros of both signs, infinities and
 // NaNs (Relu maps NaN to 0, as the Go epilogue does).
 func TestGemm512Identical(t *testing.T) {
@@ -21,7 +22,7 @@ func TestGemm512Identical(t *testing.T) {
 	special := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 1e-40, 3e38}
 	for _, m := range []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 23, 64} {
 		for _, k := range []int{0, 1, 2, 7, 64, 257} {
-			for _, n := range []int{1, 2, 7, 15, 16, 17, 31, 32, 33, 47, 64, 65, 100} {
+			for _, n := range []int{1, 2, 7, 15, 16, 17, 31, 32, 33, 47, 64, 65, 100, 128, 129, 160, 257} {
 				a, b := randomFloats(r, m*k), randomFloats(r, k*n)
 				if m*k > 0 && k*n > 0 && r.IntN(3) == 0 {
 					a[r.IntN(len(a))] = special[r.IntN(len(special))]
@@ -96,4 +97,31 @@ func BenchmarkGemmKernels(b *testing.B) {
 			flops(b)
 		})
 	}
+}
+
+// BenchmarkGemmBatch1 times one 1x256 · 256x256 float32 MatMul with the
+// fused bias and Relu (the Dense benchmark's layer at batch 1) on the
+// AVX-512 path (an odd row: four panels at a time) and on the AVX one.
+func BenchmarkGemmBatch1(b *testing.B) {
+	const k, n = 256, 256
+	r := rand.New(rand.NewPCG(11, 12))
+	a, w, bias := randomFloats(r, k), randomFloats(r, k*n), randomFloats(r, n)
+	biasPad := append([]float32(nil), bias...)
+	e := &epilogue{bias: bias, biasPad: biasPad, relu: true}
+	o := make([]float32, n)
+	b.Run("avx512", func(b *testing.B) {
+		if !useGemm512 {
+			b.Skip("no AVX-512F")
+		}
+		pb := packB32(nil, w, k, n)
+		for b.Loop() {
+			matmul512(o, a, pb, 1, k, n, e)
+		}
+	})
+	b.Run("avx4x16", func(b *testing.B) {
+		pb := packB(nil, w, k, n)
+		for b.Loop() {
+			matmul32(o, a, pb, 1, k, n, e)
+		}
+	})
 }

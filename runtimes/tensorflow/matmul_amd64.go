@@ -39,6 +39,12 @@ func gemm512r2(c *float32, ldc int, a *float32, lda int, panel *float32, k int, 
 //go:noescape
 func gemm512r1(c *float32, ldc int, a *float32, lda int, panel *float32, k int, bias *float32, relu int, mask int)
 
+// gemm512r1x4 is gemm512r1 over four consecutive full panels (128
+// columns); mask is ignored.
+//
+//go:noescape
+func gemm512r1x4(c *float32, ldc int, a *float32, lda int, panel *float32, k int, bias *float32, relu int, mask int)
+
 // gemm512r8FMA is gemm512r8 with fused multiply-adds, which round
 // differently from TensorFlow's kernels: benchmarks only.
 //

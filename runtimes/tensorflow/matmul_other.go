@@ -36,6 +36,10 @@ func gemm512r1(c *float32, ldc int, a *float32, lda int, panel *float32, k int, 
 	panic("gemm512r1 is amd64 only")
 }
 
+func gemm512r1x4(c *float32, ldc int, a *float32, lda int, panel *float32, k int, bias *float32, relu int, mask int) {
+	panic("gemm512r1x4 is amd64 only")
+}
+
 func gemm512r8FMA(c *float32, ldc int, a *float32, lda int, panel *float32, k int, bias *float32, relu int, mask int) {
 	panic("gemm512r8FMA is amd64 only")
 }

@@ -64,9 +64,11 @@
 // MatMul kernels: where the CPU has AVX-512F (golang.org/x/sys/cpu, checked
 // at start), constant weights are packed once, at load, into panels of 32
 // columns and an 8-row x 32-column assembly kernel (16 zmm accumulators;
-// 4-, 2- and 1-row variants for the last rows, masked stores for the last
-// columns) computes the product; otherwise 4-column panels feed SSE 4x4,
-// 4x8 and AVX 4x16 kernels, and the Go loop elsewhere. Every kernel
+// 4- and 2-row variants for the last rows, masked stores for the last
+// columns, and for an odd last row, as at batch 1, a 1-row kernel over
+// four panels so that eight add chains overlap) computes the product;
+// otherwise 4-column panels feed SSE 4x4, 4x8 and AVX 4x16 kernels, and
+// the Go loop elsewhere. Every kernel
 // accumulates each element from +0 in float32 in index order of k, each
 // product rounded and then added (VMULPS then VADDPS, never a fused
 // multiply-add, which rounds once), so all of them, and TensorFlow's Eigen

@@ -102,6 +102,12 @@ func im2col(dst, x []float32, c *convGeom, g *spatial, lo, hi int) {
 				continue
 			}
 			base := (b*c.ih + iy) * c.iw
+			if ix := xx*g.strideW - c.pl; g.dilW == 1 && ix >= 0 && ix+c.kw <= c.iw {
+				// The window's row lies inside the image: its kw pixels are
+				// adjacent in x, one copy.
+				copy(seg, x[(base+ix)*ic:(base+ix+c.kw)*ic])
+				continue
+			}
 			for kx := range c.kw {
 				ix := xx*g.strideW - c.pl + kx*g.dilW
 				px := seg[kx*ic : (kx+1)*ic]

@@ -157,3 +157,40 @@ func TestConv2DGemmModel(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkConv2DGemm times one 3x3 SAME convolution of a 32x32x32 image
+// to 64 channels (benchcmp's BenchmarkConv2D layer, batch 1) on one
+// goroutine: the GEMM path (im2col tiles + packed filter) and the direct
+// kernel.
+func BenchmarkConv2DGemm(b *testing.B) {
+	const h, w, ic, oc, kk = 32, 32, 32, 64, 3
+	r := rand.New(rand.NewPCG(17, 18))
+	x, f := randomFloats(r, h*w*ic), randomFloats(r, kk*kk*ic*oc)
+	g := spatial{strideH: 1, strideW: 1, dilH: 1, dilW: 1, padding: "SAME"}
+	xs, fs := []int64{1, h, w, ic}, []int64{kk, kk, ic, oc}
+	c, err := convGeometry(xs, fs, g, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	flops := func(b *testing.B) {
+		b.ReportMetric(2*h*w*kk*kk*ic*oc*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	}
+	b.Run("gemm", func(b *testing.B) {
+		pb := packWeights(packedB{}, f, kk*kk*ic, oc)
+		o := make([]float32, h*w*oc)
+		for b.Loop() {
+			conv32Par(nil, o, x, &c, &g, pb, nil)
+		}
+		flops(b)
+	})
+	b.Run("direct", func(b *testing.B) {
+		v := []*dense{{dt: dtFloat, shape: xs, f32: x}, {dt: dtFloat, shape: fs, f32: f}, {}}
+		run := convK[float32](dtFloat, 0, 1, 2, g, false)
+		for b.Loop() {
+			if err := run(v); err != nil {
+				b.Fatal(err)
+			}
+		}
+		flops(b)
+	})
+}

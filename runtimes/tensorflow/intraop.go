@@ -48,10 +48,11 @@ func (p *intraop) workers(m, k, n int) int {
 }
 
 // splitRows runs fn over [0,m) in w row blocks, each on its own goroutine
-// but the first, which runs on the caller. Blocks start at multiples of 4
-// so that each row is computed by the same kernel code (4-row SSE block,
-// 2-row or 1-row tail) as in the serial call, which makes results
-// bit-identical. It returns when every block is done; a panic in a block is
+// but the first, which runs on the caller. Blocks start at multiples of 4,
+// so that rows mostly meet the same kernel block as in the serial call;
+// results are bit-identical either way, since every kernel (AVX-512 8, 4,
+// 2 or 1 rows, SSE/AVX 4 rows, Go 2 or 1 rows) computes each element the
+// same way. It returns when every block is done; a panic in a block is
 // re-raised on the caller, where the program's recover reports it.
 func splitRows(m, w int, fn func(lo, hi int)) {
 	if w <= 1 || m <= 4 {
@@ -86,17 +87,17 @@ func splitRows(m, w int, fn func(lo, hi int)) {
 	}
 }
 
-// matmul32Par is matmul32 split by output rows across p's goroutines.
+// matmul32Par is gemm32 split by output rows across p's goroutines.
 // The serial case calls the kernel directly: the closure would escape to
 // the heap, an allocation per call.
-func matmul32Par(p *intraop, o, a, pb []float32, m, k, n int, e *epilogue) {
+func matmul32Par(p *intraop, o, a []float32, pb packedB, m, k, n int, e *epilogue) {
 	w := p.workers(m, k, n)
 	if w <= 1 {
-		matmul32(o, a, pb, m, k, n, e)
+		gemm32(o, a, pb, m, k, n, e)
 		return
 	}
 	splitRows(m, w, func(lo, hi int) {
-		matmul32(o[lo*n:hi*n], a[lo*k:hi*k], pb, hi-lo, k, n, e)
+		gemm32(o[lo*n:hi*n], a[lo*k:hi*k], pb, hi-lo, k, n, e)
 	})
 }
 

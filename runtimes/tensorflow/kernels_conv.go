@@ -201,6 +201,10 @@ func buildConv2D(n *nodeCtx) (kernel, error) {
 	x, f, out := n.ins[0], n.ins[1], n.out(dt)
 	switch dt {
 	case dtFloat:
+		if !depthwise {
+			// With a constant filter the fusion pass runs it as a GEMM.
+			n.fuse = &fusable{kind: fuseConv, a: x, b: f, conv: &g}
+		}
 		return convK[float32](dt, x, f, out, g, depthwise), nil
 	case dtDouble:
 		return convK[float64](dt, x, f, out, g, depthwise), nil
@@ -217,29 +221,13 @@ func convK[T float32 | float64](dt dtype, xs, fs, out int, g spatial, depthwise 
 		if err := want4D(ft, "filter"); err != nil {
 			return err
 		}
-		nb, ih, iw, ic := int(xt.shape[0]), int(xt.shape[1]), int(xt.shape[2]), int(xt.shape[3])
-		kh, kw, fc, m := int(ft.shape[0]), int(ft.shape[1]), int(ft.shape[2]), int(ft.shape[3])
-		if fc != ic {
-			return fmt.Errorf("filter %v has %d input channels, input %v has %d", ft.shape, fc, xt.shape, ic)
-		}
-		if kh == 0 || kw == 0 {
-			return fmt.Errorf("filter %v is empty", ft.shape)
-		}
-		oh, pt, err := outSize(ih, kh, g.strideH, g.dilH, g.padding, g.explicit[0], g.explicit[1])
+		c, err := convGeometry(xt.shape, ft.shape, g, depthwise)
 		if err != nil {
 			return err
 		}
-		ow, pl, err := outSize(iw, kw, g.strideW, g.dilW, g.padding, g.explicit[2], g.explicit[3])
-		if err != nil {
-			return err
-		}
-		oc := m
-		if depthwise {
-			oc = ic * m
-		}
-		if err := checkOut(nb, oh, ow, oc); err != nil {
-			return err
-		}
+		nb, ih, iw, ic := c.nb, c.ih, c.iw, c.ic
+		kh, kw, m := c.kh, c.kw, c.mult
+		oh, ow, oc, pt, pl := c.oh, c.ow, c.oc, c.pt, c.pl
 		x, w := data[T](xt), data[T](ft)
 		o := alloc[T](v[out], dt, []int64{int64(nb), int64(oh), int64(ow), int64(oc)})
 		for i := range o {
@@ -284,6 +272,43 @@ func convK[T float32 | float64](dt dtype, xs, fs, out int, g spatial, depthwise 
 		}
 		return nil
 	}
+}
+
+// convGeom is the geometry of one Conv2D or depthwise call: input
+// [nb,ih,iw,ic], filter [kh,kw,ic,mult], output [nb,oh,ow,oc], and the
+// padding before the first row (pt) and column (pl).
+type convGeom struct {
+	nb, ih, iw, ic int
+	kh, kw, mult   int
+	oh, ow, oc     int
+	pt, pl         int
+}
+
+// convGeometry checks a convolution's input and filter shapes against each
+// other and computes its output.
+func convGeometry(xs, fs []int64, g spatial, depthwise bool) (convGeom, error) {
+	var c convGeom
+	c.nb, c.ih, c.iw, c.ic = int(xs[0]), int(xs[1]), int(xs[2]), int(xs[3])
+	var fc int
+	c.kh, c.kw, fc, c.mult = int(fs[0]), int(fs[1]), int(fs[2]), int(fs[3])
+	if fc != c.ic {
+		return c, fmt.Errorf("filter %v has %d input channels, input %v has %d", fs, fc, xs, c.ic)
+	}
+	if c.kh == 0 || c.kw == 0 {
+		return c, fmt.Errorf("filter %v is empty", fs)
+	}
+	var err error
+	if c.oh, c.pt, err = outSize(c.ih, c.kh, g.strideH, g.dilH, g.padding, g.explicit[0], g.explicit[1]); err != nil {
+		return c, err
+	}
+	if c.ow, c.pl, err = outSize(c.iw, c.kw, g.strideW, g.dilW, g.padding, g.explicit[2], g.explicit[3]); err != nil {
+		return c, err
+	}
+	c.oc = c.mult
+	if depthwise {
+		c.oc = c.ic * c.mult
+	}
+	return c, checkOut(c.nb, c.oh, c.ow, c.oc)
 }
 
 func buildPool(n *nodeCtx) (kernel, error) {

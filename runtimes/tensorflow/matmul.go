@@ -314,8 +314,9 @@ func matmulK[T elem](dt dtype, par *intraop, a, b, out int, ta, tb bool) kernel 
 			case n == 1:
 				matvec32Par(par, d32, data[float32](x), data[float32](y), m, k)
 			default:
-				o.tmp32 = packB(o.tmp32, data[float32](y), k, n)
-				matmul32Par(par, d32, data[float32](x), o.tmp32, m, k, n, nil)
+				pb := packWeights(packedB{data: o.tmp32}, data[float32](y), k, n)
+				o.tmp32 = pb.data
+				matmul32Par(par, d32, data[float32](x), pb, m, k, n, nil)
 			}
 			return nil
 		}
@@ -409,6 +410,7 @@ const (
 	fuseMatMul = iota + 1
 	fuseBias
 	fuseRelu
+	fuseConv
 )
 
 // fusable marks a float32 step the fusion pass understands.
@@ -418,10 +420,12 @@ type fusable struct {
 	// pass sets weights (n == 1) or packed (n > 1).
 	a, b    int
 	tb      bool
-	packed  []float32
+	packed  packedB
 	weights []float32
 	k, n    int
 	// BiasAdd: the bias slot (input 1).
+	// Conv2D (float32): input slot a, filter slot b, the window geometry.
+	conv *spatial
 }
 
 // fusedMatMul is MatMul followed by BiasAdd and/or Relu in one pass: the
@@ -477,8 +481,57 @@ func (p *program) fuse() {
 		return c.f32
 	}
 	dead := make([]bool, len(p.steps))
+	// chain finds the BiasAdd (of a constant bias of n values) and Relu
+	// that follow the result out alone, marks them dead and returns the
+	// epilogue and the slot the fused step writes.
+	chain := func(out, n int) (*epilogue, int) {
+		e := &epilogue{}
+		if j, ok := consumer[out]; ok && uses[out] == 1 && p.steps[j].ins[0] == out {
+			if bias := constBias(&p.steps[j]); bias != nil && len(bias) == n {
+				e.bias = bias
+				e.biasPad = make([]float32, (n+3)/4*4)
+				copy(e.biasPad, bias)
+				dead[j] = true
+				out = p.steps[j].outs[0]
+				if r, ok := consumer[out]; ok && uses[out] == 1 {
+					if rf := p.steps[r].fuse; rf != nil && rf.kind == fuseRelu {
+						e.relu = true
+						dead[r] = true
+						out = p.steps[r].outs[0]
+					}
+				}
+			}
+		}
+		return e, out
+	}
+	opName := func(op string, e *epilogue) string {
+		if e.bias != nil {
+			op += "+BiasAdd"
+		}
+		if e.relu {
+			op += "+Relu"
+		}
+		return op
+	}
 	for i := range p.steps {
 		st := &p.steps[i]
+		if st.fuse != nil && st.fuse.kind == fuseConv && len(st.outs) == 1 {
+			w := p.consts[st.fuse.b]
+			if w == nil || w.dt != dtFloat || len(w.shape) != 4 {
+				continue
+			}
+			k, n := int(w.shape[0]*w.shape[1]*w.shape[2]), int(w.shape[3])
+			pb := packWeights(packedB{}, w.f32, k, n)
+			if uses[st.fuse.b] == 1 {
+				p.consts[st.fuse.b] = nil
+			}
+			e, out := chain(st.outs[0], n)
+			st.run = convGemm(p.intraop(), *st.fuse.conv, st.fuse.a, append([]int64(nil), w.shape...), pb, e, out)
+			st.ins = []int{st.fuse.a}
+			st.outs = []int{out}
+			st.op = opName("Conv2D", e)
+			continue
+		}
 		if st.fuse == nil || st.fuse.kind != fuseMatMul || len(st.outs) != 1 {
 			continue
 		}
@@ -496,7 +549,7 @@ func (p *program) fuse() {
 		if f.n > 1 {
 			// matmul32 reads only the packed copy; matvec32 (n == 1) only
 			// the weights. Keeping both doubled a model's memory.
-			f.packed = packB(nil, f.weights, f.k, f.n)
+			f.packed = packWeights(packedB{}, f.weights, f.k, f.n)
 			f.weights = nil
 		}
 		if uses[st.fuse.b] == 1 {
@@ -504,32 +557,12 @@ func (p *program) fuse() {
 			// it, and the loaded model holds its weights once.
 			p.consts[st.fuse.b] = nil
 		}
-		out := st.outs[0]
-		e := &epilogue{}
-		if j, ok := consumer[out]; ok && uses[out] == 1 && p.steps[j].ins[0] == out {
-			if bias := constBias(&p.steps[j]); bias != nil && len(bias) == f.n {
-				e.bias = bias
-				e.biasPad = make([]float32, (f.n+3)/4*4)
-				copy(e.biasPad, bias)
-				dead[j] = true
-				out = p.steps[j].outs[0]
-				if r, ok := consumer[out]; ok && uses[out] == 1 {
-					if rf := p.steps[r].fuse; rf != nil && rf.kind == fuseRelu {
-						e.relu = true
-						dead[r] = true
-						out = p.steps[r].outs[0]
-					}
-				}
-			}
-		}
+		e, out := chain(st.outs[0], f.n)
 		st.run = fusedMatMul(p.intraop(), &f, e, out)
 		st.ins = []int{f.a}
 		st.outs = []int{out}
-		if e.bias != nil {
-			st.op = "MatMul+BiasAdd"
-		}
-		if e.relu {
-			st.op += "+Relu"
+		if e.bias != nil || e.relu {
+			st.op = opName("MatMul", e)
 		}
 	}
 	kept := p.steps[:0]

@@ -1,0 +1,127 @@
+package tensorflow
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestGemm512Identical checks the AVX-512 kernels against the generic
+// index-order float32 loop followed by the epilogue, bit for bit, for
+// shapes around their blocks: rows not a multiple of 8 (tails of 4, 2 and
+// 1 row, batch 1; an odd last row runs four panels at a time when it can),
+// columns not a multiple of 32 or fewer than 16 (masked
+// stores), k = 1, and inputs holding zeros of both signs, infinities and
+// NaNs (Relu maps NaN to 0, as the Go epilogue does).
+func TestGemm512Identical(t *testing.T) {
+	if !useGemm512 {
+		t.Skip("the CPU has no AVX-512F")
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	special := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 1e-40, 3e38}
+	for _, m := range []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 23, 64} {
+		for _, k := range []int{0, 1, 2, 7, 64, 257} {
+			for _, n := range []int{1, 2, 7, 15, 16, 17, 31, 32, 33, 47, 64, 65, 100, 128, 129, 160, 257} {
+				a, b := randomFloats(r, m*k), randomFloats(r, k*n)
+				if m*k > 0 && k*n > 0 && r.IntN(3) == 0 {
+					a[r.IntN(len(a))] = special[r.IntN(len(special))]
+					b[r.IntN(len(b))] = special[r.IntN(len(special))]
+				}
+				bias := randomFloats(r, n)
+				for _, ep := range []*epilogue{nil, {bias: bias}, {relu: true}, {bias: bias, relu: true}} {
+					want := make([]float32, m*n)
+					matmulGeneric(want, a, b, m, k, n, false, false)
+					if ep != nil {
+						for i := range m {
+							ep.apply(want[i*n : i*n+n])
+						}
+					}
+					got := make([]float32, m*n+1)
+					got[m*n] = 42 // the kernels must not write past the output
+					matmul512(got, a, packB32(nil, b, k, n), m, k, n, ep)
+					if got[m*n] != 42 {
+						t.Fatalf("m=%d k=%d n=%d: wrote past the output", m, k, n)
+					}
+					for i := range want {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							t.Fatalf("m=%d k=%d n=%d epilogue=%+v: element %d is %v, want %v", m, k, n, ep, i, got[i], want[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkGemmKernels times one 1024x256 · 256x256 float32 MatMul (the
+// Dense benchmark's layer) on one goroutine with each kernel: the AVX
+// 4x16 kernel, the AVX-512 8x32 kernel (multiply then add, what the
+// runtime runs), and, for comparison only, the same 8x32 kernel with
+// fused multiply-adds, which the runtime never uses because it rounds
+// differently from TensorFlow.
+func BenchmarkGemmKernels(b *testing.B) {
+	const m, k, n = 1024, 256, 256
+	r := rand.New(rand.NewPCG(9, 10))
+	a, w := randomFloats(r, m*k), randomFloats(r, k*n)
+	o := make([]float32, m*n)
+	p4, p32 := packB(nil, w, k, n), packB32(nil, w, k, n)
+	flops := func(b *testing.B) {
+		b.ReportMetric(2*m*k*n*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	}
+	b.Run("avx4x16", func(b *testing.B) {
+		if !useGemm4x16 {
+			b.Skip("no AVX")
+		}
+		for b.Loop() {
+			matmul32(o, a, p4, m, k, n, nil)
+		}
+		flops(b)
+	})
+	for _, fma := range []bool{false, true} {
+		b.Run(fmt.Sprintf("avx512x8x32/fma=%v", fma), func(b *testing.B) {
+			if !useGemm512 {
+				b.Skip("no AVX-512F")
+			}
+			kern := gemm512r8
+			if fma {
+				kern = gemm512r8FMA
+			}
+			for b.Loop() {
+				for p := range n / 32 {
+					for i := 0; i < m; i += 8 {
+						kern(&o[i*n+p*32], n, &a[i*k], k, &p32[p*k*32], k, nil, 0, 1<<32-1)
+					}
+				}
+			}
+			flops(b)
+		})
+	}
+}
+
+// BenchmarkGemmBatch1 times one 1x256 · 256x256 float32 MatMul with the
+// fused bias and Relu (the Dense benchmark's layer at batch 1) on the
+// AVX-512 path (an odd row: four panels at a time) and on the AVX one.
+func BenchmarkGemmBatch1(b *testing.B) {
+	const k, n = 256, 256
+	r := rand.New(rand.NewPCG(11, 12))
+	a, w, bias := randomFloats(r, k), randomFloats(r, k*n), randomFloats(r, n)
+	biasPad := append([]float32(nil), bias...)
+	e := &epilogue{bias: bias, biasPad: biasPad, relu: true}
+	o := make([]float32, n)
+	b.Run("avx512", func(b *testing.B) {
+		if !useGemm512 {
+			b.Skip("no AVX-512F")
+		}
+		pb := packB32(nil, w, k, n)
+		for b.Loop() {
+			matmul512(o, a, pb, 1, k, n, e)
+		}
+	})
+	b.Run("avx4x16", func(b *testing.B) {
+		pb := packB(nil, w, k, n)
+		for b.Loop() {
+			matmul32(o, a, pb, 1, k, n, e)
+		}
+	})
+}

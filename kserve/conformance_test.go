@@ -2,9 +2,11 @@ package kserve_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/inferbid/inferbid/kserve"
@@ -18,6 +20,13 @@ type affineFixture struct {
 	Platform   string
 	V1, V2     runtimes.Files
 	Positional bool // the runtime ignores input names and has no dtypes in its signature
+
+	// AllDTypes returns its six inputs (double, float, int8, int16, int32,
+	// int64 in that order, each [-1,2]) unchanged; InName and OutName name
+	// them from the lower-case dtype ("int8"); OutName nil matches outputs
+	// by position.
+	AllDTypes       runtimes.Files
+	InName, OutName func(dtype string) string
 }
 
 // registerAffine registers V2 as affine/v9/ and V1 as affine/v10/: the
@@ -131,10 +140,78 @@ func runHTTPConformance(t *testing.T, client *sidecar.Client, fx affineFixture) 
 	wantError(t, "missing version", code, body, 404, "v3")
 	code, body = call(t, "POST", url+"/v2/models/affine/infer", `{"inputs":[{"name":"x","shape":[2,3],"datatype":"FP32","data":[1,2,3,4,5,6]}],"outputs":[{"name":"nosuch"}]}`)
 	wantError(t, "unknown requested output", code, body, 400, "nosuch")
+	if fx.AllDTypes != nil {
+		checkAllDTypes(t, client, url, fx)
+	}
 	if !fx.Positional {
 		// A dtype the model cannot take: INPUT_PARSING from the runtime's
 		// signature check, a 400 naming the input.
 		code, body = call(t, "POST", url+"/v2/models/affine/infer", bad("FP64", "[1,2,3,4,5,6]"))
 		wantError(t, "FP64 for an FP32 input", code, body, 400, "x", "affine/v10/")
+	}
+}
+
+// allDTypesData are values at the edges of each datatype, as JSON text
+// (an INT64 beyond float64's exact integers included).
+var allDTypesData = []struct{ dtype, datatype, data string }{
+	{"double", "FP64", "[[1e-300,-2.5],[3.141592653589793,1e+300]]"},
+	{"float", "FP32", "[[1.5,-2.25],[3.4028235e+38,1e-07]]"},
+	{"int8", "INT8", "[[-128,127],[0,-1]]"},
+	{"int16", "INT16", "[[-32768,32767],[1,2]]"},
+	{"int32", "INT32", "[[-2147483648,2147483647],[3,4]]"},
+	{"int64", "INT64", "[[-9223372036854775808,9223372036854775807],[9007199254740993,5]]"},
+}
+
+// checkAllDTypes sends every datatype the sidecar carries through the
+// identity model and wants each value back exactly.
+func checkAllDTypes(t *testing.T, client *sidecar.Client, url string, fx affineFixture) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	if err := client.RegisterModel(ctx, "alldtypes/", fx.AllDTypes, ""); err != nil {
+		t.Fatalf("register alldtypes/: %v", err)
+	}
+	var inputs []string
+	for _, d := range allDTypesData {
+		inputs = append(inputs, fmt.Sprintf(`{"name":%q,"shape":[2,2],"datatype":%q,"data":%s}`, fx.InName(d.dtype), d.datatype, d.data))
+	}
+	code, body := call(t, "POST", url+"/v2/models/alldtypes/infer", `{"inputs":[`+strings.Join(inputs, ",")+`]}`)
+	if code != 200 {
+		t.Fatalf("alldtypes infer: %d %s", code, body)
+	}
+	var r struct {
+		ModelName string `json:"model_name"`
+		Outputs   []struct {
+			Name     string          `json:"name"`
+			Shape    []int64         `json:"shape"`
+			Datatype string          `json:"datatype"`
+			Data     json.RawMessage `json:"data"`
+		} `json:"outputs"`
+	}
+	decodeJSON(t, body, &r)
+	if len(r.Outputs) != len(allDTypesData) {
+		t.Fatalf("alldtypes: %d outputs, want %d: %s", len(r.Outputs), len(allDTypesData), body)
+	}
+	for i, d := range allDTypesData {
+		j := i
+		if fx.OutName != nil {
+			j = slices.IndexFunc(r.Outputs, func(o struct {
+				Name     string          `json:"name"`
+				Shape    []int64         `json:"shape"`
+				Datatype string          `json:"datatype"`
+				Data     json.RawMessage `json:"data"`
+			}) bool {
+				return o.Name == fx.OutName(d.dtype)
+			})
+			if j < 0 {
+				t.Errorf("alldtypes: no output %q in %s", fx.OutName(d.dtype), body)
+				continue
+			}
+		}
+		o := r.Outputs[j]
+		flat := strings.NewReplacer("[[", "[", "]]", "]", "],[", ",").Replace(d.data)
+		if o.Datatype != d.datatype || !slices.Equal(o.Shape, []int64{2, 2}) || string(o.Data) != flat {
+			t.Errorf("alldtypes %s: output %s %v %s, want %s [2,2] %s", d.dtype, o.Datatype, o.Shape, o.Data, d.datatype, flat)
+		}
 	}
 }

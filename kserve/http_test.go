@@ -255,5 +255,8 @@ func TestHTTPConformanceTensorFlow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runHTTPConformance(t, tfSidecar(t), affineFixture{Platform: kserve.PlatformTensorFlow, V1: m.AffineV1, V2: m.AffineV2})
+	runHTTPConformance(t, tfSidecar(t), affineFixture{Platform: kserve.PlatformTensorFlow, V1: m.AffineV1, V2: m.AffineV2,
+		AllDTypes: m.AllDTypes,
+		InName:    func(d string) string { return d + "_in" },
+		OutName:   func(d string) string { return d + "_out" }})
 }

@@ -177,11 +177,12 @@ func (s *Server) Metadata() ServerMetadata {
 	return ServerMetadata{Name: s.opts.ServerName, Version: s.opts.ServerVersion, Extensions: []string{}}
 }
 
-// modelPaths are the sidecar's model paths, reused for pathsTTL.
-func (s *Server) modelPaths(ctx context.Context, b Backend) ([]string, error) {
+// modelPaths are the sidecar's model paths, reused for pathsTTL unless
+// fresh is set.
+func (s *Server) modelPaths(ctx context.Context, b Backend, fresh bool) ([]string, error) {
 	s.pathsMu.Lock()
 	defer s.pathsMu.Unlock()
-	if s.paths != nil && time.Since(s.pathsTime) < pathsTTL {
+	if !fresh && s.paths != nil && time.Since(s.pathsTime) < pathsTTL {
 		return s.paths, nil
 	}
 	paths, err := b.ModelPaths(ctx)
@@ -236,11 +237,19 @@ func (s *Server) Resolve(ctx context.Context, name, version string) (Resolution,
 	if name == "" {
 		return Resolution{}, errorf(http.StatusBadRequest, "no model name")
 	}
-	paths, err := s.modelPaths(ctx, b)
+	paths, err := s.modelPaths(ctx, b, false)
 	if err != nil {
 		return Resolution{}, fmt.Errorf("list models: %w", err)
 	}
 	r, ok := Resolve(paths, name, version)
+	if !ok {
+		// A model registered since the paths were listed must not be a
+		// 404: a miss asks the sidecar again.
+		if paths, err = s.modelPaths(ctx, b, true); err != nil {
+			return Resolution{}, fmt.Errorf("list models: %w", err)
+		}
+		r, ok = Resolve(paths, name, version)
+	}
 	if !ok {
 		if version != "" && len(r.Versions) > 0 {
 			return r, errorf(http.StatusNotFound, "model %q has no version %q (versions: %s)", name, version, strings.Join(r.Versions, ", "))

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+
+	"github.com/inferbid/inferbid/internal/cli"
+	"github.com/inferbid/inferbid/kserve"
+)
+
+// newKServe makes the Open Inference Protocol (KServe v2) API: the same
+// sidecar (set once it has started), the request bound of generateBids,
+// readiness as /readyz says it, metrics labelled by protocol.
+func newKServe(cfg config, srv *server, m *metrics) *kserve.Server {
+	return kserve.New(kserve.Options{
+		Platform:      platformOf(cfg.SidecarBinaryPath),
+		ServerVersion: cli.Version("bidding-server"),
+		Timeout:       cfg.RequestTimeout,
+		Ready:         srv.readyErr,
+		Observe:       m.observeV2,
+	})
+}
+
+// platformOf names the runtime of a sidecar binary
+// (inference-sidecar-tensorflow, -onnx, -pytorch) as the protocol's
+// platform; "" for another binary.
+func platformOf(binaryPath string) string {
+	base := filepath.Base(binaryPath)
+	switch {
+	case strings.Contains(base, "tensorflow"):
+		return kserve.PlatformTensorFlow
+	case strings.Contains(base, "onnx"):
+		return kserve.PlatformONNX
+	case strings.Contains(base, "pytorch"):
+		return kserve.PlatformPyTorch
+	}
+	return ""
+}
+
+// listenKServe binds --kserve_listen: an HTTP server of the v2 API alone,
+// with the main listener's timeouts.
+func listenKServe(cfg config, srv *server, logger *slog.Logger) (*http.Server, net.Listener, error) {
+	ln, err := net.Listen("tcp", cfg.KServeListen)
+	if err != nil {
+		return nil, nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/v2", srv.v2.Handler())
+	mux.Handle("/v2/", srv.v2.Handler())
+	return &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		ReadTimeout:       cfg.ReadTimeout,
+		WriteTimeout:      cfg.WriteTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}, ln, nil
+}

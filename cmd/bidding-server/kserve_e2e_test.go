@@ -1,0 +1,69 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/inferbid/inferbid/internal/testhelp"
+)
+
+var kserveListenRE = regexp.MustCompile(`kserve v2 HTTP API listening.* addr=(\S+)`)
+
+// TestKServeEndToEnd drives the Open Inference Protocol's HTTP API of the
+// real binaries (bidding-server, the TensorFlow sidecar, the sample bucket)
+// on the main listener and on --kserve_listen, and finds the requests in
+// /metrics by protocol.
+func TestKServeEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs binaries")
+	}
+	root := testhelp.ModuleRoot(t)
+	server := testhelp.BuildBinary(t, "cmd/bidding-server", false)
+	sidecarBin := testhelp.BuildBinary(t, "cmd/inference-sidecar-tensorflow", false)
+	s := startBiddingServer(t, server, []string{
+		"--inference_sidecar_binary_path", sidecarBin,
+		"--inference_model_bucket_name", "file://" + filepath.Join(root, "examples/bucket"),
+		"--inference_model_config_path", "model_config.json",
+		"--kserve_listen", "127.0.0.1:0",
+	}, nil)
+	defer s.stop(t)
+	m := kserveListenRE.FindStringSubmatch(s.log())
+	if m == nil {
+		t.Fatalf("no kserve listener in the log:\n%s", s.log())
+	}
+	body := `{"id":"e2e","inputs":[{"name":"ad_id","shape":[1,1],"datatype":"INT64","data":[7]},` +
+		`{"name":"publisher_id","shape":[1,1],"datatype":"INT64","data":[3]},` +
+		`{"name":"dense","shape":[1,6],"datatype":"FP32","data":[[0,0.1,0.2,0.3,0.4,0.5]]}]}`
+	for _, base := range []string{s.url, "http://" + m[1]} {
+		if code, b := get(t, base+"/v2/health/ready"); code != 200 || b != "" {
+			t.Errorf("%s/v2/health/ready: %d %q, want 200 and no body", base, code, b)
+		}
+		code, b := get(t, base+"/v2/models/pctr")
+		if code != 200 || !strings.Contains(b, `"platform":"tensorflow_savedmodel"`) || !strings.Contains(b, `"versions":["v1","v2"]`) {
+			t.Errorf("%s/v2/models/pctr: %d %s", base, code, b)
+		}
+		code, b = post(t, base+"/v2/models/pctr/infer", body)
+		var r struct {
+			ModelVersion string `json:"model_version"`
+			ID           string `json:"id"`
+			Outputs      []struct {
+				Name string    `json:"name"`
+				Data []float64 `json:"data"`
+			} `json:"outputs"`
+		}
+		if code != 200 || json.Unmarshal([]byte(b), &r) != nil || r.ModelVersion != "v2" || r.ID != "e2e" ||
+			len(r.Outputs) != 1 || r.Outputs[0].Name != "pctr" || len(r.Outputs[0].Data) != 1 {
+			t.Errorf("%s/v2/models/pctr/infer: %d %s", base, code, b)
+		}
+		code, b = post(t, base+"/v2/models/nosuch/infer", body)
+		if code != 404 || !strings.Contains(b, `"error"`) {
+			t.Errorf("%s/v2/models/nosuch/infer: %d %s, want 404 and an error object", base, code, b)
+		}
+	}
+	if v := metricValue(t, s.url, `inferbid_v2_requests_total{code="200",endpoint="infer",protocol="http"}`); v != 2 {
+		t.Errorf("inferbid_v2_requests_total of successful HTTP inferences: %v, want 2", v)
+	}
+}

@@ -67,12 +67,26 @@ func close32(a, b []float64) bool {
 	return true
 }
 
-// runHTTPConformance checks every HTTP endpoint against a sidecar holding
-// the affine models of one runtime.
-func runHTTPConformance(t *testing.T, client *sidecar.Client, fx affineFixture) {
+// runConformance registers one runtime's fixtures in its sidecar and checks
+// both surfaces of the protocol against them.
+func runConformance(t *testing.T, client *sidecar.Client, fx affineFixture) {
 	registerAffine(t, client, fx)
+	if fx.AllDTypes != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+		defer cancel()
+		if err := client.RegisterModel(ctx, "alldtypes/", fx.AllDTypes, ""); err != nil {
+			t.Fatalf("register alldtypes/: %v", err)
+		}
+	}
 	srv := kserve.New(kserve.Options{Platform: fx.Platform})
 	srv.SetBackend(client)
+	t.Run("HTTP", func(t *testing.T) { runHTTPConformance(t, srv, fx) })
+	t.Run("gRPC", func(t *testing.T) { runGRPCConformance(t, srv, fx) })
+}
+
+// runHTTPConformance checks every HTTP endpoint against a sidecar holding
+// the affine models of one runtime.
+func runHTTPConformance(t *testing.T, srv *kserve.Server, fx affineFixture) {
 	url := serveHTTP(t, srv)
 
 	for _, path := range []string{"/v2/health/live", "/v2/health/ready", "/v2/models/affine/ready", "/v2/models/affine/versions/v9/ready", "/v2/models/affine/versions/v10/ready"} {
@@ -141,7 +155,7 @@ func runHTTPConformance(t *testing.T, client *sidecar.Client, fx affineFixture) 
 	code, body = call(t, "POST", url+"/v2/models/affine/infer", `{"inputs":[{"name":"x","shape":[2,3],"datatype":"FP32","data":[1,2,3,4,5,6]}],"outputs":[{"name":"nosuch"}]}`)
 	wantError(t, "unknown requested output", code, body, 400, "nosuch")
 	if fx.AllDTypes != nil {
-		checkAllDTypes(t, client, url, fx)
+		checkAllDTypes(t, url, fx)
 	}
 	if !fx.Positional {
 		// A dtype the model cannot take: INPUT_PARSING from the runtime's
@@ -164,13 +178,8 @@ var allDTypesData = []struct{ dtype, datatype, data string }{
 
 // checkAllDTypes sends every datatype the sidecar carries through the
 // identity model and wants each value back exactly.
-func checkAllDTypes(t *testing.T, client *sidecar.Client, url string, fx affineFixture) {
+func checkAllDTypes(t *testing.T, url string, fx affineFixture) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
-	defer cancel()
-	if err := client.RegisterModel(ctx, "alldtypes/", fx.AllDTypes, ""); err != nil {
-		t.Fatalf("register alldtypes/: %v", err)
-	}
 	var inputs []string
 	for _, d := range allDTypesData {
 		inputs = append(inputs, fmt.Sprintf(`{"name":%q,"shape":[2,2],"datatype":%q,"data":%s}`, fx.InName(d.dtype), d.datatype, d.data))

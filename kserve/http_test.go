@@ -250,12 +250,12 @@ func TestHTTPRoutingErrors(t *testing.T) {
 	}
 }
 
-func TestHTTPConformanceTensorFlow(t *testing.T) {
+func TestConformanceTensorFlow(t *testing.T) {
 	m, err := tfsave.BuildConformanceModels(tfsave.Options{FunctionCall: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	runHTTPConformance(t, tfSidecar(t), affineFixture{Platform: kserve.PlatformTensorFlow, V1: m.AffineV1, V2: m.AffineV2,
+	runConformance(t, tfSidecar(t), affineFixture{Platform: kserve.PlatformTensorFlow, V1: m.AffineV1, V2: m.AffineV2,
 		AllDTypes: m.AllDTypes,
 		InName:    func(d string) string { return d + "_in" },
 		OutName:   func(d string) string { return d + "_out" }})

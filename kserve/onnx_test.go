@@ -35,7 +35,7 @@ func onnxSidecar(t *testing.T) (*sidecar.Client, affineFixture) {
 		OutName:   func(d string) string { return "out_" + d }}
 }
 
-func TestHTTPConformanceONNX(t *testing.T) {
+func TestConformanceONNX(t *testing.T) {
 	client, fx := onnxSidecar(t)
-	runHTTPConformance(t, client, fx)
+	runConformance(t, client, fx)
 }

@@ -6,6 +6,9 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"time"
+
+	"google.golang.org/grpc"
 
 	"github.com/inferbid/inferbid/internal/cli"
 	"github.com/inferbid/inferbid/kserve"
@@ -58,4 +61,18 @@ func listenKServe(cfg config, srv *server, logger *slog.Logger) (*http.Server, n
 		IdleTimeout:       cfg.IdleTimeout,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}, ln, nil
+}
+
+// stopGRPC stops the gRPC service gracefully, and at once after grace.
+func stopGRPC(gs *grpc.Server, grace time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		gs.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		gs.Stop()
+	}
 }

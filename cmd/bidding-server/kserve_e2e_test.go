@@ -1,16 +1,25 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/inferbid/inferbid/internal/testhelp"
+	"github.com/inferbid/inferbid/proto/kservepb"
 )
 
-var kserveListenRE = regexp.MustCompile(`kserve v2 HTTP API listening.* addr=(\S+)`)
+var (
+	kserveListenRE = regexp.MustCompile(`kserve v2 HTTP API listening.* addr=(\S+)`)
+	kserveGRPCRE   = regexp.MustCompile(`kserve v2 gRPC service listening.* addr=(\S+)`)
+)
 
 // TestKServeEndToEnd drives the Open Inference Protocol's HTTP API of the
 // real binaries (bidding-server, the TensorFlow sidecar, the sample bucket)
@@ -28,6 +37,7 @@ func TestKServeEndToEnd(t *testing.T) {
 		"--inference_model_bucket_name", "file://" + filepath.Join(root, "examples/bucket"),
 		"--inference_model_config_path", "model_config.json",
 		"--kserve_listen", "127.0.0.1:0",
+		"--kserve_grpc_listen", "127.0.0.1:0",
 	}, nil)
 	defer s.stop(t)
 	m := kserveListenRE.FindStringSubmatch(s.log())
@@ -63,7 +73,38 @@ func TestKServeEndToEnd(t *testing.T) {
 			t.Errorf("%s/v2/models/nosuch/infer: %d %s, want 404 and an error object", base, code, b)
 		}
 	}
-	if v := metricValue(t, s.url, `inferbid_v2_requests_total{code="200",endpoint="infer",protocol="http"}`); v != 2 {
-		t.Errorf("inferbid_v2_requests_total of successful HTTP inferences: %v, want 2", v)
+
+	g := kserveGRPCRE.FindStringSubmatch(s.log())
+	if g == nil {
+		t.Fatalf("no kserve gRPC listener in the log:\n%s", s.log())
+	}
+	conn, err := grpc.NewClient(g[1], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := kservepb.NewGRPCInferenceServiceClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if r, err := c.ServerReady(ctx, &kservepb.ServerReadyRequest{}); err != nil || !r.GetReady() {
+		t.Errorf("gRPC ServerReady: %v %v", r, err)
+	}
+	r, err := c.ModelInfer(ctx, &kservepb.ModelInferRequest{ModelName: "pctr", ModelVersion: "v1", Inputs: []*kservepb.ModelInferRequest_InferInputTensor{
+		{Name: "ad_id", Datatype: "INT64", Shape: []int64{1, 1}, Contents: &kservepb.InferTensorContents{Int64Contents: []int64{7}}},
+		{Name: "publisher_id", Datatype: "INT64", Shape: []int64{1, 1}, Contents: &kservepb.InferTensorContents{Int64Contents: []int64{3}}},
+		{Name: "dense", Datatype: "FP32", Shape: []int64{1, 6}, Contents: &kservepb.InferTensorContents{Fp32Contents: []float32{0, 0.1, 0.2, 0.3, 0.4, 0.5}}},
+	}})
+	if err != nil || r.GetModelVersion() != "v1" || len(r.GetOutputs()) != 1 || len(r.GetOutputs()[0].GetContents().GetFp32Contents()) != 1 {
+		t.Errorf("gRPC ModelInfer pctr v1: %v %v", r, err)
+	}
+
+	for _, c := range []struct {
+		protocol string
+		want     float64
+	}{{"http", 2}, {"grpc", 1}} {
+		name := `inferbid_v2_requests_total{code="200",endpoint="infer",protocol="` + c.protocol + `"}`
+		if v := metricValue(t, s.url, name); v != c.want {
+			t.Errorf("%s: %v, want %v", name, v, c.want)
+		}
 	}
 }

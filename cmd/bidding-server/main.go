@@ -116,7 +116,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	// Closes the listener and every connection when start-up fails; a
 	// no-op after the Shutdown below.
 	defer httpSrv.Close()
-	serveErr := make(chan error, 2)
+	serveErr := make(chan error, 3)
 	go func() { serveErr <- httpSrv.Serve(ln) }()
 	logger.Info("bidding-server listening", "addr", ln.Addr().String(), "max_connections", cfg.MaxConnections)
 	var kserveSrv *http.Server
@@ -128,6 +128,16 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		defer kserveSrv.Close()
 		go func() { serveErr <- kserveSrv.Serve(kln) }()
 		logger.Info("kserve v2 HTTP API listening", "addr", kln.Addr().String())
+	}
+	if cfg.KServeGRPCListen != "" {
+		gln, err := net.Listen("tcp", cfg.KServeGRPCListen)
+		if err != nil {
+			return fmt.Errorf("--kserve_grpc_listen: %w", err)
+		}
+		gs := srv.v2.NewGRPCServer()
+		defer stopGRPC(gs, cfg.ShutdownGrace)
+		go func() { serveErr <- gs.Serve(gln) }()
+		logger.Info("kserve v2 gRPC service listening", "addr", gln.Addr().String())
 	}
 
 	var sup *sidecar.Supervisor

@@ -99,7 +99,7 @@ proto-check:
 # last line is the totals over both; its exit status is go test's.
 TEST_GO_CMD = env INFERBID_REQUIRE_NATIVE=1 INFERBID_REQUIRE_SERVERS=1 INFERBID_REQUIRE_PEER=1 \
 	$(GO) test -json -race -count=1 ./...
-TEST_PYTORCH_CMD = env INFERBID_REQUIRE_NATIVE=1 $(GO) test -json -tags pytorch -race -count=1 ./runtimes/pytorch/...
+TEST_PYTORCH_CMD = env INFERBID_REQUIRE_NATIVE=1 $(GO) test -json -tags pytorch -race -count=1 ./runtimes/pytorch/... ./kserve/
 
 test: deps lint proto-check testsummary
 	@echo "==> every test with -race, then the PyTorch runtime's: a line per package as it ends, progress each silent minute (about 10 min cold on 2 cores, 4 min when cached)"

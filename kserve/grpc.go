@@ -152,6 +152,7 @@ func (g *grpcService) ModelInfer(ctx context.Context, req *kservepb.ModelInferRe
 // infer decodes a request and runs it; raw says whether the inputs came
 // as raw_input_contents (the outputs then go back raw).
 func (g *grpcService) infer(ctx context.Context, req *kservepb.ModelInferRequest) (*InferResponse, bool, error) {
+	g.s.wake()
 	inputs := req.GetInputs()
 	raw := req.GetRawInputContents()
 	if len(inputs) == 0 {

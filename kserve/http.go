@@ -152,6 +152,7 @@ type inferRequestJSON struct {
 }
 
 func (s *Server) inferHTTP(w http.ResponseWriter, r *http.Request, name, version string) (int, string) {
+	s.wake()
 	var body bytes.Buffer
 	if _, err := body.ReadFrom(http.MaxBytesReader(w, r.Body, s.opts.MaxRequestBytes)); err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {

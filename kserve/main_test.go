@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +22,22 @@ import (
 	"github.com/inferbid/inferbid/sidecar"
 	"github.com/inferbid/inferbid/sidecar/sidecartest"
 )
+
+// childSidecarEnv makes the test binary a TensorFlow sidecar (for the
+// benchmark's sidecar process, which a sidecar.Supervisor starts).
+const childSidecarEnv = "KSERVE_TEST_CHILD_SIDECAR"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childSidecarEnv) == "1" {
+		rt, err := runtimes.Open(tensorflow.Name, runtimes.Config{})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(sidecartest.ServeChild(os.Args[1:], rt))
+	}
+	os.Exit(m.Run())
+}
 
 // hangGuard bounds every wait of these tests; it is no performance
 // assertion.

@@ -115,6 +115,15 @@ func New(opts Options) *Server {
 // SetBackend sets the sidecar the server asks (once it has started).
 func (s *Server) SetBackend(b Backend) { s.backend.Store(&b) }
 
+// wake tells the sidecar an inference is coming (*sidecar.Client wakes
+// its fast-lane reader), so that its wake-up overlaps decoding the
+// request, as runInference does.
+func (s *Server) wake() {
+	if w, ok := s.getBackend().(interface{ Wake() }); ok {
+		w.Wake()
+	}
+}
+
 func (s *Server) getBackend() Backend {
 	if b := s.backend.Load(); b != nil {
 		return *b

@@ -50,7 +50,7 @@ func decodeData(raw []byte, d tensor.DType, n int64) (any, error) {
 		for end < len(raw) && !isDelim(raw[end]) {
 			end++
 		}
-		tok := string(raw[i:end])
+		tok := raw[i:end]
 		if count >= n {
 			return nil, fmt.Errorf(`"data" holds more than the %d values the shape describes`, n)
 		}
@@ -77,22 +77,24 @@ func isDelim(c byte) bool {
 	return c == ',' || c == ']' || c == '[' || c == ' ' || c == '\t' || c == '\n' || c == '\r'
 }
 
-// setElement parses one JSON token into data[i].
-func setElement(data any, i int64, tok string) error {
-	if tok == "" || tok[0] == '"' || tok[0] == 't' || tok[0] == 'f' || tok[0] == 'n' || tok[0] == '{' {
-		return fmt.Errorf("%s is not a number", clip(tok))
+// setElement parses one JSON token into data[i]. The token stays a byte
+// slice (the parsers get a string conversion that does not escape, so a
+// value costs no allocation); only an error copies it.
+func setElement(data any, i int64, tok []byte) error {
+	if len(tok) == 0 || tok[0] == '"' || tok[0] == 't' || tok[0] == 'f' || tok[0] == 'n' || tok[0] == '{' {
+		return fmt.Errorf("%s is not a number", clip(string(tok)))
 	}
 	switch d := data.(type) {
 	case []float32:
-		f, err := strconv.ParseFloat(tok, 32)
+		f, err := strconv.ParseFloat(string(tok), 32)
 		if err != nil {
-			return fmt.Errorf("%s is out of range for FP32", clip(tok))
+			return fmt.Errorf("%s is out of range for FP32", clip(string(tok)))
 		}
 		d[i] = float32(f)
 	case []float64:
-		f, err := strconv.ParseFloat(tok, 64)
+		f, err := strconv.ParseFloat(string(tok), 64)
 		if err != nil {
-			return fmt.Errorf("%s is out of range for FP64", clip(tok))
+			return fmt.Errorf("%s is out of range for FP64", clip(string(tok)))
 		}
 		d[i] = f
 	case []int8:
@@ -115,22 +117,22 @@ func setElement(data any, i int64, tok string) error {
 	return nil
 }
 
-func parseInt(tok string, bits int) (int64, error) {
-	v, err := strconv.ParseInt(tok, 10, bits)
+func parseInt(tok []byte, bits int) (int64, error) {
+	v, err := strconv.ParseInt(string(tok), 10, bits)
 	if err == nil {
 		return v, nil
 	}
 	if errors.Is(err, strconv.ErrRange) {
-		return 0, fmt.Errorf("%s is out of range for INT%d", clip(tok), bits)
+		return 0, fmt.Errorf("%s is out of range for INT%d", clip(string(tok)), bits)
 	}
 	// 3.0 and 1e2 are integers written as JSON numbers.
-	if f, ferr := strconv.ParseFloat(tok, 64); ferr == nil && f == math.Trunc(f) {
+	if f, ferr := strconv.ParseFloat(string(tok), 64); ferr == nil && f == math.Trunc(f) {
 		if f < -math.Ldexp(1, bits-1) || f >= math.Ldexp(1, bits-1) {
-			return 0, fmt.Errorf("%s is out of range for INT%d", clip(tok), bits)
+			return 0, fmt.Errorf("%s is out of range for INT%d", clip(string(tok)), bits)
 		}
 		return int64(f), nil
 	}
-	return 0, fmt.Errorf("%s is not an integer", clip(tok))
+	return 0, fmt.Errorf("%s is not an integer", clip(string(tok)))
 }
 
 // appendData appends a tensor's elements as a flat JSON array. NaN and

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -210,6 +211,9 @@ func (s *Server) decodeInferJSON(body []byte) (*InferRequest, error) {
 			return nil, fmt.Errorf(`inputs[%d] has no "name"`, i)
 		}
 		name := *x.Name
+		if name == "" {
+			return nil, fmt.Errorf(`inputs[%d] has an empty "name"`, i)
+		}
 		if seen[name] {
 			return nil, fmt.Errorf("input %q is given twice", name)
 		}
@@ -313,7 +317,7 @@ func appendInferResponse(b []byte, resp *InferResponse) ([]byte, error) {
 			if j > 0 {
 				b = append(b, ',')
 			}
-			b = fmt.Appendf(b, "%d", d)
+			b = strconv.AppendInt(b, d, 10)
 		}
 		b = append(b, `],"datatype":"`...)
 		b = append(b, DatatypeOf(t.DType())...)

@@ -191,6 +191,7 @@ func TestHTTPInferErrors(t *testing.T) {
 		{"two values", "/v2/models/pctr/infer", `{} {}`, 400, []string{"more than one"}},
 		{"no inputs", "/v2/models/pctr/infer", `{"id":"1"}`, 400, []string{`no "inputs"`}},
 		{"no name", "/v2/models/pctr/infer", `{"inputs":[{"shape":[1],"datatype":"FP32","data":[1]}]}`, 400, []string{`inputs[0] has no "name"`}},
+		{"empty name", "/v2/models/pctr/infer", input("", "[1]", "FP32", "[1]"), 400, []string{`inputs[0] has an empty "name"`}},
 		{"no datatype", "/v2/models/pctr/infer", `{"inputs":[{"name":"dense","shape":[1],"data":[1]}]}`, 400, []string{`"dense"`, "datatype"}},
 		{"no shape", "/v2/models/pctr/infer", `{"inputs":[{"name":"dense","datatype":"FP32","data":[1]}]}`, 400, []string{`"dense"`, "shape"}},
 		{"no data", "/v2/models/pctr/infer", `{"inputs":[{"name":"dense","shape":[1],"datatype":"FP32"}]}`, 400, []string{`"dense"`, "data"}},

@@ -147,6 +147,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzUnmarshalJSONPredict$$' -fuzztime $(FUZZTIME) ./sidecar/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseModelInfo$$' -fuzztime $(FUZZTIME) ./runtimes/onnx/
 	$(GO) test -run '^$$' -fuzz '^FuzzReadFrame$$' -fuzztime $(FUZZTIME) ./sidecar/fastlane/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeInferJSON$$' -fuzztime $(FUZZTIME) ./kserve/
 
 # models: regenerate the committed test models through their //go:generate
 # directives: the ONNX and TorchScript models of runtimes/{onnx,pytorch}/testdata

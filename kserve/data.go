@@ -20,13 +20,19 @@ func clip(s string) string {
 
 // decodeData reads a JSON "data" array, flat or nested (row-major either
 // way), into n elements of dtype d. raw is valid JSON (encoding/json
-// checked it). Nesting deeper than batch.MaxRank+1 and more than n values
-// are errors before anything more is allocated; the nesting need not
-// follow the shape, only the count must match it.
+// checked it). The values are counted before the data is allocated, so a
+// large shape with little data costs nothing; nesting deeper than
+// batch.MaxRank+1 is an error. The nesting need not follow the shape,
+// only the count must match it.
 func decodeData(raw []byte, d tensor.DType, n int64) (any, error) {
 	i := skipSpace(raw, 0)
 	if i >= len(raw) || raw[i] != '[' {
 		return nil, errors.New(`"data" is not an array`)
+	}
+	if count, err := countValues(raw[i:], n); err != nil {
+		return nil, err
+	} else if count != n {
+		return nil, fmt.Errorf(`"data" holds %d values, the shape describes %d`, count, n)
 	}
 	out := tensor.MakeData(d, int(n))
 	count := int64(0)
@@ -64,6 +70,42 @@ func decodeData(raw []byte, d tensor.DType, n int64) (any, error) {
 		return nil, fmt.Errorf(`"data" holds %d values, the shape describes %d`, count, n)
 	}
 	return out, nil
+}
+
+// countValues counts the scalar values of a JSON array (strings are
+// skipped whole, so brackets inside them do not count), stopping past max.
+func countValues(raw []byte, max int64) (int64, error) {
+	count := int64(0)
+	depth := 0
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; {
+		case c == '[':
+			depth++
+			if depth > batch.MaxRank+1 {
+				return 0, fmt.Errorf(`"data" nests deeper than %d arrays`, batch.MaxRank+1)
+			}
+		case c == ']':
+			depth--
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == ',':
+		default:
+			count++
+			if count > max {
+				return 0, fmt.Errorf(`"data" holds more than the %d values the shape describes`, max)
+			}
+			if c == '"' {
+				for i++; i < len(raw) && raw[i] != '"'; i++ {
+					if raw[i] == '\\' {
+						i++
+					}
+				}
+				continue
+			}
+			for i+1 < len(raw) && !isDelim(raw[i+1]) {
+				i++
+			}
+		}
+	}
+	return count, nil
 }
 
 func skipSpace(b []byte, i int) int {

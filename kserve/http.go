@@ -135,23 +135,6 @@ func health(w http.ResponseWriter, ok bool) int {
 	return code
 }
 
-// inferRequestJSON is $inference_request.
-type inferRequestJSON struct {
-	ID         *string          `json:"id"`
-	Parameters *json.RawMessage `json:"parameters"`
-	Inputs     []struct {
-		Name       *string          `json:"name"`
-		Shape      []int64          `json:"shape"`
-		Datatype   *string          `json:"datatype"`
-		Parameters *json.RawMessage `json:"parameters"`
-		Data       json.RawMessage  `json:"data"`
-	} `json:"inputs"`
-	Outputs []struct {
-		Name       *string          `json:"name"`
-		Parameters *json.RawMessage `json:"parameters"`
-	} `json:"outputs"`
-}
-
 func (s *Server) inferHTTP(w http.ResponseWriter, r *http.Request, name, version string) (int, string) {
 	s.wake()
 	var body bytes.Buffer
@@ -180,80 +163,176 @@ func (s *Server) inferHTTP(w http.ResponseWriter, r *http.Request, name, version
 	return http.StatusOK, resp.ModelPath
 }
 
+// object is a JSON object by exact key: the protocol's strings, field
+// names included, are case-sensitive (encoding/json's struct fields are
+// not).
+type object map[string]json.RawMessage
+
+// decodeObject reads a JSON object; what names it in errors. A key that
+// differs from a protocol field only in case is an error; other unknown
+// keys are ignored.
+func decodeObject(raw json.RawMessage, what string, fields ...string) (object, error) {
+	var o object
+	if err := json.Unmarshal(raw, &o); err != nil || o == nil {
+		return nil, fmt.Errorf("%s is not a JSON object", what)
+	}
+	for k := range o {
+		for _, f := range fields {
+			if k != f && strings.EqualFold(k, f) {
+				return nil, fmt.Errorf("%s has a field %q: field names are case-sensitive (%q)", what, k, f)
+			}
+		}
+	}
+	return o, nil
+}
+
+// get returns a field's value; false when it is absent or null.
+func (o object) get(key string) (json.RawMessage, bool) {
+	v, ok := o[key]
+	if !ok || string(v) == "null" {
+		return nil, false
+	}
+	return v, true
+}
+
+// str reads a string field; what names the object in errors.
+func (o object) str(key, what string) (string, bool, error) {
+	v, ok := o.get(key)
+	if !ok {
+		return "", false, nil
+	}
+	var s string
+	if err := json.Unmarshal(v, &s); err != nil {
+		return "", false, fmt.Errorf("%s: %q is not a string", what, key)
+	}
+	return s, true, nil
+}
+
+// array reads an array-of-objects field.
+func (o object) array(key, what string) ([]json.RawMessage, error) {
+	v, ok := o.get(key)
+	if !ok {
+		return nil, nil
+	}
+	var a []json.RawMessage
+	if err := json.Unmarshal(v, &a); err != nil {
+		return nil, fmt.Errorf("%s: %q is not an array", what, key)
+	}
+	return a, nil
+}
+
 // decodeInferJSON reads $inference_request into typed tensors. Every
 // error names the input or field at fault.
 func (s *Server) decodeInferJSON(body []byte) (*InferRequest, error) {
-	var in inferRequestJSON
 	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&in); err != nil {
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
 		return nil, fmt.Errorf("request body is not an inference request JSON object: %w", err)
 	}
-	if dec.More() {
+	if rest := bytes.TrimSpace(body[dec.InputOffset():]); len(rest) > 0 {
 		return nil, errors.New("request body holds more than one JSON value")
 	}
-	req := &InferRequest{}
-	if in.ID != nil {
-		req.ID = *in.ID
-	}
-	if err := checkParameters("parameters", in.Parameters); err != nil {
+	top, err := decodeObject(raw, "the request body", "id", "parameters", "inputs", "outputs")
+	if err != nil {
 		return nil, err
 	}
-	if len(in.Inputs) == 0 {
+	req := &InferRequest{}
+	if req.ID, _, err = top.str("id", "the request"); err != nil {
+		return nil, err
+	}
+	if err := checkParameters("parameters", top); err != nil {
+		return nil, err
+	}
+	inputs, err := top.array("inputs", "the request")
+	if err != nil {
+		return nil, err
+	}
+	if len(inputs) == 0 {
 		return nil, errors.New(`request has no "inputs"`)
 	}
-	if len(in.Inputs) > s.opts.Limits.MaxTensors {
-		return nil, fmt.Errorf("request has %d inputs, the limit is %d", len(in.Inputs), s.opts.Limits.MaxTensors)
+	if len(inputs) > s.opts.Limits.MaxTensors {
+		return nil, fmt.Errorf("request has %d inputs, the limit is %d", len(inputs), s.opts.Limits.MaxTensors)
 	}
 	seen := map[string]bool{}
-	req.Inputs = make([]tensor.Tensor, len(in.Inputs))
-	for i, x := range in.Inputs {
-		if x.Name == nil {
-			return nil, fmt.Errorf(`inputs[%d] has no "name"`, i)
+	req.Inputs = make([]tensor.Tensor, len(inputs))
+	for i, rawIn := range inputs {
+		what := fmt.Sprintf("inputs[%d]", i)
+		x, err := decodeObject(rawIn, what, "name", "shape", "datatype", "parameters", "data")
+		if err != nil {
+			return nil, err
 		}
-		name := *x.Name
+		name, ok, err := x.str("name", what)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, fmt.Errorf(`%s has no "name"`, what)
+		}
 		if name == "" {
-			return nil, fmt.Errorf(`inputs[%d] has an empty "name"`, i)
+			return nil, fmt.Errorf(`%s has an empty "name"`, what)
 		}
 		if seen[name] {
 			return nil, fmt.Errorf("input %q is given twice", name)
 		}
 		seen[name] = true
-		if x.Datatype == nil {
-			return nil, fmt.Errorf(`input %q has no "datatype"`, name)
-		}
-		if x.Shape == nil {
-			return nil, fmt.Errorf(`input %q has no "shape"`, name)
-		}
-		if err := checkParameters(fmt.Sprintf("input %q parameters", name), x.Parameters); err != nil {
-			return nil, err
-		}
-		dt, err := ParseDatatype(name, *x.Datatype)
+		what = fmt.Sprintf("input %q", name)
+		datatype, ok, err := x.str("datatype", what)
 		if err != nil {
 			return nil, err
 		}
-		t, err := s.newTensor(name, x.Shape, dt)
+		if !ok {
+			return nil, fmt.Errorf(`%s has no "datatype"`, what)
+		}
+		rawShape, ok := x.get("shape")
+		if !ok {
+			return nil, fmt.Errorf(`%s has no "shape"`, what)
+		}
+		var shape []int64
+		if err := json.Unmarshal(rawShape, &shape); err != nil || shape == nil {
+			return nil, fmt.Errorf(`%s: "shape" is not an array of integers`, what)
+		}
+		if err := checkParameters(what+" parameters", x); err != nil {
+			return nil, err
+		}
+		dt, err := ParseDatatype(name, datatype)
 		if err != nil {
 			return nil, err
 		}
-		if len(x.Data) == 0 {
-			return nil, fmt.Errorf(`input %q has no "data"`, name)
+		t, err := s.newTensor(name, shape, dt)
+		if err != nil {
+			return nil, err
+		}
+		data, ok := x.get("data")
+		if !ok {
+			return nil, fmt.Errorf(`%s has no "data"`, what)
 		}
 		n, _ := tensor.NumElements(t.Shape, s.opts.Limits.MaxElements)
-		data, err := decodeData(x.Data, dt, n)
-		if err != nil {
-			return nil, fmt.Errorf("input %q (%s, shape %s): %w", name, *x.Datatype, tensor.FormatShape(t.Shape), err)
+		if t.Data, err = decodeData(data, dt, n); err != nil {
+			return nil, fmt.Errorf("input %q (%s, shape %s): %w", name, datatype, tensor.FormatShape(t.Shape), err)
 		}
-		t.Data = data
 		req.Inputs[i] = t
 	}
-	for i, o := range in.Outputs {
-		if o.Name == nil {
-			return nil, fmt.Errorf(`outputs[%d] has no "name"`, i)
-		}
-		if err := checkParameters(fmt.Sprintf("output %q parameters", *o.Name), o.Parameters); err != nil {
+	outputs, err := top.array("outputs", "the request")
+	if err != nil {
+		return nil, err
+	}
+	for i, rawOut := range outputs {
+		what := fmt.Sprintf("outputs[%d]", i)
+		o, err := decodeObject(rawOut, what, "name", "parameters")
+		if err != nil {
 			return nil, err
 		}
-		req.Outputs = append(req.Outputs, *o.Name)
+		name, ok, err := o.str("name", what)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, fmt.Errorf(`%s has no "name"`, what)
+		}
+		if err := checkParameters(fmt.Sprintf("output %q parameters", name), o); err != nil {
+			return nil, err
+		}
+		req.Outputs = append(req.Outputs, name)
 	}
 	return req, nil
 }
@@ -271,14 +350,16 @@ func (s *Server) newTensor(name string, shape []int64, dt tensor.DType) (tensor.
 	return tensor.Tensor{Name: name, Shape: shape}, nil
 }
 
-// checkParameters checks a $parameters object: string, number or boolean
-// values. inferbid defines no parameters; the ones given are ignored.
-func checkParameters(what string, raw *json.RawMessage) error {
-	if raw == nil {
+// checkParameters checks the "parameters" field of o, a $parameters
+// object: string, number or boolean values. inferbid defines no
+// parameters; the ones given are ignored.
+func checkParameters(what string, o object) error {
+	raw, ok := o.get("parameters")
+	if !ok {
 		return nil
 	}
 	var params map[string]any
-	if err := json.Unmarshal(*raw, &params); err != nil || params == nil {
+	if err := json.Unmarshal(raw, &params); err != nil || params == nil {
 		return fmt.Errorf("%s is not a JSON object", what)
 	}
 	for k, v := range params {

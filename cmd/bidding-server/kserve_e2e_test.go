@@ -98,13 +98,16 @@ func TestKServeEndToEnd(t *testing.T) {
 		t.Errorf("gRPC ModelInfer pctr v1: %v %v", r, err)
 	}
 
-	for _, c := range []struct {
-		protocol string
-		want     float64
-	}{{"http", 2}, {"grpc", 1}} {
-		name := `inferbid_v2_requests_total{code="200",endpoint="infer",protocol="` + c.protocol + `"}`
-		if v := metricValue(t, s.url, name); v != c.want {
-			t.Errorf("%s: %v, want %v", name, v, c.want)
+	for name, want := range map[string]float64{
+		`inferbid_v2_requests_total{code="200",endpoint="infer",protocol="http"}`:                 2,
+		`inferbid_v2_requests_total{code="200",endpoint="infer",protocol="grpc"}`:                 1,
+		`inferbid_v2_requests_total{code="404",endpoint="infer",protocol="http"}`:                 2,
+		`inferbid_v2_model_requests_total{code="200",model_path="pctr/v2/",protocol="http"}`:      2,
+		`inferbid_v2_model_requests_total{code="200",model_path="pctr/v1/",protocol="grpc"}`:      1,
+		`inferbid_v2_model_requests_total{code="404",model_path="_unregistered",protocol="http"}`: 2,
+	} {
+		if v := metricValue(t, s.url, name); v != want {
+			t.Errorf("%s: %v, want %v", name, v, want)
 		}
 	}
 }

@@ -291,3 +291,22 @@ func rawOf(c *pb.InferTensorContents, datatype string) []byte {
 	}
 	return b
 }
+
+// Without a sidecar the server is live and not ready, and models are not
+// found; a message over MaxRequestBytes is refused by gRPC itself.
+func TestGRPCNotReadyAndMessageLimit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	c := serveGRPC(t, kserve.New(kserve.Options{MaxRequestBytes: 1024}))
+	if r, err := c.ServerLive(ctx, &pb.ServerLiveRequest{}); err != nil || !r.GetLive() {
+		t.Errorf("ServerLive without a sidecar: %v %v", r, err)
+	}
+	if r, err := c.ServerReady(ctx, &pb.ServerReadyRequest{}); err != nil || r.GetReady() {
+		t.Errorf("ServerReady without a sidecar: %v %v, want false", r, err)
+	}
+	_, err := c.ModelMetadata(ctx, &pb.ModelMetadataRequest{Name: "pctr"})
+	wantCode(t, "ModelMetadata without a sidecar", err, codes.NotFound, "not available")
+	_, err = c.ModelInfer(ctx, &pb.ModelInferRequest{ModelName: "pctr", Inputs: []*pb.ModelInferRequest_InferInputTensor{{Name: "x", Datatype: "FP32", Shape: []int64{512}}},
+		RawInputContents: [][]byte{make([]byte, 2048)}})
+	wantCode(t, "a message over the limit", err, codes.ResourceExhausted)
+}

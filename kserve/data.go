@@ -24,7 +24,7 @@ func clip(s string) string {
 // large shape with little data costs nothing; nesting deeper than
 // batch.MaxRank+1 is an error. The nesting need not follow the shape,
 // only the count must match it.
-func decodeData(raw []byte, d tensor.DType, n int64) (any, error) {
+func decodeData(raw string, d tensor.DType, n int64) (any, error) {
 	i := skipSpace(raw, 0)
 	if i >= len(raw) || raw[i] != '[' {
 		return nil, errors.New(`"data" is not an array`)
@@ -74,7 +74,7 @@ func decodeData(raw []byte, d tensor.DType, n int64) (any, error) {
 
 // countValues counts the scalar values of a JSON array (strings are
 // skipped whole, so brackets inside them do not count), stopping past max.
-func countValues(raw []byte, max int64) (int64, error) {
+func countValues(raw string, max int64) (int64, error) {
 	count := int64(0)
 	depth := 0
 	for i := 0; i < len(raw); i++ {
@@ -108,7 +108,7 @@ func countValues(raw []byte, max int64) (int64, error) {
 	return count, nil
 }
 
-func skipSpace(b []byte, i int) int {
+func skipSpace(b string, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
 		i++
 	}
@@ -119,24 +119,23 @@ func isDelim(c byte) bool {
 	return c == ',' || c == ']' || c == '[' || c == ' ' || c == '\t' || c == '\n' || c == '\r'
 }
 
-// setElement parses one JSON token into data[i]. The token stays a byte
-// slice (the parsers get a string conversion that does not escape, so a
-// value costs no allocation); only an error copies it.
-func setElement(data any, i int64, tok []byte) error {
+// setElement parses one JSON token (a substring of the body: no copy)
+// into data[i].
+func setElement(data any, i int64, tok string) error {
 	if len(tok) == 0 || tok[0] == '"' || tok[0] == 't' || tok[0] == 'f' || tok[0] == 'n' || tok[0] == '{' {
-		return fmt.Errorf("%s is not a number", clip(string(tok)))
+		return fmt.Errorf("%s is not a number", clip(tok))
 	}
 	switch d := data.(type) {
 	case []float32:
-		f, err := strconv.ParseFloat(string(tok), 32)
+		f, err := strconv.ParseFloat(tok, 32)
 		if err != nil {
-			return fmt.Errorf("%s is out of range for FP32", clip(string(tok)))
+			return fmt.Errorf("%s is out of range for FP32", clip(tok))
 		}
 		d[i] = float32(f)
 	case []float64:
-		f, err := strconv.ParseFloat(string(tok), 64)
+		f, err := strconv.ParseFloat(tok, 64)
 		if err != nil {
-			return fmt.Errorf("%s is out of range for FP64", clip(string(tok)))
+			return fmt.Errorf("%s is out of range for FP64", clip(tok))
 		}
 		d[i] = f
 	case []int8:
@@ -159,22 +158,22 @@ func setElement(data any, i int64, tok []byte) error {
 	return nil
 }
 
-func parseInt(tok []byte, bits int) (int64, error) {
-	v, err := strconv.ParseInt(string(tok), 10, bits)
+func parseInt(tok string, bits int) (int64, error) {
+	v, err := strconv.ParseInt(tok, 10, bits)
 	if err == nil {
 		return v, nil
 	}
 	if errors.Is(err, strconv.ErrRange) {
-		return 0, fmt.Errorf("%s is out of range for INT%d", clip(string(tok)), bits)
+		return 0, fmt.Errorf("%s is out of range for INT%d", clip(tok), bits)
 	}
 	// 3.0 and 1e2 are integers written as JSON numbers.
-	if f, ferr := strconv.ParseFloat(string(tok), 64); ferr == nil && f == math.Trunc(f) {
+	if f, ferr := strconv.ParseFloat(tok, 64); ferr == nil && f == math.Trunc(f) {
 		if f < -math.Ldexp(1, bits-1) || f >= math.Ldexp(1, bits-1) {
-			return 0, fmt.Errorf("%s is out of range for INT%d", clip(string(tok)), bits)
+			return 0, fmt.Errorf("%s is out of range for INT%d", clip(tok), bits)
 		}
 		return int64(f), nil
 	}
-	return 0, fmt.Errorf("%s is not an integer", clip(string(tok)))
+	return 0, fmt.Errorf("%s is not an integer", clip(tok))
 }
 
 // appendData appends a tensor's elements as a flat JSON array. NaN and

@@ -15,7 +15,7 @@ import (
 func TestDecodeDataCountsBeforeAllocating(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	_, err := decodeData([]byte("[[1]]"), tensor.Int64, tensor.DefaultMaxElements)
+	_, err := decodeData("[[1]]", tensor.Int64, tensor.DefaultMaxElements)
 	runtime.ReadMemStats(&after)
 	if err == nil || !strings.Contains(err.Error(), "holds 1 values") {
 		t.Fatalf("err = %v, want a count mismatch", err)

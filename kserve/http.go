@@ -10,6 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tidwall/gjson"
+
+	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/tensor"
 )
 
@@ -163,178 +166,235 @@ func (s *Server) inferHTTP(w http.ResponseWriter, r *http.Request, name, version
 	return http.StatusOK, resp.ModelPath
 }
 
-// object is a JSON object by exact key: the protocol's strings, field
-// names included, are case-sensitive (encoding/json's struct fields are
-// not).
-type object map[string]json.RawMessage
+// maxDepth bounds the nesting of a request body before gjson's recursive
+// validator sees it (as batch.MaxDepth does for the batch JSON).
+const maxDepth = 256
 
-// decodeObject reads a JSON object; what names it in errors. A key that
-// differs from a protocol field only in case is an error; other unknown
-// keys are ignored.
-func decodeObject(raw json.RawMessage, what string, fields ...string) (object, error) {
-	var o object
-	if err := json.Unmarshal(raw, &o); err != nil || o == nil {
-		return nil, fmt.Errorf("%s is not a JSON object", what)
-	}
-	for k := range o {
-		for _, f := range fields {
-			if k != f && strings.EqualFold(k, f) {
-				return nil, fmt.Errorf("%s has a field %q: field names are case-sensitive (%q)", what, k, f)
+// nestingDepth is how deep body nests, counted up to maxDepth+1 (strings
+// skipped).
+func nestingDepth(body []byte) int {
+	depth, deepest := 0, 0
+	for i := 0; i < len(body); i++ {
+		switch body[i] {
+		case '"':
+			for i++; i < len(body) && body[i] != '"'; i++ {
+				if body[i] == '\\' {
+					i++
+				}
 			}
+		case '[', '{':
+			depth++
+			if depth > deepest {
+				deepest = depth
+				if deepest > maxDepth {
+					return deepest
+				}
+			}
+		case ']', '}':
+			depth--
 		}
 	}
-	return o, nil
+	return deepest
 }
 
-// get returns a field's value; false when it is absent or null.
-func (o object) get(key string) (json.RawMessage, bool) {
-	v, ok := o[key]
-	if !ok || string(v) == "null" {
-		return nil, false
+// fields walks a JSON object's fields in order, by exact key (the
+// protocol's strings, field names included, are case-sensitive): a key
+// that differs from one of known only in case, or a known key given twice,
+// is an error; other keys are ignored. what names the object in errors.
+func fields(o gjson.Result, what string, known []string, each func(key string, v gjson.Result) error) error {
+	if !o.IsObject() {
+		return fmt.Errorf("%s is not a JSON object", what)
 	}
-	return v, true
-}
-
-// str reads a string field; what names the object in errors.
-func (o object) str(key, what string) (string, bool, error) {
-	v, ok := o.get(key)
-	if !ok {
-		return "", false, nil
-	}
-	var s string
-	if err := json.Unmarshal(v, &s); err != nil {
-		return "", false, fmt.Errorf("%s: %q is not a string", what, key)
-	}
-	return s, true, nil
-}
-
-// array reads an array-of-objects field.
-func (o object) array(key, what string) ([]json.RawMessage, error) {
-	v, ok := o.get(key)
-	if !ok {
-		return nil, nil
-	}
-	var a []json.RawMessage
-	if err := json.Unmarshal(v, &a); err != nil {
-		return nil, fmt.Errorf("%s: %q is not an array", what, key)
-	}
-	return a, nil
+	var seen uint32
+	var err error
+	o.ForEach(func(k, v gjson.Result) bool {
+		for i, f := range known {
+			switch {
+			case k.Str == f:
+				if seen&(1<<i) != 0 {
+					err = fmt.Errorf("%s has the field %q twice", what, f)
+					return false
+				}
+				seen |= 1 << i
+				if v.Type != gjson.Null {
+					err = each(f, v)
+				}
+				return err == nil
+			case strings.EqualFold(k.Str, f):
+				err = fmt.Errorf("%s has a field %q: field names are case-sensitive (%q)", what, k.Str, f)
+				return false
+			}
+		}
+		return true
+	})
+	return err
 }
 
 // decodeInferJSON reads $inference_request into typed tensors. Every
 // error names the input or field at fault.
 func (s *Server) decodeInferJSON(body []byte) (*InferRequest, error) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	var raw json.RawMessage
-	if err := dec.Decode(&raw); err != nil {
-		return nil, fmt.Errorf("request body is not an inference request JSON object: %w", err)
+	if nestingDepth(body) > maxDepth {
+		return nil, fmt.Errorf("request body nests deeper than %d levels", maxDepth)
 	}
-	if rest := bytes.TrimSpace(body[dec.InputOffset():]); len(rest) > 0 {
-		return nil, errors.New("request body holds more than one JSON value")
-	}
-	top, err := decodeObject(raw, "the request body", "id", "parameters", "inputs", "outputs")
-	if err != nil {
-		return nil, err
+	if !gjson.ValidBytes(body) {
+		return nil, errors.New("request body is not an inference request JSON object: not JSON, or more than one JSON value")
 	}
 	req := &InferRequest{}
-	if req.ID, _, err = top.str("id", "the request"); err != nil {
-		return nil, err
-	}
-	if err := checkParameters("parameters", top); err != nil {
-		return nil, err
-	}
-	inputs, err := top.array("inputs", "the request")
+	var inputs, outputs gjson.Result
+	err := fields(gjson.ParseBytes(body), "the request body", []string{"id", "parameters", "inputs", "outputs"}, func(key string, v gjson.Result) error {
+		switch key {
+		case "id":
+			if v.Type != gjson.String {
+				return errors.New(`the request: "id" is not a string`)
+			}
+			req.ID = v.Str
+		case "parameters":
+			return checkParameters("parameters", v)
+		case "inputs":
+			inputs = v
+		case "outputs":
+			outputs = v
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	if len(inputs) == 0 {
+	if inputs.Exists() && !inputs.IsArray() {
+		return nil, errors.New(`the request: "inputs" is not an array`)
+	}
+	ins := inputs.Array()
+	if len(ins) == 0 {
 		return nil, errors.New(`request has no "inputs"`)
 	}
-	if len(inputs) > s.opts.Limits.MaxTensors {
-		return nil, fmt.Errorf("request has %d inputs, the limit is %d", len(inputs), s.opts.Limits.MaxTensors)
+	if len(ins) > s.opts.Limits.MaxTensors {
+		return nil, fmt.Errorf("request has %d inputs, the limit is %d", len(ins), s.opts.Limits.MaxTensors)
 	}
-	seen := map[string]bool{}
-	req.Inputs = make([]tensor.Tensor, len(inputs))
-	for i, rawIn := range inputs {
-		what := fmt.Sprintf("inputs[%d]", i)
-		x, err := decodeObject(rawIn, what, "name", "shape", "datatype", "parameters", "data")
+	seen := make(map[string]bool, len(ins))
+	req.Inputs = make([]tensor.Tensor, len(ins))
+	for i, in := range ins {
+		t, err := s.decodeInput(in, i, seen)
 		if err != nil {
 			return nil, err
-		}
-		name, ok, err := x.str("name", what)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			return nil, fmt.Errorf(`%s has no "name"`, what)
-		}
-		if name == "" {
-			return nil, fmt.Errorf(`%s has an empty "name"`, what)
-		}
-		if seen[name] {
-			return nil, fmt.Errorf("input %q is given twice", name)
-		}
-		seen[name] = true
-		what = fmt.Sprintf("input %q", name)
-		datatype, ok, err := x.str("datatype", what)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			return nil, fmt.Errorf(`%s has no "datatype"`, what)
-		}
-		rawShape, ok := x.get("shape")
-		if !ok {
-			return nil, fmt.Errorf(`%s has no "shape"`, what)
-		}
-		var shape []int64
-		if err := json.Unmarshal(rawShape, &shape); err != nil || shape == nil {
-			return nil, fmt.Errorf(`%s: "shape" is not an array of integers`, what)
-		}
-		if err := checkParameters(what+" parameters", x); err != nil {
-			return nil, err
-		}
-		dt, err := ParseDatatype(name, datatype)
-		if err != nil {
-			return nil, err
-		}
-		t, err := s.newTensor(name, shape, dt)
-		if err != nil {
-			return nil, err
-		}
-		data, ok := x.get("data")
-		if !ok {
-			return nil, fmt.Errorf(`%s has no "data"`, what)
-		}
-		n, _ := tensor.NumElements(t.Shape, s.opts.Limits.MaxElements)
-		if t.Data, err = decodeData(data, dt, n); err != nil {
-			return nil, fmt.Errorf("input %q (%s, shape %s): %w", name, datatype, tensor.FormatShape(t.Shape), err)
 		}
 		req.Inputs[i] = t
 	}
-	outputs, err := top.array("outputs", "the request")
-	if err != nil {
-		return nil, err
+	if outputs.Exists() && !outputs.IsArray() {
+		return nil, errors.New(`the request: "outputs" is not an array`)
 	}
-	for i, rawOut := range outputs {
+	for i, out := range outputs.Array() {
 		what := fmt.Sprintf("outputs[%d]", i)
-		o, err := decodeObject(rawOut, what, "name", "parameters")
+		var name gjson.Result
+		err := fields(out, what, []string{"name", "parameters"}, func(key string, v gjson.Result) error {
+			if key == "name" {
+				name = v
+				return nil
+			}
+			return checkParameters(what+" parameters", v)
+		})
 		if err != nil {
 			return nil, err
 		}
-		name, ok, err := o.str("name", what)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
+		if !name.Exists() {
 			return nil, fmt.Errorf(`%s has no "name"`, what)
 		}
-		if err := checkParameters(fmt.Sprintf("output %q parameters", name), o); err != nil {
-			return nil, err
+		if name.Type != gjson.String {
+			return nil, fmt.Errorf(`%s: "name" is not a string`, what)
 		}
-		req.Outputs = append(req.Outputs, name)
+		req.Outputs = append(req.Outputs, name.Str)
 	}
 	return req, nil
+}
+
+// decodeInput reads one $request_input; seen holds the names before it.
+func (s *Server) decodeInput(in gjson.Result, i int, seen map[string]bool) (tensor.Tensor, error) {
+	what := fmt.Sprintf("inputs[%d]", i)
+	var name, shape, datatype, data gjson.Result
+	err := fields(in, what, []string{"name", "shape", "datatype", "parameters", "data"}, func(key string, v gjson.Result) error {
+		switch key {
+		case "name":
+			name = v
+		case "shape":
+			shape = v
+		case "datatype":
+			datatype = v
+		case "data":
+			data = v
+		case "parameters":
+			return checkParameters(what+" parameters", v)
+		}
+		return nil
+	})
+	if err != nil {
+		return tensor.Tensor{}, err
+	}
+	switch {
+	case !name.Exists():
+		return tensor.Tensor{}, fmt.Errorf(`%s has no "name"`, what)
+	case name.Type != gjson.String:
+		return tensor.Tensor{}, fmt.Errorf(`%s: "name" is not a string`, what)
+	case name.Str == "":
+		return tensor.Tensor{}, fmt.Errorf(`%s has an empty "name"`, what)
+	case seen[name.Str]:
+		return tensor.Tensor{}, fmt.Errorf("input %q is given twice", name.Str)
+	}
+	seen[name.Str] = true
+	what = fmt.Sprintf("input %q", name.Str)
+	switch {
+	case !datatype.Exists():
+		return tensor.Tensor{}, fmt.Errorf(`%s has no "datatype"`, what)
+	case datatype.Type != gjson.String:
+		return tensor.Tensor{}, fmt.Errorf(`%s: "datatype" is not a string`, what)
+	case !shape.Exists():
+		return tensor.Tensor{}, fmt.Errorf(`%s has no "shape"`, what)
+	}
+	dims, err := decodeShape(shape)
+	if err != nil {
+		return tensor.Tensor{}, fmt.Errorf("%s: %w", what, err)
+	}
+	dt, err := ParseDatatype(name.Str, datatype.Str)
+	if err != nil {
+		return tensor.Tensor{}, err
+	}
+	t, err := s.newTensor(name.Str, dims, dt)
+	if err != nil {
+		return tensor.Tensor{}, err
+	}
+	if !data.Exists() {
+		return tensor.Tensor{}, fmt.Errorf(`%s has no "data"`, what)
+	}
+	n, _ := tensor.NumElements(t.Shape, s.opts.Limits.MaxElements)
+	if t.Data, err = decodeData(data.Raw, dt, n); err != nil {
+		return tensor.Tensor{}, fmt.Errorf("input %q (%s, shape %s): %w", name.Str, datatype.Str, tensor.FormatShape(t.Shape), err)
+	}
+	return t, nil
+}
+
+// decodeShape reads a "shape": an array of JSON integers, at most
+// batch.MaxRank of them.
+func decodeShape(v gjson.Result) ([]int64, error) {
+	if !v.IsArray() {
+		return nil, errors.New(`"shape" is not an array of integers`)
+	}
+	var dims []int64
+	var err error
+	v.ForEach(func(_, d gjson.Result) bool {
+		if len(dims) == batch.MaxRank {
+			err = fmt.Errorf(`"shape" has more than %d dimensions`, batch.MaxRank)
+			return false
+		}
+		n, perr := strconv.ParseInt(d.Raw, 10, 64)
+		if d.Type != gjson.Number || perr != nil {
+			err = errors.New(`"shape" is not an array of integers`)
+			return false
+		}
+		dims = append(dims, n)
+		return true
+	})
+	if dims == nil {
+		dims = []int64{}
+	}
+	return dims, err
 }
 
 // newTensor checks a shape against the limits (every dimension at least
@@ -350,26 +410,22 @@ func (s *Server) newTensor(name string, shape []int64, dt tensor.DType) (tensor.
 	return tensor.Tensor{Name: name, Shape: shape}, nil
 }
 
-// checkParameters checks the "parameters" field of o, a $parameters
-// object: string, number or boolean values. inferbid defines no
-// parameters; the ones given are ignored.
-func checkParameters(what string, o object) error {
-	raw, ok := o.get("parameters")
-	if !ok {
-		return nil
-	}
-	var params map[string]any
-	if err := json.Unmarshal(raw, &params); err != nil || params == nil {
+// checkParameters checks a $parameters object: string, number or boolean
+// values. inferbid defines no parameters; the ones given are ignored.
+func checkParameters(what string, v gjson.Result) error {
+	if !v.IsObject() {
 		return fmt.Errorf("%s is not a JSON object", what)
 	}
-	for k, v := range params {
-		switch v.(type) {
-		case string, float64, bool:
-		default:
-			return fmt.Errorf("%s: %q is not a string, number or boolean", what, k)
+	var err error
+	v.ForEach(func(k, p gjson.Result) bool {
+		switch p.Type {
+		case gjson.String, gjson.Number, gjson.True, gjson.False:
+			return true
 		}
-	}
-	return nil
+		err = fmt.Errorf("%s: %q is not a string, number or boolean", what, k.Str)
+		return false
+	})
+	return err
 }
 
 // appendInferResponse writes $inference_response: model_name,

@@ -33,9 +33,12 @@ import (
 // BenchmarkV2Infer is the latency of one request for the example pCTR
 // model (pctr/v2/, the demo's) through every way in, serially, against
 // one TensorFlow sidecar process over the fast lane: the typed Predict
-// alone (the floor), runInference from JS (in a fresh runtime per call as
-// deployed, and in shared runtimes), POST /v2/models/pctr/infer, and
-// ModelInfer over gRPC with typed and with raw contents.
+// alone (the floor), kserve's core (Server.Infer) without a transport,
+// runInference from JS (in a fresh runtime per call as deployed, and in
+// shared runtimes), POST /v2/models/pctr/infer, and
+// ModelInfer over gRPC with typed and with raw contents; and, for
+// reference, the HTTP and gRPC transport alone (a liveness check on the
+// same client).
 func BenchmarkV2Infer(b *testing.B) {
 	ctx := context.Background()
 	exe, err := os.Executable()
@@ -142,6 +145,11 @@ function infer() { var out = runInference(req); if (out.indexOf('"error"') >= 0)
 				}
 				return err
 			}},
+			// kserve's core without a transport: resolve, Predict, rename.
+			{"core_infer", func() error {
+				_, err := srv.Infer(ctx, &kserve.InferRequest{ModelName: "pctr", Inputs: entries[0].Tensors})
+				return err
+			}},
 			{"js_runInference_isolated", func() error { _, err := pools[false].CallJSON(ctx, "infer"); return err }},
 			{"js_runInference_shared", func() error { _, err := pools[true].CallJSON(ctx, "infer"); return err }},
 			{"v2_http", func() error {
@@ -156,6 +164,18 @@ function infer() { var out = runInference(req); if (out.indexOf('"error"') >= 0)
 				}
 				return err
 			}},
+			// The transport alone, for reference: a health check over the
+			// same client and connection.
+			{"v2_http_live", func() error {
+				resp, err := httpClient.Get(hs.URL + "/v2/health/live")
+				if err != nil {
+					return err
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				return nil
+			}},
+			{"v2_grpc_live", func() error { _, err := gc.ServerLive(ctx, &pb.ServerLiveRequest{}); return err }},
 			{"v2_grpc_typed", func() error { _, err := gc.ModelInfer(ctx, typedReq); return err }},
 			{"v2_grpc_raw", func() error { _, err := gc.ModelInfer(ctx, rawReq); return err }},
 		}

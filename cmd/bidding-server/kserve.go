@@ -20,7 +20,8 @@ import (
 func newKServe(cfg config, srv *server, m *metrics) *kserve.Server {
 	return kserve.New(kserve.Options{
 		Platform:      platformOf(cfg.SidecarBinaryPath),
-		ServerVersion: cli.Version("bidding-server"),
+		// --version's text without the leading name: "devel (commit ...) go1.x".
+		ServerVersion: strings.TrimPrefix(cli.Version("bidding-server"), "bidding-server "),
 		Timeout:       cfg.RequestTimeout,
 		Ready:         srv.readyErr,
 		Observe:       m.observeV2,

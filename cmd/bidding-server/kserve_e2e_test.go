@@ -51,6 +51,9 @@ func TestKServeEndToEnd(t *testing.T) {
 		if code, b := get(t, base+"/v2/health/ready"); code != 200 || b != "" {
 			t.Errorf("%s/v2/health/ready: %d %q, want 200 and no body", base, code, b)
 		}
+		if code, b := get(t, base+"/v2"); code != 200 || !strings.Contains(b, `"name":"inferbid"`) || strings.Contains(b, `"version":"bidding-server`) || !strings.Contains(b, `"extensions":[]`) {
+			t.Errorf("%s/v2: %d %s", base, code, b)
+		}
 		code, b := get(t, base+"/v2/models/pctr")
 		if code != 200 || !strings.Contains(b, `"platform":"tensorflow_savedmodel"`) || !strings.Contains(b, `"versions":["v1","v2"]`) {
 			t.Errorf("%s/v2/models/pctr: %d %s", base, code, b)

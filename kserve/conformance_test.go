@@ -163,7 +163,7 @@ func runHTTPConformance(t *testing.T, srv *kserve.Server, fx affineFixture) {
 		// A dtype the model cannot take: INPUT_PARSING from the runtime's
 		// signature check, a 400 naming the input.
 		code, body = call(t, "POST", url+"/v2/models/affine/infer", bad("FP64", "[1,2,3,4,5,6]"))
-		wantError(t, "FP64 for an FP32 input", code, body, 400, "x", "affine/v10/")
+		wantError(t, "FP64 for an FP32 input", code, body, 400, "x", "affine/v10/", "FLOAT is FP32")
 	}
 }
 

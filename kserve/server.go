@@ -395,7 +395,12 @@ func (s *Server) Infer(ctx context.Context, req *InferRequest) (*InferResponse, 
 		err = results[0].Err
 	}
 	if err != nil {
-		return resp, fmt.Errorf("model %q version %q (model path %q): %w", req.ModelName, r.Version, r.Path, err)
+		err = fmt.Errorf("model %q version %q (model path %q): %w", req.ModelName, r.Version, r.Path, err)
+		if msg := err.Error(); inferr.TypeOf(err) == inferr.InputParsing && (strings.Contains(msg, "DOUBLE") || strings.Contains(msg, "FLOAT")) {
+			// The runtime speaks the batch contract's dtype names.
+			err = fmt.Errorf("%w (in the protocol's names, FLOAT is FP32 and DOUBLE is FP64)", err)
+		}
+		return resp, err
 	}
 	outs := results[0].Tensors
 	if rename := s.outputNames(ctx, s.getBackend(), r.Path); rename != nil {

@@ -19,7 +19,7 @@ import (
 // readiness as /readyz says it, metrics labelled by protocol.
 func newKServe(cfg config, srv *server, m *metrics) *kserve.Server {
 	return kserve.New(kserve.Options{
-		Platform:      platformOf(cfg.SidecarBinaryPath),
+		Platform: platformOf(cfg.SidecarBinaryPath),
 		// --version's text without the leading name: "devel (commit ...) go1.x".
 		ServerVersion: strings.TrimPrefix(cli.Version("bidding-server"), "bidding-server "),
 		Timeout:       cfg.RequestTimeout,

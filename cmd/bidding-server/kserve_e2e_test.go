@@ -77,6 +77,11 @@ func TestKServeEndToEnd(t *testing.T) {
 		}
 	}
 
+	// The v2 listener serves the v2 API alone.
+	if code, _ := get(t, "http://"+m[1]+"/v1/models"); code != 404 {
+		t.Errorf("/v1/models on --kserve_listen: %d, want 404", code)
+	}
+
 	g := kserveGRPCRE.FindStringSubmatch(s.log())
 	if g == nil {
 		t.Fatalf("no kserve gRPC listener in the log:\n%s", s.log())

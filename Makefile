@@ -105,7 +105,7 @@ proto-check:
 # last line is the totals over both; its exit status is go test's.
 TEST_GO_CMD = env INFERBID_REQUIRE_NATIVE=1 INFERBID_REQUIRE_SERVERS=1 INFERBID_REQUIRE_PEER=1 \
 	$(GO) test -json -race -count=1 ./...
-TEST_PYTORCH_CMD = env INFERBID_REQUIRE_NATIVE=1 $(GO) test -json -tags pytorch -race -count=1 ./runtimes/pytorch/...
+TEST_PYTORCH_CMD = env INFERBID_REQUIRE_NATIVE=1 $(GO) test -json -tags pytorch -race -count=1 ./runtimes/pytorch/... ./kserve/
 
 test: deps lint proto-check testsummary
 	@echo "==> every test with -race, then the PyTorch runtime's: a line per package as it ends, progress each silent minute (about 10 min cold on 2 cores, 4 min when cached)"
@@ -133,6 +133,7 @@ bench: deps-onnx deps-pytorch deps-node-peer
 	$(GO) test $(BENCH_FLAGS) -bench . -tags pytorch ./runtimes/pytorch/
 	$(GO) test $(BENCH_FLAGS) -bench PredictMLP ./sidecar/
 	$(GO) test $(BENCH_FLAGS) -bench 'InferenceLayers|ObjectArgument|JSON' -benchtime 2000x ./jsbridge/
+	$(GO) test $(BENCH_FLAGS) -bench 'V2Infer' -benchtime 2000x ./kserve/
 	$(GO) test $(BENCH_FLAGS) -bench 'Isolation' -benchtime 40000x ./jsbridge/
 	$(GO) test $(BENCH_FLAGS) -bench 'ServerIsolation' -benchtime 16000x ./cmd/bidding-server/
 	$(GO) test $(BENCH_FLAGS) -bench 'HostileNeighbour' -benchtime 1x ./cmd/bidding-server/
@@ -152,6 +153,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzUnmarshalJSONPredict$$' -fuzztime $(FUZZTIME) ./sidecar/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseModelInfo$$' -fuzztime $(FUZZTIME) ./runtimes/onnx/
 	$(GO) test -run '^$$' -fuzz '^FuzzReadFrame$$' -fuzztime $(FUZZTIME) ./sidecar/fastlane/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeInferJSON$$' -fuzztime $(FUZZTIME) ./kserve/
 
 # models: regenerate the committed test models through their //go:generate
 # directives: the ONNX and TorchScript models of runtimes/{onnx,pytorch}/testdata

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Regenerates proto/inferencepb from proto/*.proto. Installs protoc (Debian's
+# Regenerates proto/inferencepb from proto/*.proto and proto/kservepb from
+# proto/kserve/*.proto. Installs protoc (Debian's
 # protobuf-compiler) and the pinned Go plugins when missing. The entry point
 # is `go generate ./proto/...` (the directive in proto/inferencepb/doc.go;
 # `make proto` runs it), which runs this script.
@@ -22,4 +23,4 @@ fi
 protoc -I proto \
   --go_out=. --go_opt=module=github.com/inferbid/inferbid \
   --go-grpc_out=. --go-grpc_opt=module=github.com/inferbid/inferbid \
-  proto/*.proto
+  proto/*.proto proto/kserve/*.proto

@@ -30,8 +30,14 @@ type config struct {
 	ModelFetchPeriod     time.Duration
 	LocalModels          []localModel
 
-	UDFCodePath          string
-	Listen               string
+	UDFCodePath string
+	Listen      string
+	// KServeListen serves the Open Inference Protocol's HTTP API on an
+	// address of its own too ("" = only on Listen).
+	KServeListen string
+	// KServeGRPCListen serves the protocol's gRPC service ("" = off).
+	KServeGRPCListen string
+
 	JSPoolSize           int
 	JSCallTimeout        time.Duration
 	JSIsolateCalls       bool
@@ -113,6 +119,8 @@ func newFlagSet(c *config, raw *flagText, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&raw.local, "inference_model_local_paths", "", "comma-separated local models registered at start: LOCAL or MODEL_PATH=LOCAL; without MODEL_PATH the path is LOCAL's base name, plus a trailing / for a directory; default none")
 	fs.StringVar(&c.UDFCodePath, "udf_code_path", "", "the JavaScript bidding module defining generateBid; default: the embedded example (examples/bidding/generate_bid.js)")
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "HTTP listen address")
+	fs.StringVar(&c.KServeGRPCListen, "kserve_grpc_listen", "", "serve the Open Inference Protocol (KServe v2) gRPC service inference.GRPCInferenceService on this TCP address; default none: off")
+	fs.StringVar(&c.KServeListen, "kserve_listen", "", "also serve the Open Inference Protocol (KServe v2) HTTP API, which --listen always serves under /v2, on this address of its own; default none")
 	fs.IntVar(&c.JSPoolSize, "js_pool_size", 0, "number of JS runtimes; default 0 = GOMAXPROCS")
 	cli.DurationVar(fs, &c.JSCallTimeout, "js_call_timeout", 0, "deadline of one generateBid call, inference included; default 0 = 2s")
 	fs.BoolVar(&c.JSIsolateCalls, "js_isolate_calls", true, "run every generateBid in a fresh JS runtime, so that nothing one call leaves (globals, prototypes, replaced functions: one user's data) reaches another; false shares runtimes between calls and is UNSAFE")

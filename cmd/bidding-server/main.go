@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"runtime/debug"
 	"time"
@@ -106,6 +108,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	// answers and /readyz says what is not ready yet while the sidecar
 	// starts and the first model sync runs.
 	srv.setStarting("the inference sidecar and the bidding module are not started yet")
+	srv.v2 = newKServe(cfg, srv, m)
 	httpSrv, ln, err := listen(cfg, srv, logger)
 	if err != nil {
 		return err
@@ -113,9 +116,29 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	// Closes the listener and every connection when start-up fails; a
 	// no-op after the Shutdown below.
 	defer httpSrv.Close()
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 3)
 	go func() { serveErr <- httpSrv.Serve(ln) }()
 	logger.Info("bidding-server listening", "addr", ln.Addr().String(), "max_connections", cfg.MaxConnections)
+	var kserveSrv *http.Server
+	if cfg.KServeListen != "" {
+		var kln net.Listener
+		if kserveSrv, kln, err = listenKServe(cfg, srv, logger); err != nil {
+			return fmt.Errorf("--kserve_listen: %w", err)
+		}
+		defer kserveSrv.Close()
+		go func() { serveErr <- kserveSrv.Serve(kln) }()
+		logger.Info("kserve v2 HTTP API listening", "addr", kln.Addr().String())
+	}
+	if cfg.KServeGRPCListen != "" {
+		gln, err := net.Listen("tcp", cfg.KServeGRPCListen)
+		if err != nil {
+			return fmt.Errorf("--kserve_grpc_listen: %w", err)
+		}
+		gs := srv.v2.NewGRPCServer()
+		defer stopGRPC(gs, cfg.ShutdownGrace)
+		go func() { serveErr <- gs.Serve(gln) }()
+		logger.Info("kserve v2 gRPC service listening", "addr", gln.Addr().String())
+	}
 
 	var sup *sidecar.Supervisor
 	var models modelstore.Registrar // the supervisor
@@ -146,6 +169,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		popts.Inference = client
 		// Ready only once a restarted sidecar has its models back.
 		srv.models, srv.health = client, sup
+		srv.v2.SetBackend(client)
 	} else {
 		logger.Warn("no inference sidecar binary: inference is disabled (getModelPaths/runInference are not defined)")
 	}
@@ -180,6 +204,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	// alives end, so that clients reconnect elsewhere.
 	srv.draining.Store(true)
 	httpSrv.SetKeepAlivesEnabled(false)
+	if kserveSrv != nil {
+		kserveSrv.SetKeepAlivesEnabled(false)
+	}
 	if cfg.DrainPeriod > 0 {
 		logger.Info("draining: /readyz answers 503, requests are still served", "drain_period", cfg.DrainPeriod)
 		select {
@@ -193,6 +220,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	shutCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
 	defer cancel()
 	err = httpSrv.Shutdown(shutCtx)
+	if kserveSrv != nil {
+		err = errors.Join(err, kserveSrv.Shutdown(shutCtx))
+	}
 	cancelBG()
 	<-done
 	// Deferred: pool.Close, then sup.Close (SIGTERM to the sidecar).

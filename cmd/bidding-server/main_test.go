@@ -31,6 +31,8 @@ func TestRunExitCodes(t *testing.T) {
 		{nil, "INFERENCE_SIDECAR_RLIMIT_MB=lots", 2, "environment variable INFERENCE_SIDECAR_RLIMIT_MB"},
 		{[]string{"--log_level", "loud"}, "", 1, "--log_level"},
 		{[]string{"--listen", "127.0.0.1:99999"}, "", 1, "--listen"},
+		{[]string{"--listen", "127.0.0.1:0", "--kserve_listen", "127.0.0.1:99999"}, "", 1, "--kserve_listen"},
+		{[]string{"--listen", "127.0.0.1:0", "--kserve_grpc_listen", "127.0.0.1:99999"}, "", 1, "--kserve_grpc_listen"},
 		{[]string{"--write_timeout", "1s"}, "", 2, "--write_timeout"},
 	} {
 		clear(env)

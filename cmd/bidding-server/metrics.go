@@ -4,11 +4,13 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/jsbridge"
+	"github.com/inferbid/inferbid/kserve"
 )
 
 // metrics are the server's Prometheus collectors: B&A's inference metrics
@@ -30,6 +32,9 @@ type metrics struct {
 	jsCallDuration     *prometheus.HistogramVec
 	httpRequests       *prometheus.CounterVec // handler, code
 	httpConnections    prometheus.Gauge       // open now, against --max_connections
+	v2Requests         *prometheus.CounterVec // protocol, endpoint, code
+	v2ModelRequests    *prometheus.CounterVec // protocol, model_path, code: inferences
+	v2Duration         *prometheus.HistogramVec
 }
 
 // unknownModelLabel replaces model paths that name no registered model, so
@@ -69,11 +74,33 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "inferbid_http_requests_total", Help: "HTTP requests by handler and status code."}, []string{"handler", "code"}),
 		httpConnections: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "inferbid_http_connections_open", Help: "HTTP connections open (idle keep-alive ones included), against --max_connections."}),
+		v2Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inferbid_v2_requests_total", Help: "Open Inference Protocol (KServe v2) requests by protocol (http, grpc), endpoint and status code (HTTP's, for gRPC too)."}, []string{"protocol", "endpoint", "code"}),
+		v2ModelRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inferbid_v2_model_requests_total", Help: "Open Inference Protocol (KServe v2) inferences by protocol, model path (" + unknownModelLabel + " for a name or version that resolved to none) and status code."}, []string{"protocol", "model_path", "code"}),
+		v2Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "inferbid_v2_request_duration_seconds", Help: "Open Inference Protocol (KServe v2) request duration by protocol and endpoint.", Buckets: latency}, []string{"protocol", "endpoint"}),
 	}
 	reg.MustRegister(m.inferenceRequests, m.inferenceDuration, m.inferenceReqBytes, m.inferenceRespBytes,
 		m.inferenceErrors, m.modelRequests, m.modelFailures, m.modelBatchSize, m.modelPathsErrors,
-		m.sidecarRestarts, m.jsCalls, m.jsCallDuration, m.httpRequests, m.httpConnections)
+		m.sidecarRestarts, m.jsCalls, m.jsCallDuration, m.httpRequests, m.httpConnections,
+		m.v2Requests, m.v2ModelRequests, m.v2Duration)
 	return m
+}
+
+// observeV2 counts one Open Inference Protocol request.
+func (m *metrics) observeV2(o kserve.Observation) {
+	m.v2Requests.WithLabelValues(o.Protocol, o.Endpoint, strconv.Itoa(o.Status)).Inc()
+	m.v2Duration.WithLabelValues(o.Protocol, o.Endpoint).Observe(o.Duration.Seconds())
+	if o.Endpoint == "infer" {
+		// Only paths the sidecar lists: a client's typos cannot grow the
+		// label set.
+		label := o.ModelPath
+		if label == "" {
+			label = unknownModelLabel
+		}
+		m.v2ModelRequests.WithLabelValues(o.Protocol, label, strconv.Itoa(o.Status)).Inc()
+	}
 }
 
 // connState is the http.Server's ConnState hook: it counts open

@@ -18,6 +18,7 @@ import (
 
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/jsbridge"
+	"github.com/inferbid/inferbid/kserve"
 	"github.com/inferbid/inferbid/modelstore"
 	"github.com/inferbid/inferbid/sidecar"
 )
@@ -40,7 +41,10 @@ type server struct {
 	health   healthChecker // nil when inference is disabled
 	metrics  *metrics
 	gatherer prometheus.Gatherer
-	logger   *slog.Logger
+	// v2 is the Open Inference Protocol (KServe v2) API, served under
+	// /v2; nil serves no /v2.
+	v2     *kserve.Server
+	logger *slog.Logger
 
 	maxBody        int64
 	maxGroups      int
@@ -95,6 +99,10 @@ func (s *server) handler() http.Handler {
 	}))
 	mux.HandleFunc("GET /readyz", s.count("readyz", s.ready))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{}))
+	if s.v2 != nil {
+		mux.Handle("/v2", s.v2.Handler())
+		mux.Handle("/v2/", s.v2.Handler())
+	}
 	return mux
 }
 
@@ -329,10 +337,29 @@ func (s *server) modelStatuses(ctx context.Context, path string) ([]modelStatus,
 // module compiled), the sidecar answers its health check, and the first
 // model sync finished.
 func (s *server) ready(w http.ResponseWriter, r *http.Request) int {
-	if s.draining.Load() {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "draining",
-			"problems": []string{"draining: the server got SIGTERM and stops soon; requests are still served"}})
+	status, problems := s.readiness(r.Context())
+	if len(problems) > 0 {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": status, "problems": problems})
 		return http.StatusServiceUnavailable
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	return http.StatusOK
+}
+
+// readyErr is /readyz's verdict as an error (nil when ready), for the v2
+// API's server-ready endpoint.
+func (s *server) readyErr(ctx context.Context) error {
+	if _, problems := s.readiness(ctx); len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// readiness is "ready" with no problems, or the status and what is not
+// ready.
+func (s *server) readiness(ctx context.Context) (string, []string) {
+	if s.draining.Load() {
+		return "draining", []string{"draining: the server got SIGTERM and stops soon; requests are still served"}
 	}
 	var problems []string
 	// pool and health are read only once start-up is over (they are set
@@ -344,7 +371,7 @@ func (s *server) ready(w http.ResponseWriter, r *http.Request) int {
 		problems = append(problems, "bidding module not loaded")
 	}
 	if step == nil && s.health != nil {
-		ctx, cancel := context.WithTimeout(r.Context(), 500*time.Millisecond)
+		ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		err := s.health.WaitHealthy(ctx)
 		cancel()
 		if err != nil {
@@ -362,11 +389,9 @@ func (s *server) ready(w http.ResponseWriter, r *http.Request) int {
 		problems = append(problems, msg)
 	}
 	if len(problems) > 0 {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "not ready", "problems": problems})
-		return http.StatusServiceUnavailable
+		return "not ready", problems
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
-	return http.StatusOK
+	return "ready", nil
 }
 
 func (s *server) setSyncResult(err error) {

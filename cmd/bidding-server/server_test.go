@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -335,13 +336,23 @@ func TestStartingAndDraining(t *testing.T) {
 			t.Errorf("%s %s while starting: %d %s", c.method, c.path, code, body)
 		}
 	}
+	// The v2 API's server-ready is /readyz's verdict.
+	if err := s.readyErr(context.Background()); err == nil || !strings.Contains(err.Error(), "the inference sidecar is starting") {
+		t.Errorf("readyErr while starting: %v", err)
+	}
 	s.started()
 	if code, body := get(t, ts.URL+"/readyz"); code != 200 {
 		t.Errorf("/readyz once started: %d %s", code, body)
 	}
+	if err := s.readyErr(context.Background()); err != nil {
+		t.Errorf("readyErr once started: %v", err)
+	}
 	s.draining.Store(true)
 	if code, body := get(t, ts.URL+"/readyz"); code != 503 || !strings.Contains(body, `"status":"draining"`) {
 		t.Errorf("/readyz while draining: %d %s", code, body)
+	}
+	if err := s.readyErr(context.Background()); err == nil || !strings.Contains(err.Error(), "draining") {
+		t.Errorf("readyErr while draining: %v", err)
 	}
 	if code, body := post(t, ts.URL+"/v1/generateBids", `{"interest_groups":[{"name":"a","value":1}]}`); code != 200 {
 		t.Errorf("generateBids while draining: %d %s", code, body)

@@ -4,7 +4,8 @@
 // server (client) and one inference sidecar process (server) over a Unix
 // socket. Predict takes either the B&A batch JSON or a typed batch of
 // packed tensors; RegisterModelStream sends a model's files in chunks.
-// Package sidecar implements the server and the client on top of it.
+// Package sidecar implements the server and the client on top of it. The
+// directive below also generates proto/kservepb.
 package inferencepb
 
 //go:generate ../../scripts/gen-proto.sh

@@ -1,0 +1,373 @@
+package kserve
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/inferbid/inferbid/proto/kservepb"
+	"github.com/inferbid/inferbid/tensor"
+)
+
+// NewGRPCServer returns a gRPC server with the protocol's
+// inference.GRPCInferenceService over s; messages are bounded by
+// Options.MaxRequestBytes (received) and 4 times that (sent).
+func (s *Server) NewGRPCServer() *grpc.Server {
+	gs := grpc.NewServer(grpc.MaxRecvMsgSize(int(s.opts.MaxRequestBytes)), grpc.MaxSendMsgSize(4*int(s.opts.MaxRequestBytes)))
+	kservepb.RegisterGRPCInferenceServiceServer(gs, &grpcService{s: s})
+	return gs
+}
+
+// grpcService is the protocol's gRPC surface: the same core as the HTTP
+// one, with errors as gRPC statuses.
+type grpcService struct {
+	kservepb.UnimplementedGRPCInferenceServiceServer
+	s *Server
+}
+
+// grpcCode maps the HTTP status the protocol gives an error to a gRPC code.
+func grpcCode(httpStatus int) codes.Code {
+	switch httpStatus {
+	case http.StatusBadRequest:
+		return codes.InvalidArgument
+	case http.StatusNotFound:
+		return codes.NotFound
+	case http.StatusRequestEntityTooLarge:
+		return codes.ResourceExhausted
+	case http.StatusServiceUnavailable:
+		return codes.Unavailable
+	}
+	return codes.Internal
+}
+
+// httpStatusOf is the HTTP equivalent of a gRPC error, for Observe.
+func httpStatusOf(err error) int {
+	if err == nil {
+		return http.StatusOK
+	}
+	switch status.Code(err) {
+	case codes.InvalidArgument:
+		return http.StatusBadRequest
+	case codes.NotFound:
+		return http.StatusNotFound
+	case codes.ResourceExhausted:
+		return http.StatusRequestEntityTooLarge
+	case codes.Unavailable:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+func toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	return status.Error(grpcCode(StatusOf(err)), err.Error())
+}
+
+func (g *grpcService) observe(ep string, start time.Time, modelPath string, err error) {
+	if g.s.opts.Observe != nil {
+		g.s.opts.Observe(Observation{Protocol: "grpc", Endpoint: ep, Status: httpStatusOf(err), ModelPath: modelPath, Duration: time.Since(start)})
+	}
+}
+
+func (g *grpcService) ServerLive(ctx context.Context, _ *kservepb.ServerLiveRequest) (*kservepb.ServerLiveResponse, error) {
+	defer g.observe(epLive, time.Now(), "", nil)
+	return &kservepb.ServerLiveResponse{Live: g.s.Live()}, nil
+}
+
+func (g *grpcService) ServerReady(ctx context.Context, _ *kservepb.ServerReadyRequest) (*kservepb.ServerReadyResponse, error) {
+	defer g.observe(epReady, time.Now(), "", nil)
+	return &kservepb.ServerReadyResponse{Ready: g.s.ServerReady(ctx) == nil}, nil
+}
+
+// ModelReady answers false for a model that is loading, NotFound for one
+// that is not known.
+func (g *grpcService) ModelReady(ctx context.Context, req *kservepb.ModelReadyRequest) (_ *kservepb.ModelReadyResponse, err error) {
+	start := time.Now()
+	r, err := g.s.ModelReady(ctx, req.GetName(), req.GetVersion())
+	if err != nil && StatusOf(err) == http.StatusBadRequest {
+		g.observe(epModelReady, start, r.Path, nil)
+		return &kservepb.ModelReadyResponse{Ready: false}, nil
+	}
+	err = toStatus(err)
+	g.observe(epModelReady, start, r.Path, err)
+	if err != nil {
+		return nil, err
+	}
+	return &kservepb.ModelReadyResponse{Ready: true}, nil
+}
+
+func (g *grpcService) ServerMetadata(ctx context.Context, _ *kservepb.ServerMetadataRequest) (*kservepb.ServerMetadataResponse, error) {
+	defer g.observe(epServerMetadata, time.Now(), "", nil)
+	md := g.s.Metadata()
+	return &kservepb.ServerMetadataResponse{Name: md.Name, Version: md.Version, Extensions: md.Extensions}, nil
+}
+
+func (g *grpcService) ModelMetadata(ctx context.Context, req *kservepb.ModelMetadataRequest) (*kservepb.ModelMetadataResponse, error) {
+	start := time.Now()
+	md, err := g.s.ModelMetadata(ctx, req.GetName(), req.GetVersion())
+	err = toStatus(err)
+	g.observe(epModelMetadata, start, md.ModelPath, err)
+	if err != nil {
+		return nil, err
+	}
+	tm := func(ts []TensorMetadata) []*kservepb.ModelMetadataResponse_TensorMetadata {
+		out := make([]*kservepb.ModelMetadataResponse_TensorMetadata, len(ts))
+		for i, t := range ts {
+			out[i] = &kservepb.ModelMetadataResponse_TensorMetadata{Name: t.Name, Datatype: t.Datatype, Shape: t.Shape}
+		}
+		return out
+	}
+	return &kservepb.ModelMetadataResponse{Name: md.Name, Versions: md.Versions, Platform: md.Platform, Inputs: tm(md.Inputs), Outputs: tm(md.Outputs)}, nil
+}
+
+func (g *grpcService) ModelInfer(ctx context.Context, req *kservepb.ModelInferRequest) (*kservepb.ModelInferResponse, error) {
+	start := time.Now()
+	resp, raw, err := g.infer(ctx, req)
+	modelPath := ""
+	if resp != nil {
+		modelPath = resp.ModelPath
+	}
+	var out *kservepb.ModelInferResponse
+	if err == nil {
+		out, err = encodeInferResponse(resp, raw)
+	}
+	err = toStatus(err)
+	g.observe(epInfer, start, modelPath, err)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// infer decodes a request and runs it; raw says whether the inputs came
+// as raw_input_contents (the outputs then go back raw).
+func (g *grpcService) infer(ctx context.Context, req *kservepb.ModelInferRequest) (*InferResponse, bool, error) {
+	g.s.wake()
+	inputs := req.GetInputs()
+	raw := req.GetRawInputContents()
+	if len(inputs) == 0 {
+		return nil, false, errorf(http.StatusBadRequest, "request has no inputs")
+	}
+	if len(inputs) > g.s.opts.Limits.MaxTensors {
+		return nil, false, errorf(http.StatusBadRequest, "request has %d inputs, the limit is %d", len(inputs), g.s.opts.Limits.MaxTensors)
+	}
+	if len(raw) > 0 && len(raw) != len(inputs) {
+		return nil, false, errorf(http.StatusBadRequest, "raw_input_contents has %d buffers for %d inputs", len(raw), len(inputs))
+	}
+	ir := &InferRequest{ID: req.GetId(), ModelName: req.GetModelName(), ModelVersion: req.GetModelVersion(), Inputs: make([]tensor.Tensor, len(inputs))}
+	seen := map[string]bool{}
+	for i, in := range inputs {
+		name := in.GetName()
+		if name == "" {
+			return nil, false, errorf(http.StatusBadRequest, "inputs[%d] has no name", i)
+		}
+		if seen[name] {
+			return nil, false, errorf(http.StatusBadRequest, "input %q is given twice", name)
+		}
+		seen[name] = true
+		dt, err := ParseDatatype(name, in.GetDatatype())
+		if err != nil {
+			return nil, false, &Error{Status: http.StatusBadRequest, Err: err}
+		}
+		t, err := g.s.newTensor(name, in.GetShape(), dt)
+		if err != nil {
+			return nil, false, &Error{Status: http.StatusBadRequest, Err: err}
+		}
+		n, _ := tensor.NumElements(t.Shape, g.s.opts.Limits.MaxElements)
+		if len(raw) > 0 {
+			if in.GetContents() != nil {
+				return nil, false, errorf(http.StatusBadRequest, "input %q has contents while the request uses raw_input_contents", name)
+			}
+			t.Data, err = decodeRaw(raw[i], dt, n)
+		} else {
+			t.Data, err = decodeContents(in.GetContents(), dt, n)
+		}
+		if err != nil {
+			return nil, false, errorf(http.StatusBadRequest, "input %q (%s, shape %s): %w", name, in.GetDatatype(), tensor.FormatShape(t.Shape), err)
+		}
+		ir.Inputs[i] = t
+	}
+	for i, o := range req.GetOutputs() {
+		if o.GetName() == "" {
+			return nil, false, errorf(http.StatusBadRequest, "outputs[%d] has no name", i)
+		}
+		ir.Outputs = append(ir.Outputs, o.GetName())
+	}
+	resp, err := g.s.Infer(ctx, ir)
+	return resp, len(raw) > 0, err
+}
+
+// decodeContents reads the typed contents of dtype d: n values in the field
+// the protocol gives the datatype, nothing in the others.
+func decodeContents(c *kservepb.InferTensorContents, d tensor.DType, n int64) (any, error) {
+	var field string
+	var got int
+	switch d {
+	case tensor.Float:
+		field, got = "fp32_contents", len(c.GetFp32Contents())
+	case tensor.Double:
+		field, got = "fp64_contents", len(c.GetFp64Contents())
+	case tensor.Int64:
+		field, got = "int64_contents", len(c.GetInt64Contents())
+	default:
+		field, got = "int_contents", len(c.GetIntContents())
+	}
+	total := len(c.GetBoolContents()) + len(c.GetIntContents()) + len(c.GetInt64Contents()) + len(c.GetUintContents()) +
+		len(c.GetUint64Contents()) + len(c.GetFp32Contents()) + len(c.GetFp64Contents()) + len(c.GetBytesContents())
+	if total != got {
+		return nil, fmt.Errorf("contents hold values outside %s, the field of this datatype", field)
+	}
+	if int64(got) != n {
+		return nil, fmt.Errorf("%s holds %d values, the shape describes %d", field, got, n)
+	}
+	switch d {
+	case tensor.Float:
+		return c.GetFp32Contents(), nil
+	case tensor.Double:
+		return c.GetFp64Contents(), nil
+	case tensor.Int64:
+		return c.GetInt64Contents(), nil
+	case tensor.Int32:
+		return c.GetIntContents(), nil
+	case tensor.Int16:
+		return narrow[int16](c.GetIntContents(), 16)
+	case tensor.Int8:
+		return narrow[int8](c.GetIntContents(), 8)
+	}
+	return nil, fmt.Errorf("dtype %s has no contents field", d)
+}
+
+func narrow[T int8 | int16](v []int32, bits int) ([]T, error) {
+	out := make([]T, len(v))
+	lo, hi := -int32(1)<<(bits-1), int32(1)<<(bits-1)-1
+	for i, x := range v {
+		if x < lo || x > hi {
+			return nil, fmt.Errorf("int_contents element %d (%d) is out of range for INT%d", i, x, bits)
+		}
+		out[i] = T(x)
+	}
+	return out, nil
+}
+
+// decodeRaw reads a little-endian, row-major buffer of n elements.
+func decodeRaw(b []byte, d tensor.DType, n int64) (any, error) {
+	size := int64(d.Size())
+	if int64(len(b)) != n*size {
+		return nil, fmt.Errorf("raw_input_contents holds %d bytes, the shape and datatype need %d", len(b), n*size)
+	}
+	data := tensor.MakeData(d, int(n))
+	switch v := data.(type) {
+	case []float32:
+		for i := range v {
+			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		}
+	case []float64:
+		for i := range v {
+			v[i] = math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:]))
+		}
+	case []int8:
+		for i := range v {
+			v[i] = int8(b[i])
+		}
+	case []int16:
+		for i := range v {
+			v[i] = int16(binary.LittleEndian.Uint16(b[2*i:]))
+		}
+	case []int32:
+		for i := range v {
+			v[i] = int32(binary.LittleEndian.Uint32(b[4*i:]))
+		}
+	case []int64:
+		for i := range v {
+			v[i] = int64(binary.LittleEndian.Uint64(b[8*i:]))
+		}
+	default:
+		return nil, errors.New("no raw form for this datatype")
+	}
+	return data, nil
+}
+
+// encodeRaw writes a tensor's elements little-endian.
+func encodeRaw(t tensor.Tensor) []byte {
+	b := make([]byte, 0, t.Len()*t.DType().Size())
+	switch v := t.Data.(type) {
+	case []float32:
+		for _, x := range v {
+			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
+		}
+	case []float64:
+		for _, x := range v {
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
+		}
+	case []int8:
+		for _, x := range v {
+			b = append(b, byte(x))
+		}
+	case []int16:
+		for _, x := range v {
+			b = binary.LittleEndian.AppendUint16(b, uint16(x))
+		}
+	case []int32:
+		for _, x := range v {
+			b = binary.LittleEndian.AppendUint32(b, uint32(x))
+		}
+	case []int64:
+		for _, x := range v {
+			b = binary.LittleEndian.AppendUint64(b, uint64(x))
+		}
+	}
+	return b
+}
+
+// encodeInferResponse builds the answer: outputs in raw_output_contents
+// when the request came raw, typed contents otherwise.
+func encodeInferResponse(resp *InferResponse, raw bool) (*kservepb.ModelInferResponse, error) {
+	out := &kservepb.ModelInferResponse{ModelName: resp.ModelName, ModelVersion: resp.ModelVersion, Id: resp.ID}
+	for _, t := range resp.Outputs {
+		dt := DatatypeOf(t.DType())
+		if dt == "" {
+			return nil, errorf(http.StatusInternalServerError, "output %q holds no data of a known type (%T)", t.Name, t.Data)
+		}
+		o := &kservepb.ModelInferResponse_InferOutputTensor{Name: t.Name, Datatype: dt, Shape: t.Shape}
+		if raw {
+			out.RawOutputContents = append(out.RawOutputContents, encodeRaw(t))
+		} else {
+			c := &kservepb.InferTensorContents{}
+			switch v := t.Data.(type) {
+			case []float32:
+				c.Fp32Contents = v
+			case []float64:
+				c.Fp64Contents = v
+			case []int64:
+				c.Int64Contents = v
+			case []int32:
+				c.IntContents = v
+			case []int16:
+				c.IntContents = widen(v)
+			case []int8:
+				c.IntContents = widen(v)
+			}
+			o.Contents = c
+		}
+		out.Outputs = append(out.Outputs, o)
+	}
+	return out, nil
+}
+
+func widen[T int8 | int16](v []T) []int32 {
+	out := make([]int32, len(v))
+	for i, x := range v {
+		out[i] = int32(x)
+	}
+	return out
+}

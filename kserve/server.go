@@ -1,0 +1,430 @@
+package kserve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/inferbid/inferbid/batch"
+	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/sidecar"
+	"github.com/inferbid/inferbid/tensor"
+)
+
+// Backend is the sidecar as the protocol uses it: *sidecar.Client (or a
+// Supervisor's client) satisfies it.
+type Backend interface {
+	Predict(ctx context.Context, entries []batch.Entry) ([]batch.Result, error)
+	ModelPaths(ctx context.Context) ([]string, error)
+	Models(ctx context.Context, modelPath string) ([]sidecar.ModelInfo, error)
+}
+
+// Platform names per runtime, as Triton and KServe name them.
+const (
+	PlatformTensorFlow = "tensorflow_savedmodel"
+	PlatformPyTorch    = "pytorch_libtorch"
+	PlatformONNX       = "onnxruntime_onnx"
+)
+
+// Defaults where Options fields are zero.
+const (
+	DefaultServerName      = "inferbid"
+	DefaultMaxRequestBytes = 8 << 20 // runInference's argument limit
+	DefaultTimeout         = 10 * time.Second
+	// pathsTTL is how long the sidecar's model paths are reused, as
+	// getModelPaths caches them for runInference.
+	pathsTTL = 100 * time.Millisecond
+)
+
+// Options configure a Server; the zero value means defaults.
+type Options struct {
+	// Platform is the runtime's platform name (PlatformTensorFlow, ...);
+	// "" when unknown.
+	Platform string
+	// ServerName and ServerVersion answer server metadata;
+	// "" = DefaultServerName and "unknown".
+	ServerName, ServerVersion string
+	// MaxRequestBytes bounds an HTTP inference body; 0 = 8 MiB.
+	MaxRequestBytes int64
+	// Limits bound a request's tensors as they bound a runInference batch
+	// (elements per tensor, tensors per request).
+	Limits batch.Limits
+	// Timeout bounds one inference, sidecar call included; 0 = 10s.
+	Timeout time.Duration
+	// Ready says whether the server is ready (nil error) or why not; nil =
+	// ready once a backend is set.
+	Ready func(ctx context.Context) error
+	// Observe, when set, is called once per request with its outcome (for
+	// metrics).
+	Observe func(Observation)
+}
+
+// Observation is one request's outcome.
+type Observation struct {
+	Protocol string // "http" or "grpc"
+	Endpoint string // "live", "ready", "model_ready", "server_metadata", "model_metadata", "infer", "unknown"
+	Status   int    // the HTTP status (the gRPC code's HTTP equivalent)
+	// ModelPath is the model path an inference or model request resolved
+	// to; "" when it resolved to none.
+	ModelPath string
+	Duration  time.Duration
+}
+
+// Server is the protocol's core over one backend.
+type Server struct {
+	opts    Options
+	backend atomic.Pointer[Backend]
+
+	pathsMu   sync.Mutex
+	paths     []string
+	pathsTime time.Time
+	sigs      map[string]cachedSignature // by model path
+}
+
+// cachedSignature is a model's signature as the sidecar described it.
+type cachedSignature struct {
+	sig  runtimes.Signature
+	when time.Time
+}
+
+// New returns a server; it answers "not ready" and 404s until SetBackend.
+func New(opts Options) *Server {
+	if opts.ServerName == "" {
+		opts.ServerName = DefaultServerName
+	}
+	if opts.ServerVersion == "" {
+		opts.ServerVersion = "unknown"
+	}
+	if opts.MaxRequestBytes <= 0 {
+		opts.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	opts.Limits = opts.Limits.WithDefaults()
+	return &Server{opts: opts}
+}
+
+// SetBackend sets the sidecar the server asks (once it has started).
+func (s *Server) SetBackend(b Backend) { s.backend.Store(&b) }
+
+// wake tells the sidecar an inference is coming (*sidecar.Client wakes
+// its fast-lane reader), so that its wake-up overlaps decoding the
+// request, as runInference does.
+func (s *Server) wake() {
+	if w, ok := s.getBackend().(interface{ Wake() }); ok {
+		w.Wake()
+	}
+}
+
+func (s *Server) getBackend() Backend {
+	if b := s.backend.Load(); b != nil {
+		return *b
+	}
+	return nil
+}
+
+// Error is a failed request: the HTTP status the protocol gives it and the
+// message.
+type Error struct {
+	Status int
+	Err    error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+func errorf(status int, format string, args ...any) error {
+	return &Error{Status: status, Err: fmt.Errorf(format, args...)}
+}
+
+// StatusOf is the HTTP status of err: an *Error's own, else by the
+// inferr type: INPUT_PARSING 400, MODEL_NOT_FOUND 404, the others 500.
+func StatusOf(err error) int {
+	if e, ok := errors.AsType[*Error](err); ok {
+		return e.Status
+	}
+	switch inferr.TypeOf(err) {
+	case inferr.InputParsing:
+		return http.StatusBadRequest
+	case inferr.ModelNotFound:
+		return http.StatusNotFound
+	}
+	return http.StatusInternalServerError
+}
+
+// Live is always true while the process answers.
+func (s *Server) Live() bool { return true }
+
+// ServerReady reports whether the server is ready, or why not.
+func (s *Server) ServerReady(ctx context.Context) error {
+	if s.getBackend() == nil {
+		return errors.New("inference is not available: no sidecar (disabled, or still starting)")
+	}
+	if s.opts.Ready != nil {
+		return s.opts.Ready(ctx)
+	}
+	return nil
+}
+
+// ServerMetadata is the server metadata answer.
+type ServerMetadata struct {
+	Name       string   `json:"name"`
+	Version    string   `json:"version"`
+	Extensions []string `json:"extensions"`
+}
+
+// Metadata describes the server; it defines no extensions.
+func (s *Server) Metadata() ServerMetadata {
+	return ServerMetadata{Name: s.opts.ServerName, Version: s.opts.ServerVersion, Extensions: []string{}}
+}
+
+// modelPaths are the sidecar's model paths, reused for pathsTTL unless
+// fresh is set.
+func (s *Server) modelPaths(ctx context.Context, b Backend, fresh bool) ([]string, error) {
+	s.pathsMu.Lock()
+	defer s.pathsMu.Unlock()
+	if !fresh && s.paths != nil && time.Since(s.pathsTime) < pathsTTL {
+		return s.paths, nil
+	}
+	paths, err := b.ModelPaths(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.paths, s.pathsTime = paths, time.Now()
+	return paths, nil
+}
+
+// outputNames maps a model's output tensor names to the names its
+// metadata shows (TensorFlow's signature key "y" for the graph tensor
+// "StatefulPartitionedCall:0"), from a signature reused for pathsTTL. A
+// signature that is stale after a swap renames nothing wrongly: only names
+// it lists are renamed.
+func (s *Server) outputNames(ctx context.Context, b Backend, path string) map[string]string {
+	s.pathsMu.Lock()
+	c, ok := s.sigs[path]
+	s.pathsMu.Unlock()
+	if !ok || time.Since(c.when) >= pathsTTL {
+		infos, err := b.Models(ctx, path)
+		if err != nil || len(infos) != 1 {
+			return nil
+		}
+		c = cachedSignature{sig: infos[0].Signature, when: time.Now()}
+		s.pathsMu.Lock()
+		if s.sigs == nil || len(s.sigs) > 4096 {
+			s.sigs = map[string]cachedSignature{}
+		}
+		s.sigs[path] = c
+		s.pathsMu.Unlock()
+	}
+	var names map[string]string
+	for _, o := range c.sig.Outputs {
+		if len(o.Aliases) > 0 {
+			if names == nil {
+				names = map[string]string{}
+			}
+			names[o.Name] = o.Aliases[0]
+		}
+	}
+	return names
+}
+
+// Resolve finds the model path of name and version (the newest version
+// when version is ""); a 404 *Error when there is none.
+func (s *Server) Resolve(ctx context.Context, name, version string) (Resolution, error) {
+	b := s.getBackend()
+	if b == nil {
+		return Resolution{}, errorf(http.StatusNotFound, "model %q is not known: inference is not available (no sidecar, or it is still starting)", name)
+	}
+	if name == "" {
+		return Resolution{}, errorf(http.StatusBadRequest, "no model name")
+	}
+	paths, err := s.modelPaths(ctx, b, false)
+	if err != nil {
+		return Resolution{}, fmt.Errorf("list models: %w", err)
+	}
+	r, ok := Resolve(paths, name, version)
+	if !ok {
+		// A model registered since the paths were listed must not be a
+		// 404: a miss asks the sidecar again.
+		if paths, err = s.modelPaths(ctx, b, true); err != nil {
+			return Resolution{}, fmt.Errorf("list models: %w", err)
+		}
+		r, ok = Resolve(paths, name, version)
+	}
+	if !ok {
+		if version != "" && len(r.Versions) > 0 {
+			return r, errorf(http.StatusNotFound, "model %q has no version %q (versions: %s)", name, version, strings.Join(r.Versions, ", "))
+		}
+		return r, errorf(http.StatusNotFound, "model %q is not known (model paths map to NAME/VERSION/, e.g. pctr/v2/ is model pctr version v2)", name)
+	}
+	return r, nil
+}
+
+// ModelReady reports whether the model serves: nil when it does, a 404
+// *Error when it is not known, a 400 one while it loads.
+func (s *Server) ModelReady(ctx context.Context, name, version string) (Resolution, error) {
+	r, info, err := s.model(ctx, name, version)
+	if err != nil {
+		return r, err
+	}
+	if info.State != sidecar.ModelServing {
+		return r, errorf(http.StatusBadRequest, "model %q version %q (model path %q) is %s", name, r.Version, r.Path, info.State)
+	}
+	return r, nil
+}
+
+func (s *Server) model(ctx context.Context, name, version string) (Resolution, sidecar.ModelInfo, error) {
+	r, err := s.Resolve(ctx, name, version)
+	if err != nil {
+		return r, sidecar.ModelInfo{}, err
+	}
+	infos, err := s.getBackend().Models(ctx, r.Path)
+	if err != nil {
+		return r, sidecar.ModelInfo{}, fmt.Errorf("describe model %q: %w", r.Path, err)
+	}
+	for _, in := range infos {
+		if in.Path == r.Path {
+			return r, in, nil
+		}
+	}
+	return r, sidecar.ModelInfo{}, errorf(http.StatusNotFound, "model %q (model path %q) is not known", name, r.Path)
+}
+
+// TensorMetadata is one input or output in model metadata.
+type TensorMetadata struct {
+	Name     string  `json:"name"`
+	Datatype string  `json:"datatype"`
+	Shape    []int64 `json:"shape"`
+}
+
+// ModelMetadata is the model metadata answer.
+type ModelMetadata struct {
+	Name     string           `json:"name"`
+	Versions []string         `json:"versions,omitempty"`
+	Platform string           `json:"platform"`
+	Inputs   []TensorMetadata `json:"inputs"`
+	Outputs  []TensorMetadata `json:"outputs"`
+
+	// ModelPath is the path the name and version resolved to (not in the
+	// protocol's answer).
+	ModelPath string `json:"-"`
+}
+
+// ModelMetadata describes a model from the sidecar's signature: variable
+// dimensions are -1; a tensor of unknown rank has an empty shape and one
+// the runtime accepts of any type an empty datatype.
+func (s *Server) ModelMetadata(ctx context.Context, name, version string) (ModelMetadata, error) {
+	r, info, err := s.model(ctx, name, version)
+	if err != nil {
+		return ModelMetadata{}, err
+	}
+	return ModelMetadata{
+		Name:      name,
+		Versions:  r.Versions,
+		Platform:  s.opts.Platform,
+		Inputs:    tensorMetadata(info.Signature.Inputs),
+		Outputs:   tensorMetadata(info.Signature.Outputs),
+		ModelPath: r.Path,
+	}, nil
+}
+
+func tensorMetadata(specs []runtimes.TensorSpec) []TensorMetadata {
+	out := make([]TensorMetadata, len(specs))
+	for i, sp := range specs {
+		name := sp.Name
+		// TensorFlow's signature key ("x") rather than the graph tensor
+		// name ("serving_default_x:0"): the name clients know.
+		if len(sp.Aliases) > 0 {
+			name = sp.Aliases[0]
+		}
+		shape := sp.Shape
+		if shape == nil {
+			shape = []int64{}
+		}
+		out[i] = TensorMetadata{Name: name, Datatype: DatatypeOf(sp.DType), Shape: shape}
+	}
+	return out
+}
+
+// InferRequest is a decoded inference request.
+type InferRequest struct {
+	ID           string
+	ModelName    string
+	ModelVersion string
+	Inputs       []tensor.Tensor
+	Outputs      []string // requested outputs; none = every output
+}
+
+// InferResponse is an inference answer.
+type InferResponse struct {
+	ModelName    string
+	ModelVersion string
+	ID           string
+	Outputs      []tensor.Tensor
+	ModelPath    string // the resolved model path (not in the protocol's answer)
+}
+
+// Infer runs a request through the sidecar's typed Predict, the call
+// runInference makes, as a batch of one entry. Errors are typed for
+// StatusOf.
+func (s *Server) Infer(ctx context.Context, req *InferRequest) (*InferResponse, error) {
+	resp := &InferResponse{ModelName: req.ModelName, ID: req.ID}
+	r, err := s.Resolve(ctx, req.ModelName, req.ModelVersion)
+	if err != nil {
+		return resp, err
+	}
+	resp.ModelVersion, resp.ModelPath = r.Version, r.Path
+	if len(req.Inputs) > s.opts.Limits.MaxTensors {
+		return resp, errorf(http.StatusBadRequest, "request has %d inputs, the limit is %d", len(req.Inputs), s.opts.Limits.MaxTensors)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
+	results, err := s.getBackend().Predict(ctx, []batch.Entry{{ModelPath: r.Path, Tensors: req.Inputs}})
+	if err == nil && len(results) != 1 {
+		err = inferr.Errorf(inferr.OutputParsing, "sidecar answered %d results for 1 entry", len(results))
+	}
+	if err == nil {
+		err = results[0].Err
+	}
+	if err != nil {
+		err = fmt.Errorf("model %q version %q (model path %q): %w", req.ModelName, r.Version, r.Path, err)
+		if msg := err.Error(); inferr.TypeOf(err) == inferr.InputParsing && (strings.Contains(msg, "DOUBLE") || strings.Contains(msg, "FLOAT")) {
+			// The runtime speaks the batch contract's dtype names.
+			err = fmt.Errorf("%w (in the protocol's names, FLOAT is FP32 and DOUBLE is FP64)", err)
+		}
+		return resp, err
+	}
+	outs := results[0].Tensors
+	if rename := s.outputNames(ctx, s.getBackend(), r.Path); rename != nil {
+		for i, t := range outs {
+			if n, ok := rename[t.Name]; ok {
+				outs[i].Name = n
+			}
+		}
+	}
+	if len(req.Outputs) > 0 {
+		picked := make([]tensor.Tensor, 0, len(req.Outputs))
+		for _, name := range req.Outputs {
+			i := slices.IndexFunc(outs, func(t tensor.Tensor) bool { return t.Name == name })
+			if i < 0 {
+				names := make([]string, len(outs))
+				for j, t := range outs {
+					names[j] = t.Name
+				}
+				return resp, errorf(http.StatusBadRequest, "requested output %q is not an output of model %q (outputs: %s)", name, req.ModelName, strings.Join(names, ", "))
+			}
+			picked = append(picked, outs[i])
+		}
+		outs = picked
+	}
+	resp.Outputs = outs
+	return resp, nil
+}

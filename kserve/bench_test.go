@@ -65,7 +65,7 @@ func BenchmarkV2Infer(b *testing.B) {
 	}
 	client := sup.Client()
 
-	srv := kserve.New(kserve.Options{Platform: kserve.PlatformTensorFlow})
+	srv := kserve.New(kserve.Options{})
 	srv.SetBackend(client)
 	mux := http.NewServeMux()
 	mux.Handle("/v2/", srv.Handler())

@@ -80,7 +80,7 @@ func runConformance(t *testing.T, client *sidecar.Client, fx affineFixture) {
 			t.Fatalf("register alldtypes/: %v", err)
 		}
 	}
-	srv := kserve.New(kserve.Options{Platform: fx.Platform})
+	srv := kserve.New(kserve.Options{})
 	srv.SetBackend(client)
 	t.Run("HTTP", func(t *testing.T) { runHTTPConformance(t, srv, fx) })
 	t.Run("gRPC", func(t *testing.T) { runGRPCConformance(t, srv, fx) })

@@ -33,7 +33,6 @@ type inferResponse struct {
 
 func newTFServer(t *testing.T, opts kserve.Options) (string, *kserve.Server) {
 	t.Helper()
-	opts.Platform = kserve.PlatformTensorFlow
 	srv := kserve.New(opts)
 	srv.SetBackend(tfSidecar(t))
 	return serveHTTP(t, srv), srv

@@ -33,6 +33,14 @@ const (
 	PlatformONNX       = "onnxruntime_onnx"
 )
 
+// platforms maps the runtime a sidecar reports for a model (its registered
+// name) to the protocol's platform name.
+var platforms = map[string]string{
+	"tensorflow": PlatformTensorFlow,
+	"pytorch":    PlatformPyTorch,
+	"onnx":       PlatformONNX,
+}
+
 // Defaults where Options fields are zero.
 const (
 	DefaultServerName      = "inferbid"
@@ -45,9 +53,6 @@ const (
 
 // Options configure a Server; the zero value means defaults.
 type Options struct {
-	// Platform is the runtime's platform name (PlatformTensorFlow, ...);
-	// "" when unknown.
-	Platform string
 	// ServerName and ServerVersion answer server metadata;
 	// "" = DefaultServerName and "unknown".
 	ServerName, ServerVersion string
@@ -329,7 +334,7 @@ func (s *Server) ModelMetadata(ctx context.Context, name, version string) (Model
 	return ModelMetadata{
 		Name:      name,
 		Versions:  r.Versions,
-		Platform:  s.opts.Platform,
+		Platform:  platforms[info.Runtime],
 		Inputs:    tensorMetadata(info.Signature.Inputs),
 		Outputs:   tensorMetadata(info.Signature.Outputs),
 		ModelPath: r.Path,

@@ -17,6 +17,7 @@ func modelInfoToProto(in ModelInfo) *inferencepb.ModelStatus {
 	p := &inferencepb.ModelStatus{
 		ModelPath:  in.Path,
 		State:      inferencepb.ModelState_LOADING,
+		Runtime:    in.Runtime,
 		Checksum:   in.Checksum,
 		Positional: in.Signature.Positional,
 		LoadMs:     ms(in.Load),
@@ -39,6 +40,7 @@ func modelInfoFromProto(p *inferencepb.ModelStatus) ModelInfo {
 	in := ModelInfo{
 		Path:     p.GetModelPath(),
 		State:    ModelLoading,
+		Runtime:  p.GetRuntime(),
 		Checksum: p.GetChecksum(),
 		Load:     time.Duration(p.GetLoadMs() * float64(time.Millisecond)),
 		WarmUp:   time.Duration(p.GetWarmUpMs() * float64(time.Millisecond)),

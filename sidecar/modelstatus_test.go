@@ -50,6 +50,9 @@ func TestModelStatusShowsServingModelAndSignature(t *testing.T) {
 	if m.Path != "pctr/v1/" || m.State != sidecar.ModelServing {
 		t.Errorf("model %q state %q, want pctr/v1/ serving", m.Path, m.State)
 	}
+	if m.Runtime != tensorflow.Name {
+		t.Errorf("runtime %q, want %q (the runtime's registered name)", m.Runtime, tensorflow.Name)
+	}
 	if want := modelfiles.Checksum(files); m.Checksum != want {
 		t.Errorf("checksum %q, want %q (as inferctl checksum computes it)", m.Checksum, want)
 	}
@@ -147,8 +150,8 @@ func TestModelStatusLoading(t *testing.T) {
 		t.Fatal("the registration never reached Load")
 	}
 	got, err := c.Models(ctx, "m/")
-	if err != nil || len(got) != 1 || got[0].State != sidecar.ModelLoading || got[0].Checksum != "" || !got[0].LoadedAt.IsZero() {
-		t.Errorf("while loading: %+v, %v; want m/ loading, no checksum nor loaded_at", got, err)
+	if err != nil || len(got) != 1 || got[0].State != sidecar.ModelLoading || got[0].Runtime != "" || got[0].Checksum != "" || !got[0].LoadedAt.IsZero() {
+		t.Errorf("while loading: %+v, %v; want m/ loading, no runtime, checksum nor loaded_at", got, err)
 	}
 	close(b.release)
 	if err := <-registered; err != nil {

@@ -267,7 +267,10 @@ type ModelInfo struct {
 	Path string
 	// State is ModelServing, or ModelLoading while a registration is
 	// under way and no model serves the path yet.
-	State    ModelState
+	State ModelState
+	// Runtime is the registered name of the runtime serving the model
+	// ("tensorflow", "onnx", "pytorch"); "" while it is loading.
+	Runtime  string
 	Checksum string    // of the serving files, as `inferctl checksum` computes it
 	LoadedAt time.Time // when the serving model was published
 	// Load and WarmUp are how long the serving model took to load and
@@ -299,7 +302,7 @@ func (r *registry) infos(path string) ([]ModelInfo, bool) {
 			continue
 		}
 		meta := r.meta[m]
-		byPath[p] = ModelInfo{Path: p, State: ModelServing, Checksum: meta.checksum, LoadedAt: meta.loadedAt,
+		byPath[p] = ModelInfo{Path: p, State: ModelServing, Runtime: r.rt.Name(), Checksum: meta.checksum, LoadedAt: meta.loadedAt,
 			Load: meta.load, WarmUp: meta.warmUp, Files: meta.files, Bytes: meta.bytes, Signature: m.Signature()}
 	}
 	for p := range r.loading {

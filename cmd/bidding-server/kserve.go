@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -19,29 +18,12 @@ import (
 // readiness as /readyz says it, metrics labelled by protocol.
 func newKServe(cfg config, srv *server, m *metrics) *kserve.Server {
 	return kserve.New(kserve.Options{
-		Platform: platformOf(cfg.SidecarBinaryPath),
 		// --version's text without the leading name: "devel (commit ...) go1.x".
 		ServerVersion: strings.TrimPrefix(cli.Version("bidding-server"), "bidding-server "),
 		Timeout:       cfg.RequestTimeout,
 		Ready:         srv.readyErr,
 		Observe:       m.observeV2,
 	})
-}
-
-// platformOf names the runtime of a sidecar binary
-// (inference-sidecar-tensorflow, -onnx, -pytorch) as the protocol's
-// platform; "" for another binary.
-func platformOf(binaryPath string) string {
-	base := filepath.Base(binaryPath)
-	switch {
-	case strings.Contains(base, "tensorflow"):
-		return kserve.PlatformTensorFlow
-	case strings.Contains(base, "onnx"):
-		return kserve.PlatformONNX
-	case strings.Contains(base, "pytorch"):
-		return kserve.PlatformPyTorch
-	}
-	return ""
 }
 
 // listenKServe binds --kserve_listen: an HTTP server of the v2 API alone,

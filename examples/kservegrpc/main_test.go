@@ -37,7 +37,7 @@ func TestExampleClient(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	srv := kserve.New(kserve.Options{Platform: kserve.PlatformTensorFlow})
+	srv := kserve.New(kserve.Options{})
 	srv.SetBackend(client)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

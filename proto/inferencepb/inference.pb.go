@@ -1433,8 +1433,11 @@ type ModelStatus struct {
 	LoadMs     float64 `protobuf:"fixed64,8,opt,name=load_ms,json=loadMs,proto3" json:"load_ms,omitempty"`
 	WarmUpMs   float64 `protobuf:"fixed64,9,opt,name=warm_up_ms,json=warmUpMs,proto3" json:"warm_up_ms,omitempty"`
 	// Files and bytes of the serving model.
-	Files         int32 `protobuf:"varint,10,opt,name=files,proto3" json:"files,omitempty"`
-	Bytes         int64 `protobuf:"varint,11,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Files int32 `protobuf:"varint,10,opt,name=files,proto3" json:"files,omitempty"`
+	Bytes int64 `protobuf:"varint,11,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	// The registered name of the runtime serving the model ("tensorflow",
+	// "onnx", "pytorch"); empty while loading.
+	Runtime       string `protobuf:"bytes,12,opt,name=runtime,proto3" json:"runtime,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1544,6 +1547,13 @@ func (x *ModelStatus) GetBytes() int64 {
 		return x.Bytes
 	}
 	return 0
+}
+
+func (x *ModelStatus) GetRuntime() string {
+	if x != nil {
+		return x.Runtime
+	}
+	return ""
 }
 
 type GetModelsResponse struct {
@@ -1684,7 +1694,7 @@ const file_inference_proto_rawDesc = "" +
 	"\tdata_type\x18\x03 \x01(\x0e2\x1f.inferbid.inference.v1.DataTypeR\bdataType\x12\x14\n" +
 	"\x05shape\x18\x04 \x03(\x03R\x05shape\x12!\n" +
 	"\funknown_rank\x18\x05 \x01(\bR\vunknownRank\x12\x1a\n" +
-	"\boptional\x18\x06 \x01(\bR\boptional\"\xad\x03\n" +
+	"\boptional\x18\x06 \x01(\bR\boptional\"\xc7\x03\n" +
 	"\vModelStatus\x12\x1d\n" +
 	"\n" +
 	"model_path\x18\x01 \x01(\tR\tmodelPath\x127\n" +
@@ -1701,7 +1711,8 @@ const file_inference_proto_rawDesc = "" +
 	"warm_up_ms\x18\t \x01(\x01R\bwarmUpMs\x12\x14\n" +
 	"\x05files\x18\n" +
 	" \x01(\x05R\x05files\x12\x14\n" +
-	"\x05bytes\x18\v \x01(\x03R\x05bytes\"O\n" +
+	"\x05bytes\x18\v \x01(\x03R\x05bytes\x12\x18\n" +
+	"\aruntime\x18\f \x01(\tR\aruntime\"O\n" +
 	"\x11GetModelsResponse\x12:\n" +
 	"\x06models\x18\x01 \x03(\v2\".inferbid.inference.v1.ModelStatusR\x06models*g\n" +
 	"\bDataType\x12\x19\n" +

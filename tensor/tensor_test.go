@@ -52,3 +52,31 @@ func TestTensorHelpers(t *testing.T) {
 }
 
 func inf() float64 { var z float64; return 1 / z }
+
+func TestAllDTypes(t *testing.T) {
+	for _, d := range AllDTypes {
+		tt := Tensor{Name: "x", Shape: []int64{3}, Data: MakeData(d, 3)}
+		if tt.DType() != d || tt.Len() != 3 || tt.Validate(0) != nil {
+			t.Errorf("dtype %v helpers disagree", d)
+		}
+		if d.Contract() != (d <= Int64) {
+			t.Errorf("%v.Contract() = %v", d, d.Contract())
+		}
+		if _, ok := ParseDType(d.String()); ok != d.Contract() {
+			t.Errorf("ParseDType(%q) ok = %v, want it only for the contract's six", d.String(), ok)
+		}
+		if (d.Size() == 0) != (d == Bytes) {
+			t.Errorf("%v.Size() = %d", d, d.Size())
+		}
+	}
+	if Half.String() != "FP16" || Bytes.String() != "BYTES" || Bool.String() != "BOOL" {
+		t.Errorf("names: %v %v %v", Half, Bytes, Bool)
+	}
+	big := New("blob", []int64{2}, [][]byte{make([]byte, DefaultMaxBytes), {1}})
+	if err := big.Validate(0); err == nil || !strings.Contains(err.Error(), "BYTES content is over") {
+		t.Errorf("Validate of %d bytes: %v", DefaultMaxBytes+1, err)
+	}
+	if !New("h", []int64{2}, []Float16{0x3c00, 0x7e00}).HasNaNOrInf() || New("h", []int64{1}, []Float16{0xfbff}).HasNaNOrInf() {
+		t.Error("Float16 HasNaNOrInf")
+	}
+}

@@ -41,9 +41,69 @@ var dtypeNames = [...]string{Invalid: "INVALID", Double: "DOUBLE", Float: "FLOAT
 // contract (the B&A path carries no other).
 func (d DType) Contract() bool { return d >= Double && d <= Int64 }
 
-// Float16 is one IEEE 754 binary16 value as its raw bits: the tensor
-// package neither converts nor computes on it.
+// Float16 is one IEEE 754 binary16 value as its raw bits. Tensors carry the
+// bits untouched; Float32 and Float16FromFloat32 convert only where a text
+// form needs a number (the v2 JSON surface).
 type Float16 uint16
+
+// Float32 is h's value (exact: every binary16 is a float32). A NaN keeps
+// its payload in the top mantissa bits.
+func (h Float16) Float32() float32 {
+	sign := uint32(h>>15) << 31
+	exp := uint32(h>>10) & 0x1f
+	mant := uint32(h & 0x3ff)
+	switch {
+	case exp == 0x1f:
+		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
+	case exp == 0 && mant == 0:
+		return math.Float32frombits(sign)
+	case exp == 0: // subnormal: normalise
+		e := uint32(127 - 15 + 1)
+		for mant&0x400 == 0 {
+			mant <<= 1
+			e--
+		}
+		return math.Float32frombits(sign | e<<23 | (mant&0x3ff)<<13)
+	}
+	return math.Float32frombits(sign | (exp+127-15)<<23 | mant<<13)
+}
+
+// Float16FromFloat32 rounds f to the nearest binary16 (ties to even);
+// values beyond 65504 round to an infinity, NaN stays NaN.
+func Float16FromFloat32(f float32) Float16 {
+	bits := math.Float32bits(f)
+	sign := uint16(bits>>16) & 0x8000
+	exp := int(bits>>23) & 0xff
+	mant := bits & 0x7fffff
+	if exp == 0xff {
+		if mant != 0 {
+			return Float16(sign | 0x7e00 | uint16(mant>>13))
+		}
+		return Float16(sign | 0x7c00)
+	}
+	e := exp - 127 + 15
+	if e >= 0x1f {
+		return Float16(sign | 0x7c00)
+	}
+	if e <= 0 {
+		if e < -10 {
+			return Float16(sign)
+		}
+		mant |= 0x800000
+		shift := uint32(14 - e)
+		half := mant >> shift
+		rem, tie := mant&(1<<shift-1), uint32(1)<<(shift-1)
+		if rem > tie || (rem == tie && half&1 == 1) {
+			half++
+		}
+		return Float16(sign | uint16(half))
+	}
+	half := uint32(e)<<10 | mant>>13
+	if rem := mant & 0x1fff; rem > 0x1000 || (rem == 0x1000 && half&1 == 1) {
+		half++ // a carry into the exponent is right, up to infinity
+	}
+	return Float16(sign | uint16(half))
+}
 
 // IsNaNOrInf reports whether h is a NaN or an infinity (exponent all ones).
 func (h Float16) IsNaNOrInf() bool { return h&0x7c00 == 0x7c00 }

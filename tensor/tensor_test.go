@@ -80,3 +80,37 @@ func TestAllDTypes(t *testing.T) {
 		t.Error("Float16 HasNaNOrInf")
 	}
 }
+
+// TestFloat16Conversions: every binary16 bit pattern survives Float32 and
+// back (NaNs stay NaN), and rounding is to nearest, ties to even.
+func TestFloat16Conversions(t *testing.T) {
+	for b := 0; b < 1<<16; b++ {
+		h := Float16(b)
+		f := h.Float32()
+		back := Float16FromFloat32(f)
+		if h.IsNaNOrInf() && h&0x3ff != 0 {
+			if back&0x7c00 != 0x7c00 || back&0x3ff == 0 {
+				t.Fatalf("NaN %#04x came back as %#04x", b, uint16(back))
+			}
+			continue
+		}
+		if back != h {
+			t.Fatalf("%#04x -> %v -> %#04x", b, f, uint16(back))
+		}
+	}
+	for _, c := range []struct {
+		f    float32
+		want Float16
+	}{
+		{1, 0x3c00}, {-2, 0xc000}, {65504, 0x7bff}, {65520, 0x7c00}, {1e10, 0x7c00},
+		{1 + 1.0/2048, 0x3c00},           // a tie: to even (down)
+		{1 + 3.0/2048, 0x3c02},           // a tie: to even (up)
+		{5.960464477539063e-08, 0x0001},  // the smallest subnormal
+		{2.9802322387695312e-08, 0x0000}, // half of it: a tie, to even (zero)
+		{1e-10, 0},
+	} {
+		if got := Float16FromFloat32(c.f); got != c.want {
+			t.Errorf("Float16FromFloat32(%v) = %#04x, want %#04x", c.f, uint16(got), uint16(c.want))
+		}
+	}
+}

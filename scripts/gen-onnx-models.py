@@ -8,6 +8,9 @@ The output is deterministic: same bytes on every run.
 Models (opset 13, IR version 7: both well inside what ONNX Runtime 1.30 accepts):
   alldtypes.onnx     six inputs in_<dtype> [-1,2] (DOUBLE, FLOAT, INT8, INT16, INT32, INT64), six
                      outputs out_<dtype>, each the Identity of the input of the same dtype.
+  v2dtypes.onnx      seven inputs in_<dtype> [-1,2] (BOOL, UINT8, UINT16, UINT32, UINT64, FLOAT16,
+                     STRING: the v2 protocol's BOOL, UINT8-64, FP16, BYTES), seven outputs out_<dtype>,
+                     each the Identity of the input of the same dtype.
   affine_v1.onnx     x FLOAT [-1,3] -> y = 2*x + 1
   affine_v2.onnx     x FLOAT [-1,3] -> y = 3*x - 1
   mlp.onnx           the benchmark MLP of the team contract: x FLOAT [-1,8] ->
@@ -85,6 +88,26 @@ def alldtypes():
         outputs.append(helper.make_tensor_value_info("out_" + name, dt, ["batch", 2]))
         nodes.append(helper.make_node("Identity", ["in_" + name], ["out_" + name], name="identity_" + name))
     return model(helper.make_graph(nodes, "alldtypes", inputs, outputs))
+
+
+V2_DTYPES = [
+    ("bool", TensorProto.BOOL),
+    ("uint8", TensorProto.UINT8),
+    ("uint16", TensorProto.UINT16),
+    ("uint32", TensorProto.UINT32),
+    ("uint64", TensorProto.UINT64),
+    ("fp16", TensorProto.FLOAT16),
+    ("bytes", TensorProto.STRING),
+]
+
+
+def v2dtypes():
+    inputs, outputs, nodes = [], [], []
+    for name, dt in V2_DTYPES:
+        inputs.append(helper.make_tensor_value_info("in_" + name, dt, ["batch", 2]))
+        outputs.append(helper.make_tensor_value_info("out_" + name, dt, ["batch", 2]))
+        nodes.append(helper.make_node("Identity", ["in_" + name], ["out_" + name], name="identity_" + name))
+    return model(helper.make_graph(nodes, "v2dtypes", inputs, outputs))
 
 
 def affine(scale, offset, graph_name):
@@ -267,6 +290,7 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     os.makedirs(OUT_BENCH, exist_ok=True)
     save(alldtypes(), "alldtypes.onnx")
+    save(v2dtypes(), "v2dtypes.onnx")
     save(affine(2.0, 1.0, "affine_v1"), "affine_v1.onnx")
     save(affine(3.0, -1.0, "affine_v2"), "affine_v2.onnx")
     save(mlp(), "mlp.onnx")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/inferbid/inferbid/kserve"
 	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // pctrInputs is a pctr request body's inputs: two rows.
@@ -277,4 +278,19 @@ func TestConformanceTensorFlow(t *testing.T) {
 		AllDTypes: m.AllDTypes,
 		InName:    func(d string) string { return d + "_in" },
 		OutName:   func(d string) string { return d + "_out" }})
+}
+
+func TestV2DTypesTensorFlow(t *testing.T) {
+	all, err := tfsave.V2DTypesModel(tfsave.Options{FunctionCall: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	typed, err := tfsave.V2DTypesModel(tfsave.Options{FunctionCall: true},
+		tensor.Bool, tensor.Uint8, tensor.Uint16, tensor.Uint32, tensor.Uint64, tensor.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runV2DTypesConformance(t, tfSidecar(t), v2Fixture{All: all, Typed: typed,
+		InName:  func(d string) string { return d + "_in" },
+		OutName: func(d string) string { return d + "_out" }})
 }

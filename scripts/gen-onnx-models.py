@@ -11,6 +11,8 @@ Models (opset 13, IR version 7: both well inside what ONNX Runtime 1.30 accepts)
   v2dtypes.onnx      seven inputs in_<dtype> [-1,2] (BOOL, UINT8, UINT16, UINT32, UINT64, FLOAT16,
                      STRING: the v2 protocol's BOOL, UINT8-64, FP16, BYTES), seven outputs out_<dtype>,
                      each the Identity of the input of the same dtype.
+  v2dtypes_typed.onnx  v2dtypes.onnx without FLOAT16 (the v2 protocol's gRPC typed contents have no FP16
+                     field).
   affine_v1.onnx     x FLOAT [-1,3] -> y = 2*x + 1
   affine_v2.onnx     x FLOAT [-1,3] -> y = 3*x - 1
   mlp.onnx           the benchmark MLP of the team contract: x FLOAT [-1,8] ->
@@ -101,9 +103,11 @@ V2_DTYPES = [
 ]
 
 
-def v2dtypes():
+def v2dtypes(without=()):
     inputs, outputs, nodes = [], [], []
     for name, dt in V2_DTYPES:
+        if name in without:
+            continue
         inputs.append(helper.make_tensor_value_info("in_" + name, dt, ["batch", 2]))
         outputs.append(helper.make_tensor_value_info("out_" + name, dt, ["batch", 2]))
         nodes.append(helper.make_node("Identity", ["in_" + name], ["out_" + name], name="identity_" + name))
@@ -291,6 +295,7 @@ def main():
     os.makedirs(OUT_BENCH, exist_ok=True)
     save(alldtypes(), "alldtypes.onnx")
     save(v2dtypes(), "v2dtypes.onnx")
+    save(v2dtypes(without=("fp16",)), "v2dtypes_typed.onnx")
     save(affine(2.0, 1.0, "affine_v1"), "affine_v1.onnx")
     save(affine(3.0, -1.0, "affine_v2"), "affine_v2.onnx")
     save(mlp(), "mlp.onnx")

@@ -70,3 +70,36 @@ func TestTensorFromProtoRejectsOutOfRangeUnsigned(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkTensorWire times one [64,8] input through tensorToProto,
+// Marshal, Unmarshal and tensorFromProto per dtype: the sidecar's wire
+// cost of a tensor (FP16 is packed and unpacked, BYTES carried per element).
+func BenchmarkTensorWire(b *testing.B) {
+	const n = 64 * 8
+	f32 := make([]float32, n)
+	h := make([]tensor.Float16, n)
+	u8 := make([]uint8, n)
+	bs := make([][]byte, n)
+	for i := range n {
+		f32[i], h[i], u8[i], bs[i] = float32(i), tensor.Float16FromFloat32(float32(i)), uint8(i), []byte("ad-12345")
+	}
+	shape := []int64{64, 8}
+	for _, t := range []tensor.Tensor{tensor.New("x", shape, f32), tensor.New("x", shape, h), tensor.New("x", shape, u8), tensor.New("x", shape, bs)} {
+		b.Run(t.DType().String(), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				buf, err := proto.Marshal(tensorToProto(t))
+				if err != nil {
+					b.Fatal(err)
+				}
+				var p inferencepb.Tensor
+				if err := proto.Unmarshal(buf, &p); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := tensorFromProto(&p); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -87,3 +87,29 @@ func TestDecodeRawV2DTypesErrors(t *testing.T) {
 		t.Errorf("raw BYTES: %q, %v", got, err)
 	}
 }
+
+// An FP16 output has no typed contents field and the protocol forbids
+// mixing forms: an answer to a typed request that holds one goes all raw.
+func TestFP16OutputTurnsTheAnswerRaw(t *testing.T) {
+	resp := &InferResponse{ModelName: "m", Outputs: []tensor.Tensor{
+		tensor.New("b", []int64{2}, []bool{true, false}),
+		tensor.New("h", []int64{2}, []tensor.Float16{0x3c00, 0x7e01}),
+	}}
+	out, err := encodeInferResponse(resp, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := out.GetRawOutputContents()
+	if len(raw) != 2 || string(raw[0]) != "\x01\x00" || string(raw[1]) != "\x00\x3c\x01\x7e" {
+		t.Errorf("raw_output_contents % x, want both outputs raw", raw)
+	}
+	for _, o := range out.GetOutputs() {
+		if o.GetContents() != nil {
+			t.Errorf("output %s has typed contents besides raw ones", o.GetName())
+		}
+	}
+	typed, err := encodeInferResponse(&InferResponse{Outputs: resp.Outputs[:1]}, false)
+	if err != nil || len(typed.GetRawOutputContents()) != 0 || len(typed.GetOutputs()[0].GetContents().GetBoolContents()) != 2 {
+		t.Errorf("without FP16 the answer stays typed: %v, %v", typed, err)
+	}
+}

@@ -9,8 +9,8 @@ import (
 )
 
 // signature maps the declared graph inputs and outputs to the runtime's
-// signature. Inputs must be tensors of the six contract dtypes (anything else
-// could never be fed); outputs of other types are kept so that Predict can
+// signature. Inputs must be tensors of a dtype tensor.DType carries
+// (anything else could never be fed); outputs of other types are kept so that Predict can
 // name them in its OUTPUT_PARSING error.
 func signature(info *modelInfo) (driver.Signature, error) {
 	var sig driver.Signature

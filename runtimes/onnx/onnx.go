@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -252,6 +253,9 @@ func (m *model) Predict(ctx context.Context, inputs []tensor.Tensor) ([]tensor.T
 			}
 		}
 	}
+	if err := m.checkFP16Allocated(result); err != nil {
+		return nil, err
+	}
 	err := m.run(ctx, ins, outs)
 	if err != nil && preallocated && ctx.Err() == nil {
 		// The model's outputs did not have the shapes its dim_params
@@ -259,6 +263,9 @@ func (m *model) Predict(ctx context.Context, inputs []tensor.Tensor) ([]tensor.T
 		// allocating, and stop guessing for this model if that works.
 		destroyValues(outs)
 		clear(result)
+		if err := m.checkFP16Allocated(result); err != nil {
+			return nil, err
+		}
 		if err = m.run(ctx, ins, outs); err == nil {
 			m.preallocate.Store(false)
 		}
@@ -279,12 +286,25 @@ func (m *model) Predict(ctx context.Context, inputs []tensor.Tensor) ([]tensor.T
 	return result, nil
 }
 
+// checkFP16Allocated refuses a run that would leave an FP16 output to ONNX
+// Runtime's allocation: onnxruntime_go copies only half of such an output
+// (one byte per element), so it is allocated here or not returned at all.
+func (m *model) checkFP16Allocated(result []tensor.Tensor) error {
+	for i, p := range m.plans {
+		if p.dtype == tensor.Half && result[i].Data == nil {
+			return fmt.Errorf("%w: onnx: output %q is FLOAT16 and its shape does not follow from the inputs' (dim_params): onnxruntime_go cannot return an FLOAT16 output ONNX Runtime allocates", driver.ErrInvalidOutput, m.outputNames[i])
+		}
+	}
+	return nil
+}
+
 func destroyValues(values []ort.Value) {
 	for i, v := range values {
-		if v != nil {
+		// onnxruntime_go can leave a typed nil behind a failed conversion.
+		if v != nil && !reflect.ValueOf(v).IsNil() {
 			v.Destroy()
-			values[i] = nil
 		}
+		values[i] = nil
 	}
 }
 

@@ -549,3 +549,15 @@ func TestFastestRunDecidesCancelable(t *testing.T) {
 		t.Fatalf("fastest run %v after a fast run, want < %v", got, cancelableRun)
 	}
 }
+
+// TestFP16OutputNotPreallocated: an FP16 output whose shape ONNX Runtime
+// decides cannot be returned (onnxruntime_go would copy half of it): a clear
+// OUTPUT_PARSING error naming the output, not a wrong answer.
+func TestFP16OutputNotPreallocated(t *testing.T) {
+	requireLibrary(t)
+	m := loadModel(t, openRuntime(t, driver.Config{}), "fp16_unplanned.onnx")
+	_, err := m.Predict(context.Background(), []tensor.Tensor{tensor.New("x", []int64{1, 2}, []tensor.Float16{0x3c00, 0x4000})})
+	if inferr.TypeOf(err) != inferr.OutputParsing || !strings.Contains(err.Error(), `"y"`) || !strings.Contains(err.Error(), "FLOAT16") {
+		t.Errorf("got %v (type %v), want OUTPUT_PARSING naming output \"y\" and FLOAT16", err, inferr.TypeOf(err))
+	}
+}

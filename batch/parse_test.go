@@ -57,6 +57,26 @@ func TestParseDesignExample(t *testing.T) {
 	}
 }
 
+// TestParseRejectsV2OnlyDTypes: the batch JSON contract keeps its six
+// dtypes; the ones only the v2 surfaces carry are an INPUT_PARSING error of
+// the entry, as any unknown data_type is.
+func TestParseRejectsV2OnlyDTypes(t *testing.T) {
+	for _, d := range tensor.AllDTypes {
+		if d.Contract() {
+			continue
+		}
+		doc := `{"request":[{"model_path":"m/","tensors":[{"tensor_name":"x","data_type":"` + d.String() + `","tensor_shape":[1],"tensor_content":[1]}]}]}`
+		entries, err := Parse([]byte(doc), Limits{})
+		if err != nil {
+			t.Fatalf("%s: whole batch failed: %v", d, err)
+		}
+		if len(entries) != 1 || inferr.TypeOf(entries[0].Err) != inferr.InputParsing ||
+			!strings.Contains(entries[0].Err.Error(), `data_type "`+d.String()+`" is not one of DOUBLE, FLOAT, INT8, INT16, INT32, INT64`) {
+			t.Errorf("%s: entries %+v, want the entry's INPUT_PARSING error naming the data_type", d, entries)
+		}
+	}
+}
+
 func TestParseEveryDType(t *testing.T) {
 	doc := []byte(`{"request":[{"model_path":"all/","tensors":[
 		{"tensor_name":"d","data_type":"DOUBLE","tensor_shape":[3],"tensor_content":["0.1", -2.5e-3, " 1e300 "]},

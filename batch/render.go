@@ -123,7 +123,12 @@ func responseSizeHint(results []Result) int {
 // encoded ("" on success).
 func appendTensor(dst []byte, t *tensor.Tensor) ([]byte, string) {
 	dt := t.DType()
-	if dt == tensor.Invalid {
+	if !dt.Contract() {
+		// A model output of a v2-only dtype (BOOL, FP16, BYTES, ...): the
+		// batch JSON contract has no name for it.
+		if dt != tensor.Invalid {
+			return dst, "data_type " + dt.String() + " is not one of the six dtypes of the batch JSON contract"
+		}
 		return dst, "data is not one of the six dtypes"
 	}
 	want := int64(1)

@@ -1,10 +1,12 @@
 package kserve
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/tensor"
@@ -53,6 +55,14 @@ func decodeData(raw string, d tensor.DType, n int64) (any, error) {
 			continue
 		}
 		end := i
+		if c == '"' { // a string, whole: it may hold delimiters
+			for end++; end < len(raw) && raw[end] != '"'; end++ {
+				if raw[end] == '\\' {
+					end++
+				}
+			}
+			end++
+		}
 		for end < len(raw) && !isDelim(raw[end]) {
 			end++
 		}
@@ -120,8 +130,27 @@ func isDelim(c byte) bool {
 }
 
 // setElement parses one JSON token (a substring of the body: no copy)
-// into data[i].
+// into data[i]: a number, true/false for BOOL, a string for BYTES.
 func setElement(data any, i int64, tok string) error {
+	switch d := data.(type) {
+	case []bool:
+		switch tok {
+		case "true":
+			d[i] = true
+		case "false":
+			d[i] = false
+		default:
+			return fmt.Errorf("%s is not true or false", clip(tok))
+		}
+		return nil
+	case [][]byte:
+		var s string
+		if len(tok) == 0 || tok[0] != '"' || json.Unmarshal([]byte(tok), &s) != nil {
+			return fmt.Errorf("%s is not a string", clip(tok))
+		}
+		d[i] = []byte(s)
+		return nil
+	}
 	if len(tok) == 0 || tok[0] == '"' || tok[0] == 't' || tok[0] == 'f' || tok[0] == 'n' || tok[0] == '{' {
 		return fmt.Errorf("%s is not a number", clip(tok))
 	}
@@ -154,8 +183,49 @@ func setElement(data any, i int64, tok string) error {
 		v, err := parseInt(tok, 64)
 		d[i] = v
 		return err
+	case []uint8:
+		v, err := parseUint(tok, 8)
+		d[i] = uint8(v)
+		return err
+	case []uint16:
+		v, err := parseUint(tok, 16)
+		d[i] = uint16(v)
+		return err
+	case []uint32:
+		v, err := parseUint(tok, 32)
+		d[i] = uint32(v)
+		return err
+	case []uint64:
+		v, err := parseUint(tok, 64)
+		d[i] = v
+		return err
+	case []tensor.Float16:
+		f, err := strconv.ParseFloat(tok, 32)
+		h := tensor.Float16FromFloat32(float32(f))
+		if err != nil || h.IsNaNOrInf() {
+			return fmt.Errorf("%s is out of range for FP16", clip(tok))
+		}
+		d[i] = h
 	}
 	return nil
+}
+
+func parseUint(tok string, bits int) (uint64, error) {
+	v, err := strconv.ParseUint(tok, 10, bits)
+	if err == nil {
+		return v, nil
+	}
+	if errors.Is(err, strconv.ErrRange) || (len(tok) > 0 && tok[0] == '-') {
+		return 0, fmt.Errorf("%s is out of range for UINT%d", clip(tok), bits)
+	}
+	// 3.0 and 1e2 are integers written as JSON numbers.
+	if f, ferr := strconv.ParseFloat(tok, 64); ferr == nil && f == math.Trunc(f) {
+		if f < 0 || f >= math.Ldexp(1, bits) {
+			return 0, fmt.Errorf("%s is out of range for UINT%d", clip(tok), bits)
+		}
+		return uint64(f), nil
+	}
+	return 0, fmt.Errorf("%s is not an integer", clip(tok))
 }
 
 func parseInt(tok string, bits int) (int64, error) {
@@ -210,10 +280,56 @@ func appendData(b []byte, t tensor.Tensor) ([]byte, error) {
 		b = appendInts(b, d)
 	case []int64:
 		b = appendInts(b, d)
+	case []uint8:
+		b = appendUints(b, d)
+	case []uint16:
+		b = appendUints(b, d)
+	case []uint32:
+		b = appendUints(b, d)
+	case []uint64:
+		b = appendUints(b, d)
+	case []bool:
+		for i, v := range d {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendBool(b, v)
+		}
+	case []tensor.Float16:
+		for i, v := range d {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			if v.IsNaNOrInf() {
+				return b, fmt.Errorf("output %q element %d is %v, which JSON cannot carry", t.Name, i, v.Float32())
+			}
+			b = strconv.AppendFloat(b, float64(v.Float32()), 'g', -1, 32)
+		}
+	case [][]byte:
+		for i, v := range d {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			// JSON strings are text: binary content needs the gRPC surface.
+			if !utf8.Valid(v) {
+				return b, fmt.Errorf("output %q element %d is not UTF-8 text, which a JSON string cannot carry; use the gRPC API (bytes_contents or raw_output_contents)", t.Name, i)
+			}
+			b = appendString(b, string(v))
+		}
 	default:
 		return b, fmt.Errorf("output %q holds no data of a known type (%T)", t.Name, t.Data)
 	}
 	return append(b, ']'), nil
+}
+
+func appendUints[T uint8 | uint16 | uint32 | uint64](b []byte, d []T) []byte {
+	for i, v := range d {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendUint(b, uint64(v), 10)
+	}
+	return b
 }
 
 func appendInts[T int8 | int16 | int32 | int64](b []byte, d []T) []byte {

@@ -35,6 +35,9 @@ func FuzzDecodeInferJSON(f *testing.F) {
 		`{"inputs":[{"name":"x","shape":[1],"datatype":"BOOL","data":[true]}]}`,
 		`{"inputs":[{"name":"x","shape":[3],"datatype":"INT16","data":[1.0,2e2,-3]}]}`,
 		`{"inputs":[{"name":"x","shape":[2],"datatype":"FP32","data":["[1,2]"]}]}`,
+		`{"inputs":[{"name":"s","shape":[2,2],"datatype":"BYTES","data":[["a, ]b\"","\u00e9"],["","\u0000"]]}]}`,
+		`{"inputs":[{"name":"h","shape":[3],"datatype":"FP16","data":[1,-65504,5.9604645e-08]},{"name":"u","shape":[1],"datatype":"UINT64","data":[18446744073709551615]}]}`,
+		`{"inputs":[{"name":"u","shape":[2],"datatype":"UINT8","data":[255,1e2]},{"name":"b","shape":[2],"datatype":"BOOL","data":[false,true]}]}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -53,4 +56,60 @@ func FuzzDecodeInferJSON(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Malformed raw BYTES and BOOL buffers are errors naming what is wrong; a
+// huge element count with a small buffer is refused before the element
+// slice is allocated.
+func TestDecodeRawV2DTypesErrors(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		b    []byte
+		d    tensor.DType
+		n    int64
+		want string
+	}{
+		{"BYTES length cut", []byte{1, 0, 0, 0, 'a', 2, 0}, tensor.Bytes, 2, "too few"},
+		{"BYTES ends in a length", []byte{4, 0, 0, 0, 'a', 'b', 'c', 'd', 0}, tensor.Bytes, 2, "ends inside the length of BYTES element 1"},
+		{"BYTES length beyond", []byte{9, 0, 0, 0, 'a', 0, 0, 0, 0}, tensor.Bytes, 2, "declares 9 bytes"},
+		{"BYTES trailing", []byte{1, 0, 0, 0, 'a', 'b'}, tensor.Bytes, 1, "after the 1 BYTES elements"},
+		{"BYTES count over buffer", []byte{0, 0, 0, 0}, tensor.Bytes, tensor.DefaultMaxElements, "too few"},
+		{"BOOL not 0 or 1", []byte{1, 2}, tensor.Bool, 2, "byte 1 is 2"},
+		{"FP16 odd", []byte{1, 2, 3}, tensor.Half, 2, "need 4"},
+	} {
+		_, err := decodeRaw(c.b, c.d, c.n)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error containing %q", c.name, err, c.want)
+		}
+	}
+	got, err := decodeRaw([]byte{2, 0, 0, 0, 0, 0xff, 0, 0, 0, 0}, tensor.Bytes, 2)
+	if b, _ := got.([][]byte); err != nil || len(b) != 2 || string(b[0]) != "\x00\xff" || len(b[1]) != 0 {
+		t.Errorf("raw BYTES: %q, %v", got, err)
+	}
+}
+
+// An FP16 output has no typed contents field and the protocol forbids
+// mixing forms: an answer to a typed request that holds one goes all raw.
+func TestFP16OutputTurnsTheAnswerRaw(t *testing.T) {
+	resp := &InferResponse{ModelName: "m", Outputs: []tensor.Tensor{
+		tensor.New("b", []int64{2}, []bool{true, false}),
+		tensor.New("h", []int64{2}, []tensor.Float16{0x3c00, 0x7e01}),
+	}}
+	out, err := encodeInferResponse(resp, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := out.GetRawOutputContents()
+	if len(raw) != 2 || string(raw[0]) != "\x01\x00" || string(raw[1]) != "\x00\x3c\x01\x7e" {
+		t.Errorf("raw_output_contents % x, want both outputs raw", raw)
+	}
+	for _, o := range out.GetOutputs() {
+		if o.GetContents() != nil {
+			t.Errorf("output %s has typed contents besides raw ones", o.GetName())
+		}
+	}
+	typed, err := encodeInferResponse(&InferResponse{Outputs: resp.Outputs[:1]}, false)
+	if err != nil || len(typed.GetRawOutputContents()) != 0 || len(typed.GetOutputs()[0].GetContents().GetBoolContents()) != 2 {
+		t.Errorf("without FP16 the answer stays typed: %v, %v", typed, err)
+	}
 }

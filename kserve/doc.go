@@ -14,9 +14,10 @@
 // "pctr/vN/" getModelPaths lists (see Resolve).
 //
 // Data types: the protocol names BOOL, UINT8-64, INT8-64, FP16, FP32, FP64
-// and BYTES. The sidecar carries FP32, FP64 and INT8-64 (the six types of
-// the batch JSON contract); every other name is recognised and refused with
-// a 400 naming the input and its datatype.
+// and BYTES, and the sidecar carries all of them to the runtimes; a datatype
+// the runtime or the model cannot take is the runtime's INPUT_PARSING, a 400
+// naming the input and its datatype. FP16 travels over gRPC only raw (the
+// protocol has no typed field for it); BYTES over JSON only as UTF-8 text.
 //
 // Errors follow the batch contract's six types: INPUT_PARSING is a 400,
 // MODEL_NOT_FOUND a 404, the rest a 500, each with the protocol's error

@@ -208,7 +208,8 @@ func (g *grpcService) infer(ctx context.Context, req *kservepb.ModelInferRequest
 }
 
 // decodeContents reads the typed contents of dtype d: n values in the field
-// the protocol gives the datatype, nothing in the others.
+// the protocol gives the datatype, nothing in the others. FP16 has no
+// typed field in the protocol: it travels only in raw_input_contents.
 func decodeContents(c *kservepb.InferTensorContents, d tensor.DType, n int64) (any, error) {
 	var field string
 	var got int
@@ -219,8 +220,18 @@ func decodeContents(c *kservepb.InferTensorContents, d tensor.DType, n int64) (a
 		field, got = "fp64_contents", len(c.GetFp64Contents())
 	case tensor.Int64:
 		field, got = "int64_contents", len(c.GetInt64Contents())
-	default:
+	case tensor.Int8, tensor.Int16, tensor.Int32:
 		field, got = "int_contents", len(c.GetIntContents())
+	case tensor.Uint8, tensor.Uint16, tensor.Uint32:
+		field, got = "uint_contents", len(c.GetUintContents())
+	case tensor.Uint64:
+		field, got = "uint64_contents", len(c.GetUint64Contents())
+	case tensor.Bool:
+		field, got = "bool_contents", len(c.GetBoolContents())
+	case tensor.Bytes:
+		field, got = "bytes_contents", len(c.GetBytesContents())
+	default:
+		return nil, errors.New("the protocol has no typed contents field for FP16: send it in raw_input_contents")
 	}
 	total := len(c.GetBoolContents()) + len(c.GetIntContents()) + len(c.GetInt64Contents()) + len(c.GetUintContents()) +
 		len(c.GetUint64Contents()) + len(c.GetFp32Contents()) + len(c.GetFp64Contents()) + len(c.GetBytesContents())
@@ -240,27 +251,57 @@ func decodeContents(c *kservepb.InferTensorContents, d tensor.DType, n int64) (a
 	case tensor.Int32:
 		return c.GetIntContents(), nil
 	case tensor.Int16:
-		return narrow[int16](c.GetIntContents(), 16)
+		return narrow[int16](c.GetIntContents(), "int_contents", math.MinInt16, math.MaxInt16, "INT16")
 	case tensor.Int8:
-		return narrow[int8](c.GetIntContents(), 8)
+		return narrow[int8](c.GetIntContents(), "int_contents", math.MinInt8, math.MaxInt8, "INT8")
+	case tensor.Uint32:
+		return c.GetUintContents(), nil
+	case tensor.Uint16:
+		return narrow[uint16](c.GetUintContents(), "uint_contents", 0, math.MaxUint16, "UINT16")
+	case tensor.Uint8:
+		return narrow[uint8](c.GetUintContents(), "uint_contents", 0, math.MaxUint8, "UINT8")
+	case tensor.Uint64:
+		return c.GetUint64Contents(), nil
+	case tensor.Bool:
+		return c.GetBoolContents(), nil
+	case tensor.Bytes:
+		b := c.GetBytesContents()
+		if err := checkBytesTotal(b); err != nil {
+			return nil, err
+		}
+		return b, nil
 	}
 	return nil, fmt.Errorf("dtype %s has no contents field", d)
 }
 
-func narrow[T int8 | int16](v []int32, bits int) ([]T, error) {
+// checkBytesTotal bounds a BYTES tensor's content (tensor.DefaultMaxBytes).
+func checkBytesTotal(b [][]byte) error {
+	total := 0
+	for _, e := range b {
+		if total += len(e); total > tensor.DefaultMaxBytes {
+			return fmt.Errorf("BYTES content is over %d bytes", tensor.DefaultMaxBytes)
+		}
+	}
+	return nil
+}
+
+func narrow[T int8 | int16 | uint8 | uint16, W int32 | uint32](v []W, field string, lo, hi W, datatype string) ([]T, error) {
 	out := make([]T, len(v))
-	lo, hi := -int32(1)<<(bits-1), int32(1)<<(bits-1)-1
 	for i, x := range v {
 		if x < lo || x > hi {
-			return nil, fmt.Errorf("int_contents element %d (%d) is out of range for INT%d", i, x, bits)
+			return nil, fmt.Errorf("%s element %d (%d) is out of range for %s", field, i, x, datatype)
 		}
 		out[i] = T(x)
 	}
 	return out, nil
 }
 
-// decodeRaw reads a little-endian, row-major buffer of n elements.
+// decodeRaw reads a little-endian, row-major buffer of n elements; BYTES
+// elements are each a 4-byte little-endian length, then that many bytes.
 func decodeRaw(b []byte, d tensor.DType, n int64) (any, error) {
+	if d == tensor.Bytes {
+		return decodeRawBytes(b, n)
+	}
 	size := int64(d.Size())
 	if int64(len(b)) != n*size {
 		return nil, fmt.Errorf("raw_input_contents holds %d bytes, the shape and datatype need %d", len(b), n*size)
@@ -279,17 +320,42 @@ func decodeRaw(b []byte, d tensor.DType, n int64) (any, error) {
 		for i := range v {
 			v[i] = int8(b[i])
 		}
+	case []uint8:
+		copy(v, b)
+	case []bool:
+		for i := range v {
+			if b[i] > 1 {
+				return nil, fmt.Errorf("raw_input_contents byte %d is %d: a BOOL is 0 or 1", i, b[i])
+			}
+			v[i] = b[i] == 1
+		}
 	case []int16:
 		for i := range v {
 			v[i] = int16(binary.LittleEndian.Uint16(b[2*i:]))
+		}
+	case []uint16:
+		for i := range v {
+			v[i] = binary.LittleEndian.Uint16(b[2*i:])
+		}
+	case []tensor.Float16:
+		for i := range v {
+			v[i] = tensor.Float16(binary.LittleEndian.Uint16(b[2*i:]))
 		}
 	case []int32:
 		for i := range v {
 			v[i] = int32(binary.LittleEndian.Uint32(b[4*i:]))
 		}
+	case []uint32:
+		for i := range v {
+			v[i] = binary.LittleEndian.Uint32(b[4*i:])
+		}
 	case []int64:
 		for i := range v {
 			v[i] = int64(binary.LittleEndian.Uint64(b[8*i:]))
+		}
+	case []uint64:
+		for i := range v {
+			v[i] = binary.LittleEndian.Uint64(b[8*i:])
 		}
 	default:
 		return nil, errors.New("no raw form for this datatype")
@@ -297,7 +363,37 @@ func decodeRaw(b []byte, d tensor.DType, n int64) (any, error) {
 	return data, nil
 }
 
-// encodeRaw writes a tensor's elements little-endian.
+// decodeRawBytes reads n length-prefixed elements that must fill b exactly.
+// Each needs 4 bytes at least, so the element slice is sized only after
+// b proves long enough; the elements alias b (no copy).
+func decodeRawBytes(b []byte, n int64) ([][]byte, error) {
+	if int64(len(b)) < 4*n {
+		return nil, fmt.Errorf("raw_input_contents holds %d bytes, too few for %d BYTES elements (4-byte length each)", len(b), n)
+	}
+	if len(b)-4*int(n) > tensor.DefaultMaxBytes {
+		return nil, fmt.Errorf("BYTES content is over %d bytes", tensor.DefaultMaxBytes)
+	}
+	out := make([][]byte, n)
+	off := 0
+	for i := range out {
+		if len(b)-off < 4 {
+			return nil, fmt.Errorf("raw_input_contents ends inside the length of BYTES element %d", i)
+		}
+		l := binary.LittleEndian.Uint32(b[off:])
+		off += 4
+		if uint64(l) > uint64(len(b)-off) {
+			return nil, fmt.Errorf("raw_input_contents: BYTES element %d declares %d bytes, %d remain", i, l, len(b)-off)
+		}
+		out[i] = b[off : off+int(l) : off+int(l)]
+		off += int(l)
+	}
+	if off != len(b) {
+		return nil, fmt.Errorf("raw_input_contents holds %d bytes after the %d BYTES elements", len(b)-off, n)
+	}
+	return out, nil
+}
+
+// encodeRaw writes a tensor's elements little-endian (BYTES length-prefixed).
 func encodeRaw(t tensor.Tensor) []byte {
 	b := make([]byte, 0, t.Len()*t.DType().Size())
 	switch v := t.Data.(type) {
@@ -313,7 +409,25 @@ func encodeRaw(t tensor.Tensor) []byte {
 		for _, x := range v {
 			b = append(b, byte(x))
 		}
+	case []uint8:
+		b = append(b, v...)
+	case []bool:
+		for _, x := range v {
+			if x {
+				b = append(b, 1)
+			} else {
+				b = append(b, 0)
+			}
+		}
 	case []int16:
+		for _, x := range v {
+			b = binary.LittleEndian.AppendUint16(b, uint16(x))
+		}
+	case []uint16:
+		for _, x := range v {
+			b = binary.LittleEndian.AppendUint16(b, x)
+		}
+	case []tensor.Float16:
 		for _, x := range v {
 			b = binary.LittleEndian.AppendUint16(b, uint16(x))
 		}
@@ -321,18 +435,38 @@ func encodeRaw(t tensor.Tensor) []byte {
 		for _, x := range v {
 			b = binary.LittleEndian.AppendUint32(b, uint32(x))
 		}
+	case []uint32:
+		for _, x := range v {
+			b = binary.LittleEndian.AppendUint32(b, x)
+		}
 	case []int64:
 		for _, x := range v {
 			b = binary.LittleEndian.AppendUint64(b, uint64(x))
+		}
+	case []uint64:
+		for _, x := range v {
+			b = binary.LittleEndian.AppendUint64(b, x)
+		}
+	case [][]byte:
+		for _, x := range v {
+			b = binary.LittleEndian.AppendUint32(b, uint32(len(x)))
+			b = append(b, x...)
 		}
 	}
 	return b
 }
 
 // encodeInferResponse builds the answer: outputs in raw_output_contents
-// when the request came raw, typed contents otherwise.
+// when the request came raw, typed contents otherwise. An FP16 output has
+// no typed field, and the protocol forbids mixing the two forms, so an
+// answer with one goes back all raw.
 func encodeInferResponse(resp *InferResponse, raw bool) (*kservepb.ModelInferResponse, error) {
 	out := &kservepb.ModelInferResponse{ModelName: resp.ModelName, ModelVersion: resp.ModelVersion, Id: resp.ID}
+	for _, t := range resp.Outputs {
+		if t.DType() == tensor.Half {
+			raw = true
+		}
+	}
 	for _, t := range resp.Outputs {
 		dt := DatatypeOf(t.DType())
 		if dt == "" {
@@ -353,9 +487,21 @@ func encodeInferResponse(resp *InferResponse, raw bool) (*kservepb.ModelInferRes
 			case []int32:
 				c.IntContents = v
 			case []int16:
-				c.IntContents = widen(v)
+				c.IntContents = widen[int16, int32](v)
 			case []int8:
-				c.IntContents = widen(v)
+				c.IntContents = widen[int8, int32](v)
+			case []uint64:
+				c.Uint64Contents = v
+			case []uint32:
+				c.UintContents = v
+			case []uint16:
+				c.UintContents = widen[uint16, uint32](v)
+			case []uint8:
+				c.UintContents = widen[uint8, uint32](v)
+			case []bool:
+				c.BoolContents = v
+			case [][]byte:
+				c.BytesContents = v
 			}
 			o.Contents = c
 		}
@@ -364,10 +510,10 @@ func encodeInferResponse(resp *InferResponse, raw bool) (*kservepb.ModelInferRes
 	return out, nil
 }
 
-func widen[T int8 | int16](v []T) []int32 {
-	out := make([]int32, len(v))
+func widen[T int8 | int16 | uint8 | uint16, W int32 | uint32](v []T) []W {
+	out := make([]W, len(v))
 	for i, x := range v {
-		out[i] = int32(x)
+		out[i] = W(x)
 	}
 	return out
 }

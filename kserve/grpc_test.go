@@ -181,8 +181,15 @@ func runGRPCConformance(t *testing.T, srv *kserve.Server, fx affineFixture) {
 	in := func(ts ...*pb.ModelInferRequest_InferInputTensor) []*pb.ModelInferRequest_InferInputTensor { return ts }
 	wantCode(t, "unknown model", infer(&pb.ModelInferRequest{ModelName: "nosuch", Inputs: in(input("FP32", &pb.InferTensorContents{Fp32Contents: x}))}), codes.NotFound, "nosuch")
 	wantCode(t, "no inputs", infer(&pb.ModelInferRequest{}), codes.InvalidArgument, "no inputs")
-	wantCode(t, "BOOL", infer(&pb.ModelInferRequest{Inputs: in(input("BOOL", &pb.InferTensorContents{BoolContents: make([]bool, 6)}))}), codes.InvalidArgument, `"x"`, "BOOL")
-	wantCode(t, "FP16 raw", infer(&pb.ModelInferRequest{Inputs: in(input("FP16", nil)), RawInputContents: [][]byte{make([]byte, 12)}}), codes.InvalidArgument, `"x"`, "FP16")
+	// Datatypes the model cannot take (for PyTorch, whose models declare
+	// no dtypes, ones libtorch cannot take at all).
+	if fx.Positional {
+		wantCode(t, "UINT32", infer(&pb.ModelInferRequest{Inputs: in(input("UINT32", &pb.InferTensorContents{UintContents: make([]uint32, 6)}))}), codes.InvalidArgument, `"x"`, "UINT32")
+		wantCode(t, "UINT64 raw", infer(&pb.ModelInferRequest{Inputs: in(input("UINT64", nil)), RawInputContents: [][]byte{make([]byte, 48)}}), codes.InvalidArgument, `"x"`, "UINT64")
+	} else {
+		wantCode(t, "BOOL", infer(&pb.ModelInferRequest{Inputs: in(input("BOOL", &pb.InferTensorContents{BoolContents: make([]bool, 6)}))}), codes.InvalidArgument, `"x"`, "BOOL")
+		wantCode(t, "FP16 raw", infer(&pb.ModelInferRequest{Inputs: in(input("FP16", nil)), RawInputContents: [][]byte{make([]byte, 12)}}), codes.InvalidArgument, `"x"`, "FP16")
+	}
 	wantCode(t, "short contents", infer(&pb.ModelInferRequest{Inputs: in(input("FP32", &pb.InferTensorContents{Fp32Contents: x[:5]}))}), codes.InvalidArgument, `"x"`, "5 values")
 	wantCode(t, "wrong contents field", infer(&pb.ModelInferRequest{Inputs: in(input("FP32", &pb.InferTensorContents{Fp64Contents: make([]float64, 6)}))}), codes.InvalidArgument, `"x"`, "fp32_contents")
 	wantCode(t, "short raw", infer(&pb.ModelInferRequest{Inputs: in(input("FP32", nil)), RawInputContents: [][]byte{make([]byte, 23)}}), codes.InvalidArgument, `"x"`, "23 bytes")

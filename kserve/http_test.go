@@ -11,6 +11,7 @@ import (
 
 	"github.com/inferbid/inferbid/kserve"
 	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // pctrInputs is a pctr request body's inputs: two rows.
@@ -209,10 +210,16 @@ func TestHTTPInferErrors(t *testing.T) {
 		{"twice", "/v2/models/pctr/infer", `{"inputs":[{"name":"a","shape":[1],"datatype":"FP32","data":[1]},{"name":"a","shape":[1],"datatype":"FP32","data":[1]}]}`, 400, []string{`"a"`, "twice"}},
 		{"lower-case datatype", "/v2/models/pctr/infer", input("dense", "[1]", "fp32", "[1]"), 400, []string{`"dense"`, `"fp32"`}},
 		{"unknown datatype", "/v2/models/pctr/infer", input("dense", "[1]", "FLOAT", "[1]"), 400, []string{`"dense"`, `"FLOAT"`}},
-		{"BOOL", "/v2/models/pctr/infer", input("dense", "[1]", "BOOL", "[true]"), 400, []string{`"dense"`, "BOOL", "not supported"}},
-		{"UINT8", "/v2/models/pctr/infer", input("dense", "[1]", "UINT8", "[1]"), 400, []string{`"dense"`, "UINT8", "not supported"}},
-		{"FP16", "/v2/models/pctr/infer", input("dense", "[1]", "FP16", "[1]"), 400, []string{`"dense"`, "FP16"}},
-		{"BYTES", "/v2/models/pctr/infer", input("dense", "[1]", "BYTES", `["a"]`), 400, []string{`"dense"`, "BYTES"}},
+		// A datatype the model does not take: the runtime's 400, naming the input.
+		{"BOOL", "/v2/models/pctr/infer", input("dense", "[1]", "BOOL", "[true]"), 400, []string{`"dense"`, "BOOL", "model expects FLOAT", "FP32"}},
+		{"UINT8", "/v2/models/pctr/infer", input("dense", "[1]", "UINT8", "[1]"), 400, []string{`"dense"`, "UINT8", "model expects FLOAT"}},
+		{"FP16", "/v2/models/pctr/infer", input("dense", "[1]", "FP16", "[1]"), 400, []string{`"dense"`, "FP16", "model expects FLOAT"}},
+		{"BYTES", "/v2/models/pctr/infer", input("dense", "[1]", "BYTES", `["a"]`), 400, []string{`"dense"`, "BYTES", "model expects FLOAT"}},
+		{"BOOL not a bool", "/v2/models/pctr/infer", input("dense", "[2]", "BOOL", "[true,1]"), 400, []string{`"dense"`, "element 1", "not true or false"}},
+		{"UINT8 out of range", "/v2/models/pctr/infer", input("dense", "[1]", "UINT8", "[256]"), 400, []string{`"dense"`, "out of range for UINT8"}},
+		{"UINT64 negative", "/v2/models/pctr/infer", input("dense", "[1]", "UINT64", "[-1]"), 400, []string{`"dense"`, "out of range for UINT64"}},
+		{"FP16 out of range", "/v2/models/pctr/infer", input("dense", "[1]", "FP16", "[65520]"), 400, []string{`"dense"`, "out of range for FP16"}},
+		{"BYTES not a string", "/v2/models/pctr/infer", input("dense", "[2]", "BYTES", `["a, ]b",3]`), 400, []string{`"dense"`, "element 1", "not a string"}},
 		{"too few values", "/v2/models/pctr/infer", input("dense", "[2,6]", "FP32", "[1,2,3]"), 400, []string{`"dense"`, "3 values", "12"}},
 		{"too many values", "/v2/models/pctr/infer", input("dense", "[1,2]", "FP32", "[1,2,3]"), 400, []string{`"dense"`, "more than the 2"}},
 		{"zero dimension", "/v2/models/pctr/infer", input("dense", "[0,6]", "FP32", "[]"), 400, []string{`"dense"`, ">= 1"}},
@@ -271,4 +278,19 @@ func TestConformanceTensorFlow(t *testing.T) {
 		AllDTypes: m.AllDTypes,
 		InName:    func(d string) string { return d + "_in" },
 		OutName:   func(d string) string { return d + "_out" }})
+}
+
+func TestV2DTypesTensorFlow(t *testing.T) {
+	all, err := tfsave.V2DTypesModel(tfsave.Options{FunctionCall: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	typed, err := tfsave.V2DTypesModel(tfsave.Options{FunctionCall: true},
+		tensor.Bool, tensor.Uint8, tensor.Uint16, tensor.Uint32, tensor.Uint64, tensor.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runV2DTypesConformance(t, tfSidecar(t), v2Fixture{All: all, Typed: typed,
+		InName:  func(d string) string { return d + "_in" },
+		OutName: func(d string) string { return d + "_out" }})
 }

@@ -39,3 +39,13 @@ func TestConformanceONNX(t *testing.T) {
 	client, fx := onnxSidecar(t)
 	runConformance(t, client, fx)
 }
+
+func TestV2DTypesONNX(t *testing.T) {
+	client, _ := onnxSidecar(t)
+	read := func(name string) runtimes.Files {
+		return runtimes.Files{name: testhelp.ReadFile(t, "runtimes/onnx/testdata/"+name)}
+	}
+	runV2DTypesConformance(t, client, v2Fixture{All: read("v2dtypes.onnx"), Typed: read("v2dtypes_typed.onnx"),
+		InName:  func(d string) string { return "in_" + d },
+		OutName: func(d string) string { return "out_" + d }})
+}

@@ -338,22 +338,27 @@ func (m *Model) inSignatureOrder(inputs []tensor.Tensor) bool {
 }
 
 func checkSpec(spec TensorSpec, t tensor.Tensor) error {
-	name := spec.Name
-	if name == "" {
-		name = t.Name
+	// Name the input as the caller did, and the model's own name when it
+	// differs (a TensorFlow signature key is an alias of its tensor).
+	name := inferr.Quote(spec.Name)
+	switch {
+	case spec.Name == "":
+		name = inferr.Quote(t.Name)
+	case t.Name != "" && t.Name != spec.Name:
+		name = inferr.Quote(t.Name) + " (model input " + inferr.Quote(spec.Name) + ")"
 	}
 	if spec.DType != tensor.Invalid && t.DType() != spec.DType {
-		return fmt.Errorf("input tensor %s: data_type %s, model expects %s", inferr.Quote(name), t.DType(), spec.DType)
+		return fmt.Errorf("input tensor %s: data_type %s, model expects %s", name, t.DType(), spec.DType)
 	}
 	if spec.Shape == nil {
 		return nil
 	}
 	if len(t.Shape) != len(spec.Shape) {
-		return fmt.Errorf("input tensor %s: tensor_shape %s, model expects %s", inferr.Quote(name), tensor.FormatShape(t.Shape), tensor.FormatShape(spec.Shape))
+		return fmt.Errorf("input tensor %s: tensor_shape %s, model expects %s", name, tensor.FormatShape(t.Shape), tensor.FormatShape(spec.Shape))
 	}
 	for i, d := range spec.Shape {
 		if d >= 0 && t.Shape[i] != d {
-			return fmt.Errorf("input tensor %s: tensor_shape %s, model expects %s", inferr.Quote(name), tensor.FormatShape(t.Shape), tensor.FormatShape(spec.Shape))
+			return fmt.Errorf("input tensor %s: tensor_shape %s, model expects %s", name, tensor.FormatShape(t.Shape), tensor.FormatShape(spec.Shape))
 		}
 	}
 	return nil

@@ -134,7 +134,7 @@ func TestPredictRejectsBadInputsAsInputParsing(t *testing.T) {
 		"too many":       {[]tensor.Tensor{tensor.New("x", []int64{1000, 2}, make([]float32, 2000))}, "more than 1000 elements"},
 		"no data":        {[]tensor.Tensor{{Name: "x", Shape: []int64{1}}}, "no data of a supported type"},
 		// Every input in signature order (Model.bind's no-copy path).
-		"dtype in order": {[]tensor.Tensor{x, tensor.New("y", []int64{1}, []int32{1})}, `input tensor "serving_default_y:0": data_type INT32, model expects INT64`},
+		"dtype in order": {[]tensor.Tensor{x, tensor.New("y", []int64{1}, []int32{1})}, `input tensor "y" (model input "serving_default_y:0"): data_type INT32, model expects INT64`},
 		"rank in order":  {[]tensor.Tensor{x, tensor.New("y", []int64{1, 1}, []int64{1})}, "tensor_shape [1,1], model expects [-1]"},
 	} {
 		_, err := m.Predict(context.Background(), c.in)

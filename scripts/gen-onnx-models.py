@@ -8,6 +8,13 @@ The output is deterministic: same bytes on every run.
 Models (opset 13, IR version 7: both well inside what ONNX Runtime 1.30 accepts):
   alldtypes.onnx     six inputs in_<dtype> [-1,2] (DOUBLE, FLOAT, INT8, INT16, INT32, INT64), six
                      outputs out_<dtype>, each the Identity of the input of the same dtype.
+  v2dtypes.onnx      seven inputs in_<dtype> [-1,2] (BOOL, UINT8, UINT16, UINT32, UINT64, FLOAT16,
+                     STRING: the v2 protocol's BOOL, UINT8-64, FP16, BYTES), seven outputs out_<dtype>,
+                     each the Identity of the input of the same dtype.
+  fp16_unplanned.onnx  x FLOAT16 [batch,2] -> y = Concat(x, x) along axis 0, declared [rows,2]: an FP16
+                     output whose shape does not follow from the inputs' (not preallocatable)
+  v2dtypes_typed.onnx  v2dtypes.onnx without FLOAT16 (the v2 protocol's gRPC typed contents have no FP16
+                     field).
   affine_v1.onnx     x FLOAT [-1,3] -> y = 2*x + 1
   affine_v2.onnx     x FLOAT [-1,3] -> y = 3*x - 1
   mlp.onnx           the benchmark MLP of the team contract: x FLOAT [-1,8] ->
@@ -85,6 +92,39 @@ def alldtypes():
         outputs.append(helper.make_tensor_value_info("out_" + name, dt, ["batch", 2]))
         nodes.append(helper.make_node("Identity", ["in_" + name], ["out_" + name], name="identity_" + name))
     return model(helper.make_graph(nodes, "alldtypes", inputs, outputs))
+
+
+V2_DTYPES = [
+    ("bool", TensorProto.BOOL),
+    ("uint8", TensorProto.UINT8),
+    ("uint16", TensorProto.UINT16),
+    ("uint32", TensorProto.UINT32),
+    ("uint64", TensorProto.UINT64),
+    ("fp16", TensorProto.FLOAT16),
+    ("bytes", TensorProto.STRING),
+]
+
+
+def v2dtypes(without=()):
+    inputs, outputs, nodes = [], [], []
+    for name, dt in V2_DTYPES:
+        if name in without:
+            continue
+        inputs.append(helper.make_tensor_value_info("in_" + name, dt, ["batch", 2]))
+        outputs.append(helper.make_tensor_value_info("out_" + name, dt, ["batch", 2]))
+        nodes.append(helper.make_node("Identity", ["in_" + name], ["out_" + name], name="identity_" + name))
+    return model(helper.make_graph(nodes, "v2dtypes", inputs, outputs))
+
+
+def fp16_unplanned():
+    nodes = [helper.make_node("Concat", ["x", "x"], ["y"], name="concat", axis=0)]
+    g = helper.make_graph(
+        nodes,
+        "fp16_unplanned",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT16, ["batch", 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT16, ["rows", 2])],
+    )
+    return model(g)
 
 
 def affine(scale, offset, graph_name):
@@ -267,6 +307,9 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     os.makedirs(OUT_BENCH, exist_ok=True)
     save(alldtypes(), "alldtypes.onnx")
+    save(v2dtypes(), "v2dtypes.onnx")
+    save(v2dtypes(without=("fp16",)), "v2dtypes_typed.onnx")
+    save(fp16_unplanned(), "fp16_unplanned.onnx")
     save(affine(2.0, 1.0, "affine_v1"), "affine_v1.onnx")
     save(affine(3.0, -1.0, "affine_v2"), "affine_v2.onnx")
     save(mlp(), "mlp.onnx")

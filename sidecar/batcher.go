@@ -424,13 +424,27 @@ func concatRows(key []tensor.Tensor, calls []*batchCall, rows int) []tensor.Tens
 			data = concatData[int32](calls, i)
 		case []int64:
 			data = concatData[int64](calls, i)
+		case []bool:
+			data = concatData[bool](calls, i)
+		case []uint8:
+			data = concatData[uint8](calls, i)
+		case []uint16:
+			data = concatData[uint16](calls, i)
+		case []uint32:
+			data = concatData[uint32](calls, i)
+		case []uint64:
+			data = concatData[uint64](calls, i)
+		case []tensor.Float16:
+			data = concatData[tensor.Float16](calls, i)
+		case [][]byte:
+			data = concatData[[]byte](calls, i)
 		}
 		merged[i] = tensor.Tensor{Name: k.Name, Shape: shape, Data: data}
 	}
 	return merged
 }
 
-func concatData[T tensor.Element](calls []*batchCall, input int) []T {
+func concatData[T tensor.AnyElement](calls []*batchCall, input int) []T {
 	n := 0
 	for _, c := range calls {
 		n += c.in[input].Len()
@@ -465,6 +479,20 @@ func splitRows(out []tensor.Tensor, row, rows int) []tensor.Tensor {
 		case []int32:
 			data = d[lo:hi:hi]
 		case []int64:
+			data = d[lo:hi:hi]
+		case []bool:
+			data = d[lo:hi:hi]
+		case []uint8:
+			data = d[lo:hi:hi]
+		case []uint16:
+			data = d[lo:hi:hi]
+		case []uint32:
+			data = d[lo:hi:hi]
+		case []uint64:
+			data = d[lo:hi:hi]
+		case []tensor.Float16:
+			data = d[lo:hi:hi]
+		case [][]byte:
 			data = d[lo:hi:hi]
 		}
 		mine[i] = tensor.Tensor{Name: t.Name, Shape: shape, Data: data}

@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 
@@ -31,8 +32,10 @@ func errorFromProto(e *inferencepb.Error) error {
 	return &inferr.Error{Type: t, Msg: e.GetDescription()}
 }
 
-// tensorToProto shares the slices of float32, float64, int32 and int64
-// data with the message (no copy); int8 and int16 are widened to int_data.
+// tensorToProto shares the slices of float32, float64, int32, int64, bool,
+// uint32, uint64 and bytes data with the message (no copy); int8 and int16
+// are widened to int_data, uint8 and uint16 to uint_data, and FP16 bits are
+// packed little-endian into fp16_data.
 func tensorToProto(t tensor.Tensor) *inferencepb.Tensor {
 	p := &inferencepb.Tensor{Name: t.Name, DataType: dtypeToProto(t.DType()), Shape: t.Shape}
 	switch d := t.Data.(type) {
@@ -41,26 +44,44 @@ func tensorToProto(t tensor.Tensor) *inferencepb.Tensor {
 	case []float32:
 		p.FloatData = d
 	case []int8:
-		p.IntData = widen(d)
+		p.IntData = widen[int8, int32](d)
 	case []int16:
-		p.IntData = widen(d)
+		p.IntData = widen[int16, int32](d)
 	case []int32:
 		p.IntData = d
 	case []int64:
 		p.Int64Data = d
+	case []bool:
+		p.BoolData = d
+	case []uint8:
+		p.UintData = widen[uint8, uint32](d)
+	case []uint16:
+		p.UintData = widen[uint16, uint32](d)
+	case []uint32:
+		p.UintData = d
+	case []uint64:
+		p.Uint64Data = d
+	case []tensor.Float16:
+		b := make([]byte, 0, 2*len(d))
+		for _, v := range d {
+			b = binary.LittleEndian.AppendUint16(b, uint16(v))
+		}
+		p.Fp16Data = b
+	case [][]byte:
+		p.BytesData = d
 	}
 	return p
 }
 
-func widen[T int8 | int16](d []T) []int32 {
-	out := make([]int32, len(d))
+func widen[T int8 | int16 | uint8 | uint16, W int32 | uint32](d []T) []W {
+	out := make([]W, len(d))
 	for i, v := range d {
-		out[i] = int32(v)
+		out[i] = W(v)
 	}
 	return out
 }
 
-func narrow[T int8 | int16](name string, d []int32, lo, hi int32) ([]T, error) {
+func narrow[T int8 | int16 | uint8 | uint16, W int32 | uint32](name string, d []W, lo, hi W) ([]T, error) {
 	out := make([]T, len(d))
 	for i, v := range d {
 		if v < lo || v > hi {
@@ -72,8 +93,9 @@ func narrow[T int8 | int16](name string, d []int32, lo, hi int32) ([]T, error) {
 }
 
 // tensorFromProto is the inverse of tensorToProto: it shares float32,
-// float64, int32 and int64 data with the message. It only decodes (the
-// dtype, and INT8/INT16 values narrowed with a range check): whether the
+// float64, int32, int64, bool, uint32, uint64 and bytes data with the
+// message. It only decodes (the dtype, INT8/INT16/UINT8/UINT16 values
+// narrowed with a range check, FP16 bits unpacked): whether the
 // element count fits the shape and the caps is checked once, by whoever
 // uses the tensor (runtimes.Model for inputs, resultFromProto for outputs).
 func tensorFromProto(p *inferencepb.Tensor) (tensor.Tensor, error) {
@@ -91,19 +113,41 @@ func tensorFromProto(p *inferencepb.Tensor) (tensor.Tensor, error) {
 		t.Data, err = narrow[int8](t.Name, p.GetIntData(), math.MinInt8, math.MaxInt8)
 	case inferencepb.DataType_INT16:
 		t.Data, err = narrow[int16](t.Name, p.GetIntData(), math.MinInt16, math.MaxInt16)
+	case inferencepb.DataType_BOOL:
+		t.Data = nonNil(p.GetBoolData())
+	case inferencepb.DataType_UINT8:
+		t.Data, err = narrow[uint8](t.Name, p.GetUintData(), 0, math.MaxUint8)
+	case inferencepb.DataType_UINT16:
+		t.Data, err = narrow[uint16](t.Name, p.GetUintData(), 0, math.MaxUint16)
+	case inferencepb.DataType_UINT32:
+		t.Data = nonNil(p.GetUintData())
+	case inferencepb.DataType_UINT64:
+		t.Data = nonNil(p.GetUint64Data())
+	case inferencepb.DataType_FP16:
+		b := p.GetFp16Data()
+		if len(b)%2 != 0 {
+			return t, fmt.Errorf("tensor %s: fp16_data has %d bytes, not a whole number of 2-byte values", inferr.Quote(t.Name), len(b))
+		}
+		h := make([]tensor.Float16, len(b)/2)
+		for i := range h {
+			h[i] = tensor.Float16(binary.LittleEndian.Uint16(b[2*i:]))
+		}
+		t.Data = h
+	case inferencepb.DataType_BYTES:
+		t.Data = nonNil(p.GetBytesData())
 	case inferencepb.DataType_INT32:
 		t.Data = nonNil(p.GetIntData())
 	case inferencepb.DataType_INT64:
 		t.Data = nonNil(p.GetInt64Data())
 	default:
-		return t, fmt.Errorf("tensor %s: data_type %s is not one of DOUBLE, FLOAT, INT8, INT16, INT32, INT64", inferr.Quote(t.Name), p.GetDataType())
+		return t, fmt.Errorf("tensor %s: data_type %s is not a known data type", inferr.Quote(t.Name), p.GetDataType())
 	}
 	return t, err
 }
 
 // nonNil keeps an empty value list a typed empty slice, so the tensor's
 // dtype is known.
-func nonNil[T tensor.Element](d []T) []T {
+func nonNil[T tensor.AnyElement](d []T) []T {
 	if d == nil {
 		return []T{}
 	}

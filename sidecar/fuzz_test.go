@@ -65,6 +65,13 @@ func FuzzTensorFromProto(f *testing.F) {
 	seed(&inferencepb.Tensor{Name: "x", DataType: inferencepb.DataType_INT8, Shape: []int64{2}, IntData: []int32{1, 300}})
 	seed(&inferencepb.Tensor{Name: "x", DataType: inferencepb.DataType_INT64, Shape: []int64{math.MaxInt64, 2}})
 	seed(&inferencepb.Tensor{DataType: inferencepb.DataType_DOUBLE})
+	seed(&inferencepb.Tensor{Name: "b", DataType: inferencepb.DataType_BOOL, Shape: []int64{2}, BoolData: []bool{true, false}})
+	seed(&inferencepb.Tensor{Name: "u", DataType: inferencepb.DataType_UINT8, Shape: []int64{2}, UintData: []uint32{255, 256}})
+	seed(&inferencepb.Tensor{Name: "u", DataType: inferencepb.DataType_UINT16, Shape: []int64{1}, UintData: []uint32{65535}})
+	seed(&inferencepb.Tensor{Name: "u", DataType: inferencepb.DataType_UINT64, Shape: []int64{1}, Uint64Data: []uint64{math.MaxUint64}})
+	seed(&inferencepb.Tensor{Name: "h", DataType: inferencepb.DataType_FP16, Shape: []int64{2}, Fp16Data: []byte{0x00, 0x3c, 0x00, 0x7e}})
+	seed(&inferencepb.Tensor{Name: "h", DataType: inferencepb.DataType_FP16, Shape: []int64{1}, Fp16Data: []byte{0x00}})
+	seed(&inferencepb.Tensor{Name: "s", DataType: inferencepb.DataType_BYTES, Shape: []int64{2}, BytesData: [][]byte{{0, 0xff}, nil}})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var p inferencepb.Tensor
 		if proto.Unmarshal(b, &p) != nil {
@@ -84,7 +91,8 @@ func FuzzTensorFromProto(f *testing.F) {
 		if back.GetDataType() != p.GetDataType() || !slices.Equal(back.GetShape(), p.GetShape()) {
 			t.Fatalf("round trip changed the dtype or shape: %s %v -> %s %v", p.GetDataType(), p.GetShape(), back.GetDataType(), back.GetShape())
 		}
-		if got.Len() != len(back.GetDoubleData())+len(back.GetFloatData())+len(back.GetIntData())+len(back.GetInt64Data()) {
+		if got.Len() != len(back.GetDoubleData())+len(back.GetFloatData())+len(back.GetIntData())+len(back.GetInt64Data())+
+			len(back.GetBoolData())+len(back.GetUintData())+len(back.GetUint64Data())+len(back.GetFp16Data())/2+len(back.GetBytesData()) {
 			t.Fatalf("round trip changed the element count")
 		}
 	})

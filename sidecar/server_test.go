@@ -493,7 +493,7 @@ func TestParseRuntimeConfig(t *testing.T) {
 }
 
 func TestEnumsMatch(t *testing.T) {
-	for _, d := range tensor.DTypes {
+	for _, d := range tensor.AllDTypes {
 		if dtypeToProto(d).String() != d.String() {
 			t.Errorf("dtype %s maps to proto %s", d, dtypeToProto(d))
 		}

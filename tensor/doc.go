@@ -1,5 +1,6 @@
-// Package tensor is the leaf every layer of inferbid shares: the six element
-// types of the batch JSON contract (DType), a dense row-major Tensor, and the
+// Package tensor is the leaf every layer of inferbid shares: the element
+// types (DType: the six of the batch JSON contract, and BOOL, UINT8-64, FP16
+// and BYTES, which only the v2 surfaces carry), a dense row-major Tensor, and the
 // shape arithmetic (element counts with overflow and cap checks) that every
 // decoder and runtime needs.
 //

@@ -6,8 +6,9 @@ import (
 	"strings"
 )
 
-// DType is the element type of a tensor: one of the six types of the batch
-// JSON contract. The zero value is Invalid.
+// DType is the element type of a tensor. The first six are the types of
+// the batch JSON contract (DTypes, Contract); the others only travel from
+// the v2 (KServe) surfaces to the runtimes. The zero value is Invalid.
 type DType int
 
 const (
@@ -18,12 +19,98 @@ const (
 	Int16         // INT16
 	Int32         // INT32
 	Int64         // INT64
+	Bool          // BOOL, bool
+	Uint8         // UINT8
+	Uint16        // UINT16
+	Uint32        // UINT32
+	Uint64        // UINT64
+	Half          // FP16, held as its IEEE 754 binary16 bits (Float16)
+	Bytes         // BYTES, []byte per element (binary-safe strings)
 )
 
-// DTypes lists the six valid dtypes in contract order.
+// DTypes lists the six dtypes of the batch JSON contract, in contract order.
 var DTypes = []DType{Double, Float, Int8, Int16, Int32, Int64}
 
-var dtypeNames = [...]string{Invalid: "INVALID", Double: "DOUBLE", Float: "FLOAT", Int8: "INT8", Int16: "INT16", Int32: "INT32", Int64: "INT64"}
+// AllDTypes lists every valid dtype: the contract's six, then the others.
+var AllDTypes = []DType{Double, Float, Int8, Int16, Int32, Int64, Bool, Uint8, Uint16, Uint32, Uint64, Half, Bytes}
+
+var dtypeNames = [...]string{Invalid: "INVALID", Double: "DOUBLE", Float: "FLOAT", Int8: "INT8", Int16: "INT16", Int32: "INT32", Int64: "INT64",
+	Bool: "BOOL", Uint8: "UINT8", Uint16: "UINT16", Uint32: "UINT32", Uint64: "UINT64", Half: "FP16", Bytes: "BYTES"}
+
+// Contract reports whether d is one of the six dtypes of the batch JSON
+// contract (the B&A path carries no other).
+func (d DType) Contract() bool { return d >= Double && d <= Int64 }
+
+// Float16 is one IEEE 754 binary16 value as its raw bits. Tensors carry the
+// bits untouched; Float32 and Float16FromFloat32 convert only where a text
+// form needs a number (the v2 JSON surface).
+type Float16 uint16
+
+// Float32 is h's value (exact: every binary16 is a float32). A NaN keeps
+// its payload in the top mantissa bits.
+func (h Float16) Float32() float32 {
+	sign := uint32(h>>15) << 31
+	exp := uint32(h>>10) & 0x1f
+	mant := uint32(h & 0x3ff)
+	switch {
+	case exp == 0x1f:
+		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
+	case exp == 0 && mant == 0:
+		return math.Float32frombits(sign)
+	case exp == 0: // subnormal: normalise
+		e := uint32(127 - 15 + 1)
+		for mant&0x400 == 0 {
+			mant <<= 1
+			e--
+		}
+		return math.Float32frombits(sign | e<<23 | (mant&0x3ff)<<13)
+	}
+	return math.Float32frombits(sign | (exp+127-15)<<23 | mant<<13)
+}
+
+// Float16FromFloat32 rounds f to the nearest binary16 (ties to even);
+// values beyond 65504 round to an infinity, NaN stays NaN.
+func Float16FromFloat32(f float32) Float16 {
+	bits := math.Float32bits(f)
+	sign := uint16(bits>>16) & 0x8000
+	exp := int(bits>>23) & 0xff
+	mant := bits & 0x7fffff
+	if exp == 0xff {
+		if mant != 0 {
+			return Float16(sign | 0x7e00 | uint16(mant>>13))
+		}
+		return Float16(sign | 0x7c00)
+	}
+	e := exp - 127 + 15
+	if e >= 0x1f {
+		return Float16(sign | 0x7c00)
+	}
+	if e <= 0 {
+		if e < -10 {
+			return Float16(sign)
+		}
+		mant |= 0x800000
+		shift := uint32(14 - e)
+		half := mant >> shift
+		rem, tie := mant&(1<<shift-1), uint32(1)<<(shift-1)
+		if rem > tie || (rem == tie && half&1 == 1) {
+			half++
+		}
+		return Float16(sign | uint16(half))
+	}
+	half := uint32(e)<<10 | mant>>13
+	if rem := mant & 0x1fff; rem > 0x1000 || (rem == 0x1000 && half&1 == 1) {
+		half++ // a carry into the exponent is right, up to infinity
+	}
+	return Float16(sign | uint16(half))
+}
+
+// IsNaNOrInf reports whether h is a NaN or an infinity (exponent all ones).
+func (h Float16) IsNaNOrInf() bool { return h&0x7c00 == 0x7c00 }
+
+// DefaultMaxBytes bounds the total content of one BYTES tensor (the sum of
+// its elements' lengths): 64 MiB. Decoders check it before they allocate.
+const DefaultMaxBytes = 64 << 20
 
 // String returns the contract name, e.g. "FLOAT".
 func (d DType) String() string {
@@ -33,7 +120,8 @@ func (d DType) String() string {
 	return dtypeNames[d]
 }
 
-// ParseDType maps a contract name ("DOUBLE", ...) to its DType.
+// ParseDType maps a contract name ("DOUBLE", ...) to its DType; only the
+// six of the batch JSON contract parse (BOOL, FP16, ... do not).
 func ParseDType(s string) (DType, bool) {
 	for _, d := range DTypes {
 		if dtypeNames[d] == s {
@@ -46,26 +134,32 @@ func ParseDType(s string) (DType, bool) {
 // Size is the size of one element in bytes.
 func (d DType) Size() int {
 	switch d {
-	case Double, Int64:
+	case Double, Int64, Uint64:
 		return 8
-	case Float, Int32:
+	case Float, Int32, Uint32:
 		return 4
-	case Int16:
+	case Int16, Uint16, Half:
 		return 2
-	case Int8:
+	case Int8, Uint8, Bool:
 		return 1
 	}
-	return 0
+	return 0 // Invalid, and Bytes (variable size)
 }
 
-// Element is the set of Go element types a Tensor can hold.
+// Element is the set of Go element types of the six contract dtypes.
 type Element interface {
 	float64 | float32 | int8 | int16 | int32 | int64
 }
 
+// AnyElement is the set of Go element types a Tensor can hold.
+type AnyElement interface {
+	Element | bool | uint8 | uint16 | uint32 | uint64 | Float16 | []byte
+}
+
 // Tensor is a dense row-major tensor. Data holds exactly one of []float64,
-// []float32, []int8, []int16, []int32 or []int64 with as many elements as
-// Shape describes; an empty Shape is a scalar of one element.
+// []float32, []int8, []int16, []int32, []int64 (the contract's six), []bool,
+// []uint8, []uint16, []uint32, []uint64, []Float16 or [][]byte, with as many
+// elements as Shape describes; an empty Shape is a scalar of one element.
 type Tensor struct {
 	Name  string
 	Shape []int64
@@ -73,7 +167,7 @@ type Tensor struct {
 }
 
 // New returns a tensor of the given name, shape and data.
-func New[T Element](name string, shape []int64, data []T) Tensor {
+func New[T AnyElement](name string, shape []int64, data []T) Tensor {
 	return Tensor{Name: name, Shape: shape, Data: data}
 }
 
@@ -92,6 +186,20 @@ func (t Tensor) DType() DType {
 		return Int32
 	case []int64:
 		return Int64
+	case []bool:
+		return Bool
+	case []uint8:
+		return Uint8
+	case []uint16:
+		return Uint16
+	case []uint32:
+		return Uint32
+	case []uint64:
+		return Uint64
+	case []Float16:
+		return Half
+	case [][]byte:
+		return Bytes
 	}
 	return Invalid
 }
@@ -111,13 +219,27 @@ func (t Tensor) Len() int {
 		return len(d)
 	case []int64:
 		return len(d)
+	case []bool:
+		return len(d)
+	case []uint8:
+		return len(d)
+	case []uint16:
+		return len(d)
+	case []uint32:
+		return len(d)
+	case []uint64:
+		return len(d)
+	case []Float16:
+		return len(d)
+	case [][]byte:
+		return len(d)
 	}
 	return 0
 }
 
 // Data returns the tensor's elements as []T, or nil and false if the tensor
 // holds another type.
-func Data[T Element](t Tensor) ([]T, bool) {
+func Data[T AnyElement](t Tensor) ([]T, bool) {
 	d, ok := t.Data.([]T)
 	return d, ok
 }
@@ -137,6 +259,20 @@ func MakeData(d DType, n int) any {
 		return make([]int32, n)
 	case Int64:
 		return make([]int64, n)
+	case Bool:
+		return make([]bool, n)
+	case Uint8:
+		return make([]uint8, n)
+	case Uint16:
+		return make([]uint16, n)
+	case Uint32:
+		return make([]uint32, n)
+	case Uint64:
+		return make([]uint64, n)
+	case Half:
+		return make([]Float16, n)
+	case Bytes:
+		return make([][]byte, n)
 	}
 	return nil
 }
@@ -166,7 +302,8 @@ func NumElements(shape []int64, max int64) (int64, error) {
 }
 
 // Validate checks that Data holds a valid dtype and exactly as many elements
-// as Shape describes, within max elements.
+// as Shape describes, within max elements, and that a BYTES tensor's
+// content stays within DefaultMaxBytes.
 func (t Tensor) Validate(max int64) error {
 	if t.DType() == Invalid {
 		return fmt.Errorf("tensor %q has no data of a supported type (%T)", t.Name, t.Data)
@@ -177,6 +314,15 @@ func (t Tensor) Validate(max int64) error {
 	}
 	if int64(t.Len()) != n {
 		return fmt.Errorf("tensor %q: tensor_shape %s needs %d values, tensor_content has %d", t.Name, FormatShape(t.Shape), n, t.Len())
+	}
+	if b, ok := t.Data.([][]byte); ok {
+		total := 0
+		for _, e := range b {
+			total += len(e)
+			if total > DefaultMaxBytes {
+				return fmt.Errorf("tensor %q: BYTES content is over %d bytes", t.Name, DefaultMaxBytes)
+			}
+		}
 	}
 	return nil
 }
@@ -209,6 +355,12 @@ func (t Tensor) HasNaNOrInf() bool {
 		for _, v := range d {
 			f := float64(v)
 			if math.IsNaN(f) || math.IsInf(f, 0) {
+				return true
+			}
+		}
+	case []Float16:
+		for _, v := range d {
+			if v.IsNaNOrInf() {
 				return true
 			}
 		}

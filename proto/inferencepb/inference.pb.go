@@ -27,7 +27,8 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// DataType names the six element types of the batch JSON contract.
+// DataType names a tensor's element type: 1-6 are the six types of the
+// batch JSON contract; 7-13 travel only from the v2 (KServe) surfaces.
 type DataType int32
 
 const (
@@ -38,18 +39,34 @@ const (
 	DataType_INT16                 DataType = 4
 	DataType_INT32                 DataType = 5
 	DataType_INT64                 DataType = 6
+	DataType_BOOL                  DataType = 7
+	DataType_UINT8                 DataType = 8
+	DataType_UINT16                DataType = 9
+	DataType_UINT32                DataType = 10
+	DataType_UINT64                DataType = 11
+	// IEEE 754 binary16.
+	DataType_FP16 DataType = 12
+	// Binary-safe byte strings, one per element.
+	DataType_BYTES DataType = 13
 )
 
 // Enum value maps for DataType.
 var (
 	DataType_name = map[int32]string{
-		0: "DATA_TYPE_UNSPECIFIED",
-		1: "DOUBLE",
-		2: "FLOAT",
-		3: "INT8",
-		4: "INT16",
-		5: "INT32",
-		6: "INT64",
+		0:  "DATA_TYPE_UNSPECIFIED",
+		1:  "DOUBLE",
+		2:  "FLOAT",
+		3:  "INT8",
+		4:  "INT16",
+		5:  "INT32",
+		6:  "INT64",
+		7:  "BOOL",
+		8:  "UINT8",
+		9:  "UINT16",
+		10: "UINT32",
+		11: "UINT64",
+		12: "FP16",
+		13: "BYTES",
 	}
 	DataType_value = map[string]int32{
 		"DATA_TYPE_UNSPECIFIED": 0,
@@ -59,6 +76,13 @@ var (
 		"INT16":                 4,
 		"INT32":                 5,
 		"INT64":                 6,
+		"BOOL":                  7,
+		"UINT8":                 8,
+		"UINT16":                9,
+		"UINT32":                10,
+		"UINT64":                11,
+		"FP16":                  12,
+		"BYTES":                 13,
 	}
 )
 
@@ -201,7 +225,9 @@ func (ModelState) EnumDescriptor() ([]byte, []int) {
 }
 
 // Tensor is a dense row-major tensor. Exactly one data field is used, the
-// one matching data_type: INT8, INT16 and INT32 travel in int_data.
+// one matching data_type: INT8, INT16 and INT32 travel in int_data; UINT8,
+// UINT16 and UINT32 in uint_data; FP16 in fp16_data as packed little-endian
+// binary16 bits (2 bytes per element).
 type Tensor struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -211,6 +237,11 @@ type Tensor struct {
 	FloatData     []float32              `protobuf:"fixed32,5,rep,packed,name=float_data,json=floatData,proto3" json:"float_data,omitempty"`
 	IntData       []int32                `protobuf:"zigzag32,6,rep,packed,name=int_data,json=intData,proto3" json:"int_data,omitempty"`
 	Int64Data     []int64                `protobuf:"varint,7,rep,packed,name=int64_data,json=int64Data,proto3" json:"int64_data,omitempty"`
+	BoolData      []bool                 `protobuf:"varint,8,rep,packed,name=bool_data,json=boolData,proto3" json:"bool_data,omitempty"`
+	UintData      []uint32               `protobuf:"varint,9,rep,packed,name=uint_data,json=uintData,proto3" json:"uint_data,omitempty"`
+	Uint64Data    []uint64               `protobuf:"varint,10,rep,packed,name=uint64_data,json=uint64Data,proto3" json:"uint64_data,omitempty"`
+	Fp16Data      []byte                 `protobuf:"bytes,11,opt,name=fp16_data,json=fp16Data,proto3" json:"fp16_data,omitempty"`
+	BytesData     [][]byte               `protobuf:"bytes,12,rep,name=bytes_data,json=bytesData,proto3" json:"bytes_data,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -290,6 +321,41 @@ func (x *Tensor) GetIntData() []int32 {
 func (x *Tensor) GetInt64Data() []int64 {
 	if x != nil {
 		return x.Int64Data
+	}
+	return nil
+}
+
+func (x *Tensor) GetBoolData() []bool {
+	if x != nil {
+		return x.BoolData
+	}
+	return nil
+}
+
+func (x *Tensor) GetUintData() []uint32 {
+	if x != nil {
+		return x.UintData
+	}
+	return nil
+}
+
+func (x *Tensor) GetUint64Data() []uint64 {
+	if x != nil {
+		return x.Uint64Data
+	}
+	return nil
+}
+
+func (x *Tensor) GetFp16Data() []byte {
+	if x != nil {
+		return x.Fp16Data
+	}
+	return nil
+}
+
+func (x *Tensor) GetBytesData() [][]byte {
+	if x != nil {
+		return x.BytesData
 	}
 	return nil
 }
@@ -1331,7 +1397,7 @@ type TensorSpec struct {
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// Other names accepted for an input (TensorFlow's signature key).
 	Aliases []string `protobuf:"bytes,2,rep,name=aliases,proto3" json:"aliases,omitempty"`
-	// DATA_TYPE_UNSPECIFIED: any, or a type outside the contract's six.
+	// DATA_TYPE_UNSPECIFIED: any, or a type inferbid does not carry.
 	DataType DataType `protobuf:"varint,3,opt,name=data_type,json=dataType,proto3,enum=inferbid.inference.v1.DataType" json:"data_type,omitempty"`
 	// -1 marks an unknown dimension; empty with unknown_rank set when even
 	// the rank is unknown (empty without it is a scalar).
@@ -1605,7 +1671,7 @@ var File_inference_proto protoreflect.FileDescriptor
 
 const file_inference_proto_rawDesc = "" +
 	"\n" +
-	"\x0finference.proto\x12\x15inferbid.inference.v1\"\xea\x01\n" +
+	"\x0finference.proto\x12\x15inferbid.inference.v1\"\x81\x03\n" +
 	"\x06Tensor\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12<\n" +
 	"\tdata_type\x18\x02 \x01(\x0e2\x1f.inferbid.inference.v1.DataTypeR\bdataType\x12\x14\n" +
@@ -1616,7 +1682,15 @@ const file_inference_proto_rawDesc = "" +
 	"float_data\x18\x05 \x03(\x02R\tfloatData\x12\x19\n" +
 	"\bint_data\x18\x06 \x03(\x11R\aintData\x12\x1d\n" +
 	"\n" +
-	"int64_data\x18\a \x03(\x03R\tint64Data\"_\n" +
+	"int64_data\x18\a \x03(\x03R\tint64Data\x12\x1b\n" +
+	"\tbool_data\x18\b \x03(\bR\bboolData\x12\x1b\n" +
+	"\tuint_data\x18\t \x03(\rR\buintData\x12\x1f\n" +
+	"\vuint64_data\x18\n" +
+	" \x03(\x04R\n" +
+	"uint64Data\x12\x1b\n" +
+	"\tfp16_data\x18\v \x01(\fR\bfp16Data\x12\x1d\n" +
+	"\n" +
+	"bytes_data\x18\f \x03(\fR\tbytesData\"_\n" +
 	"\x05Error\x124\n" +
 	"\x04type\x18\x01 \x01(\x0e2 .inferbid.inference.v1.ErrorTypeR\x04type\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\"f\n" +
@@ -1714,7 +1788,7 @@ const file_inference_proto_rawDesc = "" +
 	"\x05bytes\x18\v \x01(\x03R\x05bytes\x12\x18\n" +
 	"\aruntime\x18\f \x01(\tR\aruntime\"O\n" +
 	"\x11GetModelsResponse\x12:\n" +
-	"\x06models\x18\x01 \x03(\v2\".inferbid.inference.v1.ModelStatusR\x06models*g\n" +
+	"\x06models\x18\x01 \x03(\v2\".inferbid.inference.v1.ModelStatusR\x06models*\xb5\x01\n" +
 	"\bDataType\x12\x19\n" +
 	"\x15DATA_TYPE_UNSPECIFIED\x10\x00\x12\n" +
 	"\n" +
@@ -1723,7 +1797,18 @@ const file_inference_proto_rawDesc = "" +
 	"\x04INT8\x10\x03\x12\t\n" +
 	"\x05INT16\x10\x04\x12\t\n" +
 	"\x05INT32\x10\x05\x12\t\n" +
-	"\x05INT64\x10\x06*s\n" +
+	"\x05INT64\x10\x06\x12\b\n" +
+	"\x04BOOL\x10\a\x12\t\n" +
+	"\x05UINT8\x10\b\x12\n" +
+	"\n" +
+	"\x06UINT16\x10\t\x12\n" +
+	"\n" +
+	"\x06UINT32\x10\n" +
+	"\x12\n" +
+	"\n" +
+	"\x06UINT64\x10\v\x12\b\n" +
+	"\x04FP16\x10\f\x12\t\n" +
+	"\x05BYTES\x10\r*s\n" +
 	"\tErrorType\x12\v\n" +
 	"\aUNKNOWN\x10\x00\x12\x11\n" +
 	"\rINPUT_PARSING\x10\x01\x12\x13\n" +

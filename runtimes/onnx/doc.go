@@ -18,10 +18,12 @@
 //
 // A model is one .onnx file, loaded from bytes. Its inputs and outputs are
 // read from the protobuf (graph inputs that are initializers do not count);
-// inputs must be tensors of the six contract dtypes, symbolic dimensions are
-// -1, and sessions are dynamic so every batch size works. Outputs of other
-// element types (BOOL, UINT8, STRING, ...) and non-tensor outputs are
-// OUTPUT_PARSING errors naming the output. Rank-0 (scalar) inputs and outputs
+// inputs must be tensors of a dtype tensor.DType carries (the contract's six,
+// BOOL, UINT8-64, FLOAT16 and STRING as BYTES), symbolic dimensions are -1,
+// and sessions are dynamic so every batch size works. Outputs of other
+// element types (BFLOAT16, COMPLEX, ...), FLOAT16 outputs that cannot be
+// preallocated, and non-tensor outputs are OUTPUT_PARSING errors naming the
+// output. Rank-0 (scalar) inputs and outputs
 // are not supported by onnxruntime_go.
 //
 // num_intraop_threads of the runtime config sizes each session's intra-op

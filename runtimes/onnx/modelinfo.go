@@ -70,9 +70,24 @@ func elemName(e int32) string {
 	return fmt.Sprintf("element type %d", e)
 }
 
-// elemDType maps an ONNX element type to one of the six contract dtypes.
+// elemDType maps an ONNX element type to the dtype that carries it
+// (Invalid for those inferbid does not carry: BFLOAT16, COMPLEX, ...).
 func elemDType(e int32) tensor.DType {
 	switch e {
+	case elemBool:
+		return tensor.Bool
+	case elemUint8:
+		return tensor.Uint8
+	case elemUint16:
+		return tensor.Uint16
+	case 12:
+		return tensor.Uint32
+	case 13:
+		return tensor.Uint64
+	case elemFloat16:
+		return tensor.Half
+	case elemString:
+		return tensor.Bytes
 	case elemDouble:
 		return tensor.Double
 	case elemFloat:

@@ -3,16 +3,19 @@
 package onnx
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"os"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	ort "github.com/yalue/onnxruntime_go"
 
@@ -250,6 +253,9 @@ func (m *model) Predict(ctx context.Context, inputs []tensor.Tensor) ([]tensor.T
 			}
 		}
 	}
+	if err := m.checkFP16Allocated(result); err != nil {
+		return nil, err
+	}
 	err := m.run(ctx, ins, outs)
 	if err != nil && preallocated && ctx.Err() == nil {
 		// The model's outputs did not have the shapes its dim_params
@@ -257,6 +263,9 @@ func (m *model) Predict(ctx context.Context, inputs []tensor.Tensor) ([]tensor.T
 		// allocating, and stop guessing for this model if that works.
 		destroyValues(outs)
 		clear(result)
+		if err := m.checkFP16Allocated(result); err != nil {
+			return nil, err
+		}
 		if err = m.run(ctx, ins, outs); err == nil {
 			m.preallocate.Store(false)
 		}
@@ -277,12 +286,25 @@ func (m *model) Predict(ctx context.Context, inputs []tensor.Tensor) ([]tensor.T
 	return result, nil
 }
 
+// checkFP16Allocated refuses a run that would leave an FP16 output to ONNX
+// Runtime's allocation: onnxruntime_go copies only half of such an output
+// (one byte per element), so it is allocated here or not returned at all.
+func (m *model) checkFP16Allocated(result []tensor.Tensor) error {
+	for i, p := range m.plans {
+		if p.dtype == tensor.Half && result[i].Data == nil {
+			return fmt.Errorf("%w: onnx: output %q is FLOAT16 and its shape does not follow from the inputs' (dim_params): onnxruntime_go cannot return an FLOAT16 output ONNX Runtime allocates", driver.ErrInvalidOutput, m.outputNames[i])
+		}
+	}
+	return nil
+}
+
 func destroyValues(values []ort.Value) {
 	for i, v := range values {
-		if v != nil {
+		// onnxruntime_go can leave a typed nil behind a failed conversion.
+		if v != nil && !reflect.ValueOf(v).IsNil() {
 			v.Destroy()
-			values[i] = nil
 		}
+		values[i] = nil
 	}
 }
 
@@ -388,7 +410,8 @@ func (m *model) Close() error {
 	return err
 }
 
-// newValue wraps t's slice as an ORT tensor without copying it.
+// newValue wraps t's slice as an ORT tensor without copying it (BYTES,
+// which ONNX Runtime holds as its own strings, are copied).
 func newValue(t tensor.Tensor) (ort.Value, error) {
 	if len(t.Shape) == 0 {
 		return nil, errors.New("scalar (rank 0) tensors are not supported by the ONNX runtime; give shape [1] if the model allows it")
@@ -407,8 +430,47 @@ func newValue(t tensor.Tensor) (ort.Value, error) {
 		return ort.NewTensor(shape, d)
 	case []int64:
 		return ort.NewTensor(shape, d)
+	case []bool:
+		return ort.NewTensor(shape, d)
+	case []uint8:
+		return ort.NewTensor(shape, d)
+	case []uint16:
+		return ort.NewTensor(shape, d)
+	case []uint32:
+		return ort.NewTensor(shape, d)
+	case []uint64:
+		return ort.NewTensor(shape, d)
+	case []tensor.Float16:
+		// The bits as bytes, in place: ONNX Runtime reads (or, for a
+		// preallocated output, writes) the Go slice itself.
+		return ort.NewCustomDataTensor(shape, halfBytes(d), ort.TensorElementDataTypeFloat16)
+	case [][]byte:
+		strs := make([]string, len(d))
+		for i, b := range d {
+			// onnxruntime_go fills string tensors from C strings, which
+			// end at the first NUL: refuse rather than truncate.
+			if bytes.IndexByte(b, 0) >= 0 {
+				return nil, fmt.Errorf("BYTES element %d holds a NUL byte, which the ONNX runtime's string tensors cannot take", i)
+			}
+			strs[i] = string(b)
+		}
+		v, err := ort.NewStringTensor(shape)
+		if err != nil {
+			return nil, err
+		}
+		if err := v.SetContents(strs); err != nil {
+			v.Destroy()
+			return nil, err
+		}
+		return v, nil
 	}
 	return nil, fmt.Errorf("unsupported data %T", t.Data)
+}
+
+// halfBytes views FP16 bits as their little-endian bytes (the host's order,
+// which is what ONNX Runtime reads).
+func halfBytes(d []tensor.Float16) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(d))), 2*len(d))
 }
 
 // goTensor turns an output into a tensor.Tensor. onnxruntime_go has
@@ -429,10 +491,33 @@ func goTensor(name string, v ort.Value) (tensor.Tensor, error) {
 		t.Shape, t.Data = tv.GetShape(), tv.GetData()
 	case *ort.Tensor[int64]:
 		t.Shape, t.Data = tv.GetShape(), tv.GetData()
+	case *ort.Tensor[bool]:
+		t.Shape, t.Data = tv.GetShape(), tv.GetData()
+	case *ort.Tensor[uint8]:
+		t.Shape, t.Data = tv.GetShape(), tv.GetData()
+	case *ort.Tensor[uint16]:
+		t.Shape, t.Data = tv.GetShape(), tv.GetData()
+	case *ort.Tensor[uint32]:
+		t.Shape, t.Data = tv.GetShape(), tv.GetData()
+	case *ort.Tensor[uint64]:
+		t.Shape, t.Data = tv.GetShape(), tv.GetData()
+	case *ort.StringTensor:
+		strs, err := tv.GetContents()
+		if err != nil {
+			return t, fmt.Errorf("%w: onnx: output %q: %w", driver.ErrInvalidOutput, name, err)
+		}
+		b := make([][]byte, len(strs))
+		for i, s := range strs {
+			b[i] = []byte(s)
+		}
+		t.Shape, t.Data = tv.GetShape(), b
 	case nil:
 		return t, fmt.Errorf("%w: onnx: output %q: ONNX Runtime returned no value", driver.ErrInvalidOutput, name)
 	default:
-		return t, fmt.Errorf("%w: onnx: output %q is a %s; only DOUBLE, FLOAT, INT8, INT16, INT32 and INT64 tensors can be returned", driver.ErrInvalidOutput, name, describeValue(v))
+		// FLOAT16 included: onnxruntime_go copies only half of an FP16
+		// output ONNX Runtime allocated, so one is returned only when
+		// preallocated (its shape follows from the inputs').
+		return t, fmt.Errorf("%w: onnx: output %q is a %s, which cannot be returned (FLOAT16 only when its shape follows from the inputs' dim_params)", driver.ErrInvalidOutput, name, describeValue(v))
 	}
 	return t, nil
 }

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -224,25 +225,85 @@ func TestMissingLibrary(t *testing.T) {
 	})
 }
 
-func TestUnsupportedOutputs(t *testing.T) {
+// TestOddOutputs: BOOL and UINT8 outputs, which the batch contract cannot
+// carry, come back typed (the v2 surfaces carry them; batch rendering
+// refuses them).
+func TestOddOutputs(t *testing.T) {
 	requireLibrary(t)
 	m := loadModel(t, openRuntime(t, driver.Config{}), "odd_outputs.onnx")
 	sig := m.Signature()
-	if len(sig.Outputs) != 3 || sig.Outputs[1].Name != "positive" || sig.Outputs[1].DType != tensor.Invalid {
-		t.Fatalf("outputs %+v, want y, positive (BOOL: no contract dtype), bytes", sig.Outputs)
+	if len(sig.Outputs) != 3 || sig.Outputs[1].Name != "positive" || sig.Outputs[1].DType != tensor.Bool || sig.Outputs[2].DType != tensor.Uint8 {
+		t.Fatalf("outputs %+v, want y, positive (BOOL), bytes (UINT8)", sig.Outputs)
 	}
-	_, err := m.Predict(context.Background(), []tensor.Tensor{tensor.New("x", []int64{1, 2}, []float32{-1, 1})})
-	if inferr.TypeOf(err) != inferr.OutputParsing || !strings.Contains(err.Error(), `"positive"`) || !strings.Contains(err.Error(), "BOOL") {
-		t.Fatalf("got %v (type %v), want OUTPUT_PARSING naming output \"positive\" and BOOL", err, inferr.TypeOf(err))
+	out, err := m.Predict(context.Background(), []tensor.Tensor{tensor.New("x", []int64{1, 2}, []float32{-1, 3})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := tensor.Data[bool](out[1]); !reflect.DeepEqual(b, []bool{false, true}) {
+		t.Errorf("positive = %v, want [false true]", out[1].Data)
+	}
+	if u, _ := tensor.Data[uint8](out[2]); len(u) != 2 || u[1] != 3 {
+		t.Errorf("bytes = %v, want [.. 3]", out[2].Data)
 	}
 }
 
-func TestUnsupportedInput(t *testing.T) {
+// TestBoolInput: a BOOL input is fed (Cast to FLOAT by the model).
+func TestBoolInput(t *testing.T) {
 	requireLibrary(t)
-	rt := openRuntime(t, driver.Config{})
-	_, err := rt.Load(context.Background(), "test/bool_input/", readModel(t, "bool_input.onnx"))
-	if inferr.TypeOf(err) != inferr.ModelExecution || !strings.Contains(err.Error(), `"flag"`) || !strings.Contains(err.Error(), "BOOL") {
-		t.Fatalf("got %v (type %v), want MODEL_EXECUTION naming input \"flag\" and BOOL", err, inferr.TypeOf(err))
+	m := loadModel(t, openRuntime(t, driver.Config{}), "bool_input.onnx")
+	if in := m.Signature().Inputs; len(in) != 1 || in[0].Name != "flag" || in[0].DType != tensor.Bool {
+		t.Fatalf("inputs %+v, want flag BOOL", in)
+	}
+	out, err := m.Predict(context.Background(), []tensor.Tensor{tensor.New("flag", []int64{2, 1}, []bool{true, false})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := tensor.Data[float32](out[0]); !reflect.DeepEqual(f, []float32{1, 0}) {
+		t.Errorf("y = %v, want [1 0]", out[0].Data)
+	}
+}
+
+// v2DTypesInputs are [2,2] inputs of every v2-only dtype with edge values:
+// FP16 NaN (with payload), -Inf and the smallest subnormal; BYTES that are
+// not UTF-8 and hold a delimiter.
+func v2DTypesInputs() []tensor.Tensor {
+	s := []int64{2, 2}
+	return []tensor.Tensor{
+		tensor.New("in_bool", s, []bool{true, false, false, true}),
+		tensor.New("in_uint8", s, []uint8{0, 1, 254, math.MaxUint8}),
+		tensor.New("in_uint16", s, []uint16{0, 1, 40000, math.MaxUint16}),
+		tensor.New("in_uint32", s, []uint32{0, 1, 3e9, math.MaxUint32}),
+		tensor.New("in_uint64", s, []uint64{0, 1, 1 << 63, math.MaxUint64}),
+		tensor.New("in_fp16", s, []tensor.Float16{0x3c00, 0x7e01, 0xfc00, 0x0001}),
+		tensor.New("in_bytes", s, [][]byte{{1, 0xff}, {}, []byte("é"), []byte("a,b]")}),
+	}
+}
+
+// TestV2DTypes: every v2-only dtype goes through an Identity exactly, at
+// batch 2 (outputs preallocated but BYTES); BYTES holding a NUL are refused.
+func TestV2DTypes(t *testing.T) {
+	requireLibrary(t)
+	m := loadModel(t, openRuntime(t, driver.Config{}), "v2dtypes.onnx")
+	inputs := v2DTypesInputs()
+	for i, in := range m.Signature().Inputs {
+		if in.Name != inputs[i].Name || in.DType != inputs[i].DType() {
+			t.Errorf("signature input %d: %s %s, want %s %s", i, in.Name, in.DType, inputs[i].Name, inputs[i].DType())
+		}
+	}
+	out, err := m.Predict(context.Background(), inputs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, in := range inputs {
+		got := out[i]
+		got.Name = in.Name
+		if !reflect.DeepEqual(got, in) {
+			t.Errorf("%s: got %v %v, want %v", out[i].Name, got.Shape, got.Data, in.Data)
+		}
+	}
+	inputs[6] = tensor.New("in_bytes", []int64{2, 2}, [][]byte{{'a', 0, 'b'}, {}, {}, {}})
+	if _, err := m.Predict(context.Background(), inputs); inferr.TypeOf(err) != inferr.InputParsing || !strings.Contains(err.Error(), `"in_bytes"`) || !strings.Contains(err.Error(), "NUL") {
+		t.Errorf("BYTES with a NUL: %v (type %v), want INPUT_PARSING naming in_bytes and the NUL", err, inferr.TypeOf(err))
 	}
 }
 
@@ -486,5 +547,17 @@ func TestFastestRunDecidesCancelable(t *testing.T) {
 	m.observeRun(10 * cancelableRun)
 	if got := time.Duration(m.fastestRun.Load()); got >= cancelableRun {
 		t.Fatalf("fastest run %v after a fast run, want < %v", got, cancelableRun)
+	}
+}
+
+// TestFP16OutputNotPreallocated: an FP16 output whose shape ONNX Runtime
+// decides cannot be returned (onnxruntime_go would copy half of it): a clear
+// OUTPUT_PARSING error naming the output, not a wrong answer.
+func TestFP16OutputNotPreallocated(t *testing.T) {
+	requireLibrary(t)
+	m := loadModel(t, openRuntime(t, driver.Config{}), "fp16_unplanned.onnx")
+	_, err := m.Predict(context.Background(), []tensor.Tensor{tensor.New("x", []int64{1, 2}, []tensor.Float16{0x3c00, 0x4000})})
+	if inferr.TypeOf(err) != inferr.OutputParsing || !strings.Contains(err.Error(), `"y"`) || !strings.Contains(err.Error(), "FLOAT16") {
+		t.Errorf("got %v (type %v), want OUTPUT_PARSING naming output \"y\" and FLOAT16", err, inferr.TypeOf(err))
 	}
 }

@@ -9,8 +9,8 @@ import (
 )
 
 // signature maps the declared graph inputs and outputs to the runtime's
-// signature. Inputs must be tensors of the six contract dtypes (anything else
-// could never be fed); outputs of other types are kept so that Predict can
+// signature. Inputs must be tensors of a dtype tensor.DType carries
+// (anything else could never be fed); outputs of other types are kept so that Predict can
 // name them in its OUTPUT_PARSING error.
 func signature(info *modelInfo) (driver.Signature, error) {
 	var sig driver.Signature
@@ -21,11 +21,11 @@ func signature(info *modelInfo) (driver.Signature, error) {
 		}
 		seen[in.Name] = true
 		if in.Kind != "tensor" {
-			return sig, fmt.Errorf("input %q is a %s; only tensors of DOUBLE, FLOAT, INT8, INT16, INT32 or INT64 can be fed", in.Name, in.Kind)
+			return sig, fmt.Errorf("input %q is a %s; only tensors can be fed", in.Name, in.Kind)
 		}
 		dt := elemDType(in.Elem)
 		if dt == tensor.Invalid {
-			return sig, fmt.Errorf("input %q has element type %s; only DOUBLE, FLOAT, INT8, INT16, INT32 and INT64 can be fed", in.Name, elemName(in.Elem))
+			return sig, fmt.Errorf("input %q has element type %s; only DOUBLE, FLOAT, FLOAT16, INT8-64, UINT8-64, BOOL and STRING can be fed", in.Name, elemName(in.Elem))
 		}
 		sig.Inputs = append(sig.Inputs, driver.TensorSpec{Name: in.Name, DType: dt, Shape: in.Shape})
 	}
@@ -82,7 +82,8 @@ func planOutputs(info *modelInfo, sig driver.Signature) ([]outputPlan, bool) {
 		// Only node outputs: ONNX Runtime leaves a preallocated buffer
 		// untouched (zeros!) for an output that is a graph input passed
 		// straight through (TestPassthroughOutputs).
-		p.ok = p.dtype != tensor.Invalid && out.Kind == "tensor" && len(out.Shape) > 0 && out.Computed
+		// Nor strings: ONNX Runtime owns a string tensor's buffers.
+		p.ok = p.dtype != tensor.Invalid && p.dtype != tensor.Bytes && out.Kind == "tensor" && len(out.Shape) > 0 && out.Computed
 		for a := 0; p.ok && a < len(out.Shape); a++ {
 			switch r, named := params[out.DimParams[a]]; {
 			case out.Shape[a] > 0:

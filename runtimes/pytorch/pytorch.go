@@ -138,6 +138,9 @@ func (m *model) Predict(_ context.Context, inputs []tensor.Tensor) ([]tensor.Ten
 	defer pinner.Unpin()
 	ins := make([]C.pt_input, len(inputs))
 	for i, t := range inputs {
+		if !takes(t.DType()) {
+			return nil, fmt.Errorf("%w: pytorch: input %d (%q) is %s; the PyTorch runtime takes DOUBLE, FLOAT, INT8-64, BOOL, UINT8 and FP16", driver.ErrInvalidInput, i, t.Name, t.DType())
+		}
 		p := firstElement(t.Data)
 		if p == nil {
 			// runtimes never passes an empty tensor; C must not get nil.
@@ -202,10 +205,29 @@ func copyOutputs(out *C.pt_outputs) ([]tensor.Tensor, error) {
 	return res, nil
 }
 
+// takes reports whether libtorch gets tensors of dtype d from this runtime:
+// the contract's six, and BOOL, UINT8 and FP16 (libtorch has no UINT16-64
+// in the versions Debian ships, and no string tensors).
+func takes(d tensor.DType) bool {
+	return d.Contract() || d == tensor.Bool || d == tensor.Uint8 || d == tensor.Half
+}
+
 // firstElement points at the first element of a tensor's data slice, or is
 // nil for an empty or unsupported slice.
 func firstElement(data any) unsafe.Pointer {
 	switch d := data.(type) {
+	case []bool:
+		if len(d) > 0 {
+			return unsafe.Pointer(&d[0])
+		}
+	case []uint8:
+		if len(d) > 0 {
+			return unsafe.Pointer(&d[0])
+		}
+	case []tensor.Float16:
+		if len(d) > 0 {
+			return unsafe.Pointer(&d[0])
+		}
 	case []float64:
 		if len(d) > 0 {
 			return unsafe.Pointer(&d[0])

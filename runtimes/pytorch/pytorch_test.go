@@ -12,6 +12,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -370,9 +371,6 @@ func TestOneModelAmongOtherFiles(t *testing.T) {
 func TestUnsupportedOutputs(t *testing.T) {
 	rt := openRuntime(t)
 	for _, tc := range []struct{ file, want string }{
-		{"bad_output_bool.pt", "Bool"},
-		{"bad_output_uint8.pt", "Byte"},
-		{"bad_output_half.pt", "Half"},
 		{"bad_output_list.pt", "Tensor[]"},
 		{"bad_output_dict.pt", "Dict"},
 		{"bad_output_nested_tuple.pt", "output 1 is (Tensor, Tensor)"},
@@ -391,6 +389,69 @@ func TestUnsupportedOutputs(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestV2DTypeOutputs: BOOL, UINT8 and FP16 outputs (which the batch
+// contract cannot carry; the v2 surfaces do) come back exactly.
+func TestV2DTypeOutputs(t *testing.T) {
+	rt := openRuntime(t)
+	for _, tc := range []struct {
+		file string
+		want any
+	}{
+		{"bad_output_bool.pt", []bool{true, false}},
+		{"bad_output_uint8.pt", []uint8{1, 255}}, // -1 wraps, as torch's .to(uint8) does
+		{"bad_output_half.pt", []tensor.Float16{0x3c00, 0xbc00}},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			m := load(t, rt, tc.file)
+			out, err := m.Predict(context.Background(), []tensor.Tensor{tensor.New("x", []int64{2}, []float32{1, -1})})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(out) != 1 || !reflect.DeepEqual(out[0].Data, tc.want) || !reflect.DeepEqual(out[0].Shape, []int64{2}) {
+				t.Errorf("got %+v, want %v of shape [2]", out, tc.want)
+			}
+		})
+	}
+}
+
+// TestV2DTypeInputs: BOOL, UINT8 and FP16 inputs reach libtorch exactly
+// (through the identity model); UINT16-64 and BYTES, which libtorch does
+// not take, are an INPUT_PARSING error naming the input and its dtype.
+func TestV2DTypeInputs(t *testing.T) {
+	rt := openRuntime(t)
+	m := load(t, rt, "alldtypes.pt")
+	s := []int64{2, 2}
+	in := []tensor.Tensor{
+		tensor.New("a", s, []bool{true, false, false, true}),
+		tensor.New("b", s, []uint8{0, 1, 254, 255}),
+		tensor.New("c", s, []tensor.Float16{0x3c00, 0x7e01, 0xfc00, 0x0001}),
+		tensor.New("d", s, []bool{false, false, true, true}),
+		tensor.New("e", s, []uint8{9, 8, 7, 6}),
+		tensor.New("f", s, []tensor.Float16{0x0000, 0x8000, 0x7bff, 0x0400}),
+	}
+	out, err := m.Predict(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range in {
+		if !reflect.DeepEqual(out[i].Data, in[i].Data) || !reflect.DeepEqual(out[i].Shape, s) {
+			t.Errorf("output %d: %v %v, want %v", i, out[i].Shape, out[i].Data, in[i].Data)
+		}
+	}
+	for _, bad := range []tensor.Tensor{
+		tensor.New("b", s, []uint16{1, 2, 3, 4}),
+		tensor.New("b", s, []uint64{1, 2, 3, 4}),
+		tensor.New("b", s, [][]byte{{1}, {2}, {3}, {4}}),
+	} {
+		args := append([]tensor.Tensor{}, in...)
+		args[1] = bad
+		_, err := m.Predict(context.Background(), args)
+		if inferr.TypeOf(err) != inferr.InputParsing || !strings.Contains(err.Error(), `"b"`) || !strings.Contains(err.Error(), bad.DType().String()) {
+			t.Errorf("%s input: %v (type %v), want INPUT_PARSING naming \"b\" and %s", bad.DType(), err, inferr.TypeOf(err), bad.DType())
+		}
 	}
 }
 

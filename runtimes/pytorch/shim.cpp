@@ -61,6 +61,9 @@ bool to_scalar_type(int32_t dtype, at::ScalarType* st) {
     case PT_INT16: *st = at::kShort; return true;
     case PT_INT32: *st = at::kInt; return true;
     case PT_INT64: *st = at::kLong; return true;
+    case PT_BOOL: *st = at::kBool; return true;
+    case PT_UINT8: *st = at::kByte; return true;
+    case PT_HALF: *st = at::kHalf; return true;
   }
   return false;
 }
@@ -73,6 +76,9 @@ int32_t from_scalar_type(at::ScalarType st) {
     case at::kShort: return PT_INT16;
     case at::kInt: return PT_INT32;
     case at::kLong: return PT_INT64;
+    case at::kBool: return PT_BOOL;
+    case at::kByte: return PT_UINT8;
+    case at::kHalf: return PT_HALF;
     default: return 0;
   }
 }

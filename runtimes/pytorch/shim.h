@@ -20,6 +20,9 @@ enum {
   PT_INT16 = 4,
   PT_INT32 = 5,
   PT_INT64 = 6,
+  PT_BOOL = 7,
+  PT_UINT8 = 8,
+  PT_HALF = 12,
 };
 
 // Error kinds of pt_forward.

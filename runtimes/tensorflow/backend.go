@@ -444,7 +444,7 @@ func (m *model) compileServing(g *graphDef, nodes []*ndpb.NodeDef, sd *cpb.Signa
 		ti := sd.Inputs[key]
 		dt := fromDType(ti.Dtype)
 		if dt == tensor.Invalid {
-			return fmt.Errorf("%w: serving_default input %q (%s) has dtype %s; inputs must be DOUBLE, FLOAT, INT8, INT16, INT32 or INT64", ErrBadGraph, key, ti.GetName(), dtypeName(ti.Dtype))
+			return fmt.Errorf("%w: serving_default input %q (%s) has dtype %s; inputs must be DOUBLE, FLOAT, INT8-64, UINT8-64, BOOL, HALF or STRING", ErrBadGraph, key, ti.GetName(), dtypeName(ti.Dtype))
 		}
 		name := ti.GetName()
 		if name == "" {

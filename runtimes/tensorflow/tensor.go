@@ -202,6 +202,20 @@ func toDType(d tensor.DType) dtype {
 		return dtInt32
 	case tensor.Int64:
 		return dtInt64
+	case tensor.Bool:
+		return dtBool
+	case tensor.Uint8:
+		return dtUint8
+	case tensor.Uint16:
+		return dtUint16
+	case tensor.Uint32:
+		return dtUint32
+	case tensor.Uint64:
+		return dtUint64
+	case tensor.Half:
+		return dtHalf
+	case tensor.Bytes:
+		return dtString
 	}
 	return tpb.DataType_DT_INVALID
 }
@@ -221,11 +235,26 @@ func fromDType(d dtype) tensor.DType {
 		return tensor.Int32
 	case dtInt64:
 		return tensor.Int64
+	case dtBool:
+		return tensor.Bool
+	case dtUint8:
+		return tensor.Uint8
+	case dtUint16:
+		return tensor.Uint16
+	case dtUint32:
+		return tensor.Uint32
+	case dtUint64:
+		return tensor.Uint64
+	case dtHalf:
+		return tensor.Half
+	case dtString:
+		return tensor.Bytes
 	}
 	return tensor.Invalid
 }
 
-// viewInput wraps a boundary tensor without copying its data.
+// viewInput wraps a boundary tensor without copying its data (except FP16
+// bits and BYTES, which the executor holds as []uint16 and []string).
 func viewInput(dst *dense, in tensor.Tensor) {
 	*dst = dense{shape: in.Shape}
 	switch d := in.Data.(type) {
@@ -241,6 +270,28 @@ func viewInput(dst *dense, in tensor.Tensor) {
 		dst.dt, dst.i32 = dtInt32, d
 	case []int64:
 		dst.dt, dst.i64 = dtInt64, d
+	case []bool:
+		dst.dt, dst.b = dtBool, d
+	case []uint8:
+		dst.dt, dst.u8 = dtUint8, d
+	case []uint16:
+		dst.dt, dst.u16 = dtUint16, d
+	case []uint32:
+		dst.dt, dst.u32 = dtUint32, d
+	case []uint64:
+		dst.dt, dst.u64 = dtUint64, d
+	case []tensor.Float16:
+		bits := make([]uint16, len(d))
+		for i, h := range d {
+			bits[i] = uint16(h)
+		}
+		dst.dt, dst.u16 = dtHalf, bits
+	case [][]byte:
+		strs := make([]string, len(d))
+		for i, b := range d {
+			strs[i] = string(b)
+		}
+		dst.dt, dst.s = dtString, strs
 	}
 }
 
@@ -260,6 +311,28 @@ func exportTensor(name string, t *dense) (tensor.Tensor, error) {
 		out.Data = append([]int32{}, t.i32...)
 	case dtInt64:
 		out.Data = append([]int64{}, t.i64...)
+	case dtBool:
+		out.Data = append([]bool{}, t.b...)
+	case dtUint8:
+		out.Data = append([]uint8{}, t.u8...)
+	case dtUint16:
+		out.Data = append([]uint16{}, t.u16...)
+	case dtUint32:
+		out.Data = append([]uint32{}, t.u32...)
+	case dtUint64:
+		out.Data = append([]uint64{}, t.u64...)
+	case dtHalf:
+		h := make([]tensor.Float16, len(t.u16))
+		for i, v := range t.u16 {
+			h[i] = tensor.Float16(v)
+		}
+		out.Data = h
+	case dtString:
+		b := make([][]byte, len(t.s))
+		for i, v := range t.s {
+			b[i] = []byte(v)
+		}
+		out.Data = b
 	default:
 		return out, fmt.Errorf("%w: output %q has dtype %s, which cannot be returned", driver.ErrInvalidOutput, name, dtypeName(t.dt))
 	}

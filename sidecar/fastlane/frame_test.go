@@ -9,6 +9,10 @@ import (
 	"math"
 	"runtime"
 	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/inferbid/inferbid/proto/inferencepb"
 )
 
 func TestFrameRoundTrip(t *testing.T) {
@@ -181,6 +185,10 @@ func FuzzReadFrame(f *testing.F) {
 	f.Add(header(4, 0, 0, 1, 1, 0))
 	f.Add([]byte(Magic))
 	f.Add([]byte(HTTP2Preface))
+	// A request carrying every v2-only dtype (BOOL, UINT8-64, FP16, BYTES).
+	v2, _ := proto.Marshal(&inferencepb.PredictRequest{Input: &inferencepb.PredictRequest_Batch{Batch: &inferencepb.Batch{
+		Requests: []*inferencepb.ModelRequest{{ModelPath: "m/", Tensors: v2DTypeTensors()}}}}})
+	f.Add(AppendFrame(nil, Frame{Kind: KindRequest, ID: 7, TimeoutMicros: 500, Payload: v2}))
 	const maxPayload = 1024
 	f.Fuzz(func(t *testing.T, data []byte) {
 		plain := bytes.NewReader(data)

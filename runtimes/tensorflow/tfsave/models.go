@@ -87,6 +87,34 @@ func AllDTypesModel(opts Options) (map[string][]byte, error) {
 	return b.Files()
 }
 
+// V2DTypesSpec lists the V2DTypes model's dtypes: those only the v2
+// (KServe) surfaces carry.
+var V2DTypesSpec = []tensor.DType{tensor.Bool, tensor.Uint8, tensor.Uint16, tensor.Uint32, tensor.Uint64, tensor.Half, tensor.Bytes}
+
+// V2DTypesModel returns a model of one input "<dtype>_in" per dtype of
+// dtypes (V2DTypesSpec when none; lower-case protocol name, e.g. "fp16_in";
+// DT_HALF for FP16, DT_STRING for BYTES) of shape [-1,2], and outputs
+// "<dtype>_out", each the unchanged input (Identity), plus "bool_as_float"
+// and "fp16_as_float", the BOOL and FP16 inputs Cast to FLOAT.
+func V2DTypesModel(opts Options, dtypes ...tensor.DType) (map[string][]byte, error) {
+	if len(dtypes) == 0 {
+		dtypes = V2DTypesSpec
+	}
+	b := NewBuilderWith(opts)
+	ins, outs := map[string]string{}, map[string]string{}
+	for _, d := range dtypes {
+		name := lower(d.String())
+		x := b.Placeholder("serving_default_"+name+"_in", d, []int64{-1, 2})
+		ins[name+"_in"] = x
+		outs[name+"_out"] = b.OpNamed(name+"_out", "Identity", []string{x}, nil)
+		if d == tensor.Bool || d == tensor.Half {
+			outs[name+"_as_float"] = b.OpNamed(name+"_as_float", "Cast", []string{x}, map[string]any{"SrcT": d, "DstT": tensor.Float})
+		}
+	}
+	b.Signature(ServingSignature, ins, outs)
+	return b.Files()
+}
+
 func lower(s string) string {
 	r := []byte(s)
 	for i, c := range r {

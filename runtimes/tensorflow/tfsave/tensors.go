@@ -27,6 +27,20 @@ func DataType(d tensor.DType) (typespb.DataType, error) {
 		return typespb.DataType_DT_INT32, nil
 	case tensor.Int64:
 		return typespb.DataType_DT_INT64, nil
+	case tensor.Bool:
+		return typespb.DataType_DT_BOOL, nil
+	case tensor.Uint8:
+		return typespb.DataType_DT_UINT8, nil
+	case tensor.Uint16:
+		return typespb.DataType_DT_UINT16, nil
+	case tensor.Uint32:
+		return typespb.DataType_DT_UINT32, nil
+	case tensor.Uint64:
+		return typespb.DataType_DT_UINT64, nil
+	case tensor.Half:
+		return typespb.DataType_DT_HALF, nil
+	case tensor.Bytes:
+		return typespb.DataType_DT_STRING, nil
 	}
 	return 0, fmt.Errorf("tfsave: dtype %s has no TensorFlow DataType", d)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -327,4 +328,26 @@ func (m *Manager) Close() {
 		s.removed = true
 		delete(m.seqs, id)
 	}
+}
+
+// ClassOf finds the class of a sequence error from its text (one of the
+// messages above), for the edges that receive it from the sidecar as a
+// description under one of the six error types.
+func ClassOf(description string) (Code, bool) {
+	for _, c := range []struct {
+		msg  string
+		code Code
+	}{
+		{MsgNotFound, NotFound},
+		{MsgAlreadyExists, AlreadyExists},
+		{MsgTerminating, FailedPrecondition},
+		{MsgLimit, Unavailable},
+		{MsgNoID, InvalidArgument},
+		{MsgBadControlValue, InvalidArgument},
+	} {
+		if strings.Contains(description, c.msg) {
+			return c.code, true
+		}
+	}
+	return 0, false
 }

@@ -212,6 +212,12 @@ func (m *Manager) Run(ctx context.Context, id uint64, ctl Control, fn func(state
 	select {
 	case s.lock <- struct{}{}:
 	case <-ctx.Done():
+		if ctl == End {
+			// The end never ran: the sequence goes on.
+			m.mu.Lock()
+			s.ending = false
+			m.mu.Unlock()
+		}
 		return id, ctx.Err()
 	}
 	defer func() { <-s.lock }()

@@ -13,9 +13,12 @@ import (
 	"slices"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+
 	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/kserve"
 	"github.com/inferbid/inferbid/modelstore/modelfiles"
+	pb "github.com/inferbid/inferbid/proto/kservepb"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/runtimes/tensorflow"
 	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
@@ -240,5 +243,46 @@ func TestV2InferSequences(t *testing.T) {
 	resp.Outputs, resp.Parameters = nil, nil
 	if err := json.Unmarshal(b, &resp); code != http.StatusOK || err != nil || resp.Outputs[0].Data[0] != 7 {
 		t.Fatalf("end as parameters: %d %s", code, b)
+	}
+}
+
+// Over gRPC the sequence fields are int64_param parameters (answered as a
+// parameter) and sequence errors carry their gRPC codes.
+func TestGRPCInferSequences(t *testing.T) {
+	srv, _ := statefulServer(t, 1)
+	c := serveGRPC(t, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	req := func(x float32, params map[string]int64) *pb.ModelInferRequest {
+		r := &pb.ModelInferRequest{ModelName: "sum", Inputs: []*pb.ModelInferRequest_InferInputTensor{{
+			Name: "x", Datatype: "FP32", Shape: []int64{1}, Contents: &pb.InferTensorContents{Fp32Contents: []float32{x}}}}}
+		if len(params) > 0 {
+			r.Parameters = map[string]*pb.InferParameter{}
+			for k, v := range params {
+				r.Parameters[k] = &pb.InferParameter{ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: v}}
+			}
+		}
+		return r
+	}
+	resp, err := c.ModelInfer(ctx, req(2, map[string]int64{"sequence_control_input": 1, "sequence_id": 3}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetParameters()["sequence_id"].GetInt64Param() != 3 || len(resp.GetOutputs()) != 1 || resp.GetOutputs()[0].GetContents().GetFp32Contents()[0] != 2 {
+		t.Fatalf("start: %v", resp)
+	}
+	_, err = c.ModelInfer(ctx, req(1, map[string]int64{"sequence_control_input": 1, "sequence_id": 3}))
+	wantCode(t, "id in use", err, codes.AlreadyExists, "already exists")
+	_, err = c.ModelInfer(ctx, req(1, map[string]int64{"sequence_control_input": 1}))
+	wantCode(t, "limit", err, codes.Unavailable, "Max sequence number has been reached")
+	_, err = c.ModelInfer(ctx, req(1, map[string]int64{"sequence_id": 4}))
+	wantCode(t, "unknown id", err, codes.NotFound, "does not exist")
+	_, err = c.ModelInfer(ctx, req(1, nil))
+	wantCode(t, "no id", err, codes.InvalidArgument, "Sequence ID has not been provided")
+	_, err = c.ModelInfer(ctx, req(1, map[string]int64{"sequence_id": -3}))
+	wantCode(t, "negative id", err, codes.InvalidArgument, "non-negative")
+	resp, err = c.ModelInfer(ctx, req(5, map[string]int64{"sequence_control_input": 2, "sequence_id": 3}))
+	if err != nil || resp.GetOutputs()[0].GetContents().GetFp32Contents()[0] != 7 {
+		t.Fatalf("end: %v %v", resp, err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/internal/testhelp"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/runtimes/tensorflow"
 	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
@@ -332,4 +333,57 @@ func TestSequencesInBatchJSON(t *testing.T) {
 		t.Fatalf("end of 7: sum %v id %d (%s)", sum, id, out)
 	}
 	wantSequenceError(t, "unknown id in a batch", res[1], inferr.ModelNotFound, sequence.NotFound, sequence.MsgNotFound)
+}
+
+// BenchmarkSequenceCall times one middle request of a sequence (the
+// running-sum model, over the fast lane) against the same model's call
+// without sequences (shared state), to show the cost of the sequence layer
+// and the TensorFlow variable swap.
+func BenchmarkSequenceCall(b *testing.B) {
+	for _, mode := range []string{"shared", "sequence"} {
+		b.Run(mode, func(b *testing.B) {
+			cfg := runtimes.Config{}
+			if mode == "sequence" {
+				cfg.StatefulModels = map[string]runtimes.SequenceSettings{"sum/": {Stateful: true}}
+			}
+			rt, err := runtimes.Open(tensorflow.Name, cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			srv, err := NewServer(ServerOptions{Runtime: rt, Logger: quietLog, SequenceCleanerInterval: -1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			socket := testhelp.SocketPath(b, "s.sock")
+			go srv.Serve(socket)
+			defer srv.Stop()
+			c, err := NewClient(socket, ClientOptions{Logger: quietLog})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			ctx := context.Background()
+			if err := c.WaitHealthy(ctx); err != nil {
+				b.Fatal(err)
+			}
+			files, _ := tfsave.RunningSumModel(tfsave.Options{}, 0)
+			if err := c.RegisterModel(ctx, "sum/", files, ""); err != nil {
+				b.Fatal(err)
+			}
+			e := seqEntry(1, -1, -1)
+			if mode == "sequence" {
+				if _, err := c.Predict(ctx, []batch.Entry{seqEntry(0, 1, 1)}); err != nil {
+					b.Fatal(err)
+				}
+				e = seqEntry(1, 1, 0)
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				res, err := c.Predict(ctx, []batch.Entry{e})
+				if err != nil || res[0].Err != nil {
+					b.Fatal(err, res[0].Err)
+				}
+			}
+		})
+	}
 }

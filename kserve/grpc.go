@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/inferbid/inferbid/proto/kservepb"
+	"github.com/inferbid/inferbid/sidecar"
 	"github.com/inferbid/inferbid/tensor"
 )
 
@@ -44,6 +45,10 @@ func grpcCode(httpStatus int) codes.Code {
 		return codes.ResourceExhausted
 	case http.StatusServiceUnavailable:
 		return codes.Unavailable
+	case http.StatusConflict:
+		return codes.AlreadyExists
+	case http.StatusPreconditionFailed:
+		return codes.FailedPrecondition
 	}
 	return codes.Internal
 }
@@ -62,6 +67,10 @@ func httpStatusOf(err error) int {
 		return http.StatusRequestEntityTooLarge
 	case codes.Unavailable:
 		return http.StatusServiceUnavailable
+	case codes.AlreadyExists:
+		return http.StatusConflict
+	case codes.FailedPrecondition:
+		return http.StatusPreconditionFailed
 	}
 	return http.StatusInternalServerError
 }
@@ -202,6 +211,10 @@ func (g *grpcService) infer(ctx context.Context, req *kservepb.ModelInferRequest
 			return nil, false, errorf(http.StatusBadRequest, "outputs[%d] has no name", i)
 		}
 		ir.Outputs = append(ir.Outputs, o.GetName())
+	}
+	var err error
+	if ir.Sequence, err = sequenceParamsGRPC(req.GetParameters()); err != nil {
+		return nil, false, &Error{Status: http.StatusBadRequest, Err: err}
 	}
 	resp, err := g.s.Infer(ctx, ir)
 	return resp, len(raw) > 0, err
@@ -462,6 +475,10 @@ func encodeRaw(t tensor.Tensor) []byte {
 // answer with one goes back all raw.
 func encodeInferResponse(resp *InferResponse, raw bool) (*kservepb.ModelInferResponse, error) {
 	out := &kservepb.ModelInferResponse{ModelName: resp.ModelName, ModelVersion: resp.ModelVersion, Id: resp.ID}
+	if resp.SequenceID != nil {
+		out.Parameters = map[string]*kservepb.InferParameter{sidecar.SequenceIDName: {
+			ParameterChoice: &kservepb.InferParameter_Int64Param{Int64Param: int64(*resp.SequenceID)}}}
+	}
 	for _, t := range resp.Outputs {
 		if t.DType() == tensor.Half {
 			raw = true

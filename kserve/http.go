@@ -249,7 +249,15 @@ func (s *Server) decodeInferJSON(body []byte) (*InferRequest, error) {
 			}
 			req.ID = v.Str
 		case "parameters":
-			return checkParameters("parameters", v)
+			if err := checkParameters("parameters", v); err != nil {
+				return err
+			}
+			var err error
+			v.ForEach(func(k, p gjson.Result) bool {
+				err = sequenceParamJSON(&req.Sequence, k.Str, p)
+				return err == nil
+			})
+			return err
 		case "inputs":
 			inputs = v
 		case "outputs":
@@ -441,6 +449,11 @@ func appendInferResponse(b []byte, resp *InferResponse) ([]byte, error) {
 	if resp.ID != "" {
 		b = append(b, `,"id":`...)
 		b = appendString(b, resp.ID)
+	}
+	if resp.SequenceID != nil {
+		b = append(b, `,"parameters":{"sequence_id":`...)
+		b = strconv.AppendUint(b, *resp.SequenceID, 10)
+		b = append(b, '}')
 	}
 	b = append(b, `,"outputs":[`...)
 	for i, t := range resp.Outputs {

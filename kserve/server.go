@@ -151,10 +151,14 @@ func errorf(status int, format string, args ...any) error {
 }
 
 // StatusOf is the HTTP status of err: an *Error's own, else by the
-// inferr type: INPUT_PARSING 400, MODEL_NOT_FOUND 404, the others 500.
+// inferr type: INPUT_PARSING 400, MODEL_NOT_FOUND 404, the others 500;
+// a sequence error takes its class's status (400, 404, 409, 503, 412).
 func StatusOf(err error) int {
 	if e, ok := errors.AsType[*Error](err); ok {
 		return e.Status
+	}
+	if code, ok := sequenceStatus(err); ok {
+		return code
 	}
 	switch inferr.TypeOf(err) {
 	case inferr.InputParsing:
@@ -366,6 +370,8 @@ type InferRequest struct {
 	ModelVersion string
 	Inputs       []tensor.Tensor
 	Outputs      []string // requested outputs; none = every output
+	// Sequence holds the sequence fields given as request parameters.
+	Sequence SequenceParams
 }
 
 // InferResponse is an inference answer.
@@ -375,6 +381,9 @@ type InferResponse struct {
 	ID           string
 	Outputs      []tensor.Tensor
 	ModelPath    string // the resolved model path (not in the protocol's answer)
+	// SequenceID is the sequence's id when the request gave the sequence
+	// fields as parameters (the answer's parameters then carry it).
+	SequenceID *uint64
 }
 
 // Infer runs a request through the sidecar's typed Predict, the call
@@ -390,9 +399,13 @@ func (s *Server) Infer(ctx context.Context, req *InferRequest) (*InferResponse, 
 	if len(req.Inputs) > s.opts.Limits.MaxTensors {
 		return resp, errorf(http.StatusBadRequest, "request has %d inputs, the limit is %d", len(req.Inputs), s.opts.Limits.MaxTensors)
 	}
+	inputs, err := withSequenceInputs(req.Inputs, req.Sequence)
+	if err != nil {
+		return resp, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
-	results, err := s.getBackend().Predict(ctx, []batch.Entry{{ModelPath: r.Path, Tensors: req.Inputs}})
+	results, err := s.getBackend().Predict(ctx, []batch.Entry{{ModelPath: r.Path, Tensors: inputs}})
 	if err == nil && len(results) != 1 {
 		err = inferr.Errorf(inferr.OutputParsing, "sidecar answered %d results for 1 entry", len(results))
 	}
@@ -408,6 +421,9 @@ func (s *Server) Infer(ctx context.Context, req *InferRequest) (*InferResponse, 
 		return resp, err
 	}
 	outs := results[0].Tensors
+	if req.Sequence.given() {
+		outs, resp.SequenceID = takeSequenceID(outs)
+	}
 	if rename := s.outputNames(ctx, s.getBackend(), r.Path); rename != nil {
 		for i, t := range outs {
 			if n, ok := rename[t.Name]; ok {

@@ -23,12 +23,13 @@ const DefaultMaxModelBytes int64 = 2 << 30
 // The data types of the driver interface, under the names users of the
 // portable layer know them by.
 type (
-	Config          = driver.Config
-	DynamicBatching = driver.DynamicBatching
-	BatchSettings   = driver.BatchSettings
-	Files           = driver.Files
-	Signature       = driver.Signature
-	TensorSpec      = driver.TensorSpec
+	Config           = driver.Config
+	DynamicBatching  = driver.DynamicBatching
+	BatchSettings    = driver.BatchSettings
+	SequenceSettings = driver.SequenceSettings
+	Files            = driver.Files
+	Signature        = driver.Signature
+	TensorSpec       = driver.TensorSpec
 )
 
 // Opener opens a backend with a config.
@@ -212,7 +213,61 @@ func (m *Model) Predict(ctx context.Context, inputs []tensor.Tensor) ([]tensor.T
 	return out, err
 }
 
+// SupportsSequences reports whether the backend keeps one state per
+// sequence (driver.SequenceModel).
+func (m *Model) SupportsSequences() bool {
+	_, ok := m.backend.(driver.SequenceModel)
+	return ok
+}
+
+// NewSequenceState returns a fresh sequence state (driver.SequenceModel).
+// Errors are MODEL_EXECUTION and name the model path.
+func (m *Model) NewSequenceState() (any, error) {
+	sm, ok := m.backend.(driver.SequenceModel)
+	if !ok {
+		return nil, inferr.Errorf(inferr.ModelExecution, "model %s: the runtime keeps no per-sequence state", inferr.Quote(m.path))
+	}
+	m.closeMu.RLock()
+	defer m.closeMu.RUnlock()
+	if m.closed {
+		return nil, fmt.Errorf("model %s: %w", inferr.Quote(m.path), ErrClosed)
+	}
+	st, err := sm.NewSequenceState()
+	if err != nil {
+		return nil, typed(err, "model "+inferr.Quote(m.path)+": new sequence state")
+	}
+	return st, nil
+}
+
+// PredictSequence is Predict on a sequence's state (from NewSequenceState);
+// the caller serialises the calls of one state.
+func (m *Model) PredictSequence(ctx context.Context, st any, inputs []tensor.Tensor) ([]tensor.Tensor, error) {
+	sm, ok := m.backend.(driver.SequenceModel)
+	if !ok {
+		return nil, inferr.Errorf(inferr.ModelExecution, "model %s: the runtime keeps no per-sequence state", inferr.Quote(m.path))
+	}
+	m.closeMu.RLock()
+	defer m.closeMu.RUnlock()
+	if m.closed {
+		return nil, fmt.Errorf("model %s: %w", inferr.Quote(m.path), ErrClosed)
+	}
+	start := time.Now()
+	out, err := m.run(ctx, inputs, func(ctx context.Context, in []tensor.Tensor) ([]tensor.Tensor, error) {
+		return sm.PredictSequence(ctx, st, in)
+	})
+	m.calls.Add(1)
+	m.nanos.Add(int64(time.Since(start)))
+	if err != nil {
+		m.failures.Add(1)
+	}
+	return out, err
+}
+
 func (m *Model) predict(ctx context.Context, inputs []tensor.Tensor) ([]tensor.Tensor, error) {
+	return m.run(ctx, inputs, m.backend.Predict)
+}
+
+func (m *Model) run(ctx context.Context, inputs []tensor.Tensor, call func(context.Context, []tensor.Tensor) ([]tensor.Tensor, error)) ([]tensor.Tensor, error) {
 	ordered, err := m.Bind(inputs)
 	if err != nil {
 		return nil, err
@@ -220,7 +275,7 @@ func (m *Model) predict(ctx context.Context, inputs []tensor.Tensor) ([]tensor.T
 	if err := ctx.Err(); err != nil {
 		return nil, typed(err, "model "+inferr.Quote(m.path))
 	}
-	out, err := m.backend.Predict(ctx, ordered)
+	out, err := call(ctx, ordered)
 	if err != nil {
 		return nil, typed(err, "model "+inferr.Quote(m.path)+": inference failed")
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/sequence"
 	"github.com/inferbid/inferbid/tensor"
 )
 
@@ -531,6 +532,9 @@ func (r *registry) stopBatcher(m *runtimes.Model) {
 
 // call runs one call on m, through m's batcher when it has one.
 func (r *registry) call(ctx context.Context, m *runtimes.Model, inputs []tensor.Tensor) ([]tensor.Tensor, error) {
+	if v, ok := r.sequences.Load(m); ok {
+		return r.callSequence(ctx, m, v.(*sequence.Manager), inputs)
+	}
 	if r.batching {
 		if v, ok := r.batchers.Load(m); ok {
 			return v.(*batcher).predict(ctx, inputs)

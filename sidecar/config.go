@@ -68,6 +68,15 @@ func ParseRuntimeConfig(js string) (runtimes.Config, error) {
 		return runtimes.Config{}, inferr.Errorf(inferr.InputParsing, "runtime config: %w", err)
 	}
 	cfg.DynamicBatching = db
+	for _, path := range slices.Sorted(maps.Keys(cfg.StatefulModels)) {
+		field := fmt.Sprintf("stateful_models[%q]", path)
+		if path == "" {
+			return runtimes.Config{}, inferr.Errorf(inferr.InputParsing, "runtime config: %s: the model path is empty", field)
+		}
+		if err := cfg.StatefulModels[path].Validate(); err != nil {
+			return runtimes.Config{}, inferr.Errorf(inferr.InputParsing, "runtime config: %s.%w", field, err)
+		}
+	}
 	return cfg, nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/modelstore/modelfiles"
 	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/sequence"
 	"github.com/inferbid/inferbid/tensor"
 )
 
@@ -45,6 +46,11 @@ type registry struct {
 	// set when the runtime config has a dynamic_batching section at all.
 	batchers sync.Map
 	batching bool
+
+	// sequences holds the sequence manager of each published stateful
+	// model served with sequences (*runtimes.Model -> *sequence.Manager,
+	// see sequences.go).
+	sequences sync.Map
 
 	// afterLookup, when set (tests only), runs between the lookup of a
 	// model and the call into it: the window a swap can close the model in.
@@ -187,6 +193,10 @@ func (r *registry) register(ctx context.Context, path string, files runtimes.Fil
 
 	meta := modelMeta{checksum: modelfiles.Checksum(files), load: res.load, warmUp: res.warmUp,
 		files: len(files), bytes: files.Size()}
+	if err := r.startSequences(path, m); err != nil {
+		r.closeInBackground(m)
+		return res, err
+	}
 	r.startBatcher(path, m)
 	old, err := r.publishWithMeta(path, m, meta)
 	if err != nil {
@@ -343,6 +353,7 @@ func (r *registry) closeInBackground(m *runtimes.Model) {
 	if m == nil {
 		return
 	}
+	r.stopSequences(m)
 	r.closing.Add(1)
 	go func() {
 		defer r.closing.Done()
@@ -366,7 +377,7 @@ func (r *registry) predict(ctx context.Context, path string, inputs []tensor.Ten
 			r.afterLookup(path)
 		}
 		out, err := r.call(ctx, m, inputs)
-		if err != nil && errors.Is(err, runtimes.ErrClosed) {
+		if err != nil && (errors.Is(err, runtimes.ErrClosed) || errors.Is(err, sequence.ErrClosed)) {
 			if next := r.lookup(path); next != m {
 				m = next
 				continue

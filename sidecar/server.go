@@ -49,6 +49,11 @@ type ServerOptions struct {
 	// fastlane.DefaultSpinWait, < 0 = never poll (a sidecar that must
 	// not spend CPU while idle).
 	FastLaneSpinWait time.Duration
+	// SequenceCleanerInterval is the time between two sweeps of idle
+	// sequences of stateful models; 0 = the runtime config's
+	// sequence_cleaner_poll_wait_minutes (default 5 minutes), < 0 = off.
+	// Tests set it short.
+	SequenceCleanerInterval time.Duration
 }
 
 // Server is the sidecar's gRPC InferenceService with the standard health
@@ -64,6 +69,8 @@ type Server struct {
 	fast   *fastlane.Server
 
 	stopOnce sync.Once
+	// stopCleaner ends the sequence cleaner (nil when it does not run).
+	stopCleaner chan struct{}
 
 	// releasing is set while a release of memory after a large request
 	// is scheduled (see releaseMemorySoon).
@@ -103,6 +110,14 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	var err error
 	if s.fast, err = newFastLaneServer(s); err != nil {
 		return nil, err
+	}
+	cleanEvery := opts.SequenceCleanerInterval
+	if cleanEvery == 0 {
+		cleanEvery = opts.Runtime.Config().SequenceCleanerPollWait()
+	}
+	if cleanEvery > 0 && len(opts.Runtime.Config().StatefulModels) > 0 {
+		s.stopCleaner = make(chan struct{})
+		go s.reg.runSequenceCleaner(cleanEvery, s.stopCleaner)
 	}
 	return s, nil
 }
@@ -198,7 +213,19 @@ func (s *Server) Stop() {
 	s.closeModels()
 }
 
-func (s *Server) closeModels() { s.stopOnce.Do(s.reg.close) }
+func (s *Server) closeModels() {
+	s.stopOnce.Do(func() {
+		if s.stopCleaner != nil {
+			close(s.stopCleaner)
+		}
+		s.reg.close()
+	})
+}
+
+// SweepSequences removes the idle sequences of every stateful model now, as
+// the cleaner does every sequence_cleaner_poll_wait_minutes, and returns
+// how many it removed.
+func (s *Server) SweepSequences() int { return s.reg.sweepSequences() }
 
 // ModelPaths lists the registered model paths, sorted.
 func (s *Server) ModelPaths() []string { return s.reg.paths() }

@@ -102,6 +102,9 @@ func (s *server) handler() http.Handler {
 	if s.v2 != nil {
 		mux.Handle("/v2", s.v2.Handler())
 		mux.Handle("/v2/", s.v2.Handler())
+		// TF Serving's REST predict, as OpenVINO Model Server's stateful
+		// models are driven (POST /v1/models/NAME:predict).
+		mux.Handle("POST /v1/models/", s.v2.TFServingPredictHandler())
 	}
 	return mux
 }

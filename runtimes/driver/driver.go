@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/inferbid/inferbid/tensor"
@@ -48,6 +49,42 @@ type Config struct {
 	// into one runtime call; nil (the default) means off for every model.
 	// Backends never see its effect other than as larger batches.
 	DynamicBatching *DynamicBatching `json:"dynamic_batching,omitempty"`
+	// StatefulModels holds the sequence settings of each model path served
+	// as a stateful model with sequences; a path not listed is not.
+	StatefulModels map[string]SequenceSettings `json:"stateful_models,omitempty"`
+	// SequenceCleanerPollWaitMinutes is the time between two sweeps of
+	// idle sequences; nil means DefaultSequenceCleanerPollWaitMinutes, 0
+	// turns the cleaner off.
+	SequenceCleanerPollWaitMinutes *uint32 `json:"sequence_cleaner_poll_wait_minutes,omitempty"`
+}
+
+// DefaultSequenceCleanerPollWaitMinutes is sequence_cleaner_poll_wait_minutes'
+// default, as in OpenVINO Model Server.
+const DefaultSequenceCleanerPollWaitMinutes = 5
+
+// SequenceCleanerPollWait is the time between two sweeps of idle sequences;
+// 0 means off.
+func (c Config) SequenceCleanerPollWait() time.Duration {
+	if c.SequenceCleanerPollWaitMinutes == nil {
+		return DefaultSequenceCleanerPollWaitMinutes * time.Minute
+	}
+	return time.Duration(*c.SequenceCleanerPollWaitMinutes) * time.Minute
+}
+
+// SequenceSettings are OpenVINO Model Server's per-model settings of a
+// stateful model. Pointers tell absent (the default) from set; every field
+// but Stateful is refused unless Stateful is true.
+type SequenceSettings struct {
+	// Stateful serves the model with one state per sequence.
+	Stateful bool `json:"stateful,omitempty"`
+	// MaxSequenceNumber bounds the live sequences; nil means 500.
+	MaxSequenceNumber *uint32 `json:"max_sequence_number,omitempty"`
+	// IdleSequenceCleanup subjects the model to the cleaner; nil means true.
+	IdleSequenceCleanup *bool `json:"idle_sequence_cleanup,omitempty"`
+	// LowLatencyTransformation is accepted and has no effect: it is an
+	// OpenVINO graph rewrite (TensorIterator to memory layers) with nothing
+	// to rewrite in the runtimes inferbid has.
+	LowLatencyTransformation *bool `json:"low_latency_transformation,omitempty"`
 }
 
 // DynamicBatching holds the dynamic batching settings per model path: a
@@ -165,4 +202,42 @@ type WarmUpRunner interface {
 // calls are never merged with others.
 type StatefulModel interface {
 	Stateful() bool
+}
+
+// SequenceModel is implemented by stateful models that can keep one state
+// per client sequence (OpenVINO Model Server's stateful models) instead of
+// one shared state.
+type SequenceModel interface {
+	// NewSequenceState returns the state a new sequence starts from: the
+	// model's state as the restore op sets it. It shares nothing writable
+	// with any other state, so no sequence sees another's.
+	NewSequenceState() (any, error)
+	// PredictSequence runs one request on a sequence's state, as Predict
+	// does on the shared state, and leaves the updated state in st. The
+	// caller never runs two calls with the same st at once.
+	PredictSequence(ctx context.Context, st any, inputs []tensor.Tensor) ([]tensor.Tensor, error)
+}
+
+// Validate checks the settings; errors name the field (unprefixed, e.g.
+// "max_sequence_number is set but stateful is not true").
+func (s SequenceSettings) Validate() error {
+	if !s.Stateful {
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{
+			{"max_sequence_number", s.MaxSequenceNumber != nil},
+			{"idle_sequence_cleanup", s.IdleSequenceCleanup != nil},
+			{"low_latency_transformation", s.LowLatencyTransformation != nil},
+		} {
+			if f.set {
+				return fmt.Errorf("%s is set but stateful is not true; it applies to stateful models only", f.name)
+			}
+		}
+		return nil
+	}
+	if s.MaxSequenceNumber != nil && *s.MaxSequenceNumber == 0 {
+		return fmt.Errorf("max_sequence_number is 0, want at least 1 (absent means 500)")
+	}
+	return nil
 }

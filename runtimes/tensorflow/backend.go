@@ -203,6 +203,10 @@ type model struct {
 	mu        sync.Mutex
 	restore   *program
 	resetProb float64
+	// The variables of a stateful model and their values after load: where
+	// every sequence starts (sequence.go).
+	vars    []*variable
+	initial []*dense
 }
 
 func load(files driver.Files, resetProb float64) (*model, error) {
@@ -296,6 +300,9 @@ func load(files driver.Files, resetProb float64) (*model, error) {
 	}
 	if err := m.compileServing(g, nodes, sigDef, vars, ck); err != nil {
 		return nil, err
+	}
+	if m.stateful {
+		m.keepInitialState(vars)
 	}
 	if !m.stateful {
 		// Only a stateful model can need its checkpoint again (reset);
@@ -548,6 +555,11 @@ func (m *model) Predict(ctx context.Context, inputs []tensor.Tensor) ([]tensor.T
 			}
 		}
 	}
+	return m.serveOnce(ctx, inputs)
+}
+
+// serveOnce runs serving_default once (a stateful model's caller holds mu).
+func (m *model) serveOnce(ctx context.Context, inputs []tensor.Tensor) ([]tensor.Tensor, error) {
 	s := m.states.get()
 	defer m.states.put(s)
 	for i, in := range inputs {

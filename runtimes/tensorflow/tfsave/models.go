@@ -263,3 +263,21 @@ func CounterModel(opts Options, start int32) (map[string][]byte, error) {
 	b.Signature(ServingSignature, map[string]string{"input_1": x}, map[string]string{"output_1": y})
 	return b.Files()
 }
+
+// RunningSumModel returns a stateful model for sequences: input "x"
+// (placeholder "serving_default_x") FLOAT [1]; output "sum" FLOAT [1]. Each
+// call adds x to the resource variable "running_sum" (AssignAddVariableOp) and
+// returns its new value; the checkpoint holds start.
+func RunningSumModel(opts Options, start float32) (map[string][]byte, error) {
+	if opts.Variables == RefVariables {
+		return nil, fmt.Errorf("tfsave: RunningSumModel needs resource variables (AssignAddVariableOp)")
+	}
+	b := NewBuilderWith(opts)
+	v := b.Variable("running_sum", tensor.New("", []int64{1}, []float32{start}))
+	x := b.Placeholder("serving_default_x", tensor.Float, []int64{1})
+	inc := b.OpNamed("AssignAddVariableOp", "AssignAddVariableOp", []string{v.Handle, x}, nil)
+	read := b.OpNamed("ReadVariableOp", "ReadVariableOp", []string{v.Handle, "^" + inc}, map[string]any{"dtype": tensor.Float})
+	y := b.OpNamed("sum", "Identity", []string{read}, nil)
+	b.Signature(ServingSignature, map[string]string{"x": x}, map[string]string{"sum": y})
+	return b.Files()
+}

@@ -1,0 +1,288 @@
+package kserve_test
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/inferbid/inferbid/batch"
+	"github.com/inferbid/inferbid/kserve"
+	"github.com/inferbid/inferbid/modelstore/modelfiles"
+	pb "github.com/inferbid/inferbid/proto/kservepb"
+	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/runtimes/tensorflow"
+	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
+	"github.com/inferbid/inferbid/sidecar"
+	"github.com/inferbid/inferbid/sidecar/sidecartest"
+)
+
+// statefulModelDir holds the committed stateful model: tfsave's running sum
+// (input x FLOAT [1], output sum FLOAT [1], the sum starting at 0).
+const statefulModelDir = "testdata/stateful/sum/1"
+
+var updateStateful = flag.Bool("update-stateful", false, "rewrite "+statefulModelDir+" from tfsave.RunningSumModel")
+
+// The committed model is what tfsave builds today (go test ./kserve
+// -run TestStatefulModelIsUpToDate -update-stateful rewrites it).
+func TestStatefulModelIsUpToDate(t *testing.T) {
+	want, err := tfsave.RunningSumModel(tfsave.Options{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *updateStateful {
+		os.RemoveAll(statefulModelDir)
+		for name, b := range want {
+			p := filepath.Join(statefulModelDir, name)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	got, err := modelfiles.ReadLocal(statefulModelDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want))) {
+		t.Fatalf("committed files %v, tfsave builds %v (rerun with -update-stateful)", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(want)))
+	}
+	for name, b := range want {
+		if string(got[name]) != string(b) {
+			t.Errorf("%s differs from what tfsave builds (rerun with -update-stateful)", name)
+		}
+	}
+}
+
+// statefulServer serves the committed running-sum model as model "sum"
+// version "1" (model path sum/1/), stateful with at most maxSeq sequences,
+// over a real sidecar socket, behind the v2 API and TF Serving's predict.
+func statefulServer(t *testing.T, maxSeq uint32) (*kserve.Server, string) {
+	t.Helper()
+	cfg := runtimes.Config{StatefulModels: map[string]runtimes.SequenceSettings{"sum/1/": {Stateful: true, MaxSequenceNumber: &maxSeq}}}
+	rt, err := runtimes.Open(tensorflow.Name, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close() })
+	client := sidecartest.Serve(t, sidecar.ServerOptions{Runtime: rt, Logger: slog.New(slog.DiscardHandler), SequenceCleanerInterval: -1}, sidecar.ClientOptions{})
+	files, err := modelfiles.ReadLocal(statefulModelDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	if err := client.RegisterModel(ctx, "sum/1/", files, ""); err != nil {
+		t.Fatal(err)
+	}
+	srv := kserve.New(kserve.Options{Limits: batch.Limits{}})
+	srv.SetBackend(client)
+	mux := http.NewServeMux()
+	mux.Handle("/v2/", srv.Handler())
+	mux.Handle("POST /v1/models/", srv.TFServingPredictHandler())
+	hs := httptest.NewServer(mux)
+	t.Cleanup(hs.Close)
+	return srv, hs.URL
+}
+
+type tfsOutputs struct {
+	Outputs struct {
+		Sum        []float64 `json:"sum"`
+		SequenceID []uint64  `json:"sequence_id"`
+	} `json:"outputs"`
+}
+
+func tfsPredict(t *testing.T, url, body string) (int, tfsOutputs, []byte) {
+	t.Helper()
+	code, b := call(t, http.MethodPost, url+"/v1/models/sum:predict", body)
+	var out tfsOutputs
+	if code == http.StatusOK {
+		if err := json.Unmarshal(b, &out); err != nil {
+			t.Fatalf("answer %s: %v", b, err)
+		}
+	}
+	return code, out, b
+}
+
+// The seed's REST example: start with an id of the client's choice, a
+// request in the middle, the end; a start without an id gets one from the
+// server; with two sequences interleaved.
+func TestTFServingPredictSequenceFlow(t *testing.T) {
+	_, url := statefulServer(t, 10)
+	steps := []struct {
+		body    string
+		wantSum float64
+		wantID  uint64 // 0: any non-zero id
+	}{
+		{`{"signature_name": "serving_default", "inputs": {"x": [1.5], "sequence_control_input": [1], "sequence_id": [10]}}`, 1.5, 10},
+		{`{"inputs": {"x": [100], "sequence_control_input": [1], "sequence_id": [11]}}`, 100, 11},
+		{`{"signature_name": "serving_default", "inputs": {"x": [2], "sequence_id": [10]}}`, 3.5, 10},
+		{`{"inputs": {"x": [200], "sequence_id": [11], "sequence_control_input": [0]}}`, 300, 11},
+		{`{"signature_name": "serving_default", "inputs": {"x": [3], "sequence_control_input": [2], "sequence_id": [10]}}`, 6.5, 10},
+		{`{"inputs": {"x": [7], "sequence_control_input": [1]}}`, 7, 0},
+	}
+	for i, s := range steps {
+		code, out, b := tfsPredict(t, url, s.body)
+		if code != http.StatusOK {
+			t.Fatalf("step %d: status %d: %s", i, code, b)
+		}
+		if len(out.Outputs.Sum) != 1 || out.Outputs.Sum[0] != s.wantSum || len(out.Outputs.SequenceID) != 1 || out.Outputs.SequenceID[0] == 0 || (s.wantID != 0 && out.Outputs.SequenceID[0] != s.wantID) {
+			t.Fatalf("step %d: %s, want sum [%v] and sequence_id [%d]", i, b, s.wantSum, s.wantID)
+		}
+	}
+	// 10 ended: its id may start again, from the checkpoint.
+	code, out, b := tfsPredict(t, url, `{"inputs": {"x": [1], "sequence_control_input": [1], "sequence_id": [10]}}`)
+	if code != http.StatusOK || out.Outputs.Sum[0] != 1 {
+		t.Fatalf("restart of 10: %d %s", code, b)
+	}
+}
+
+// Every sequence error through TF Serving's predict, with the seed's HTTP
+// status and message.
+func TestTFServingPredictSequenceErrors(t *testing.T) {
+	_, url := statefulServer(t, 2)
+	if code, _, b := tfsPredict(t, url, `{"inputs": {"x": [1], "sequence_control_input": [1], "sequence_id": [5]}}`); code != http.StatusOK {
+		t.Fatalf("start: %d %s", code, b)
+	}
+	for _, c := range []struct {
+		what, body string
+		code       int
+		msg        string
+	}{
+		{"id in use", `{"inputs": {"x": [1], "sequence_control_input": [1], "sequence_id": [5]}}`, 409, "Sequence with a provided ID already exists."},
+		{"unknown id", `{"inputs": {"x": [1], "sequence_id": [6]}}`, 404, "Sequence with a provided ID does not exist."},
+		{"no id", `{"inputs": {"x": [1]}}`, 400, "Sequence ID has not been provided in request inputs."},
+		{"id 0 at the end", `{"inputs": {"x": [1], "sequence_id": [0], "sequence_control_input": [2]}}`, 400, "Sequence ID has not been provided in request inputs."},
+		{"bad control", `{"inputs": {"x": [1], "sequence_id": [5], "sequence_control_input": [3]}}`, 400, "Unexpected value of sequence control input."},
+		{"unknown input", `{"inputs": {"y": [1], "sequence_id": [5]}}`, 400, `input "y" is not an input of the model`},
+		{"instances", `{"instances": [{"x": 1}]}`, 400, `"instances"`},
+		{"unknown model", `{"inputs": {"x": [1]}}`, 404, ""},
+	} {
+		u := url
+		if c.what == "unknown model" {
+			code, b := call(t, http.MethodPost, u+"/v1/models/nope:predict", c.body)
+			wantError(t, c.what, code, b, c.code)
+			continue
+		}
+		code, _, b := tfsPredict(t, u, c.body)
+		wantError(t, c.what, code, b, c.code, c.msg)
+	}
+	if code, _, b := tfsPredict(t, url, `{"inputs": {"x": [1], "sequence_control_input": [1]}}`); code != http.StatusOK {
+		t.Fatalf("second start: %d %s", code, b)
+	}
+	code, _, b := tfsPredict(t, url, `{"inputs": {"x": [1], "sequence_control_input": [1]}}`)
+	wantError(t, "limit reached", code, b, 503, "Max sequence number has been reached. Could not create a new sequence.")
+}
+
+// The v2 API takes the sequence fields as inputs (answered as an output)
+// or as request parameters (answered as a parameter).
+func TestV2InferSequences(t *testing.T) {
+	_, url := statefulServer(t, 10)
+	infer := url + "/v2/models/sum/versions/1/infer"
+	code, b := call(t, http.MethodPost, infer, `{"inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [1]},
+		{"name": "sequence_id", "shape": [1], "datatype": "INT64", "data": [42]},
+		{"name": "sequence_control_input", "shape": [1], "datatype": "INT32", "data": [1]}]}`)
+	if code != http.StatusOK {
+		t.Fatalf("start as inputs: %d %s", code, b)
+	}
+	var resp struct {
+		Parameters map[string]uint64 `json:"parameters"`
+		Outputs    []struct {
+			Name     string    `json:"name"`
+			Datatype string    `json:"datatype"`
+			Data     []float64 `json:"data"`
+		} `json:"outputs"`
+	}
+	if err := json.Unmarshal(b, &resp); err != nil {
+		t.Fatal(err)
+	}
+	outs := map[string]float64{}
+	for _, o := range resp.Outputs {
+		outs[o.Name] = o.Data[0]
+	}
+	if outs["sum"] != 1 || outs["sequence_id"] != 42 || resp.Parameters != nil {
+		t.Fatalf("start as inputs: %s", b)
+	}
+	code, b = call(t, http.MethodPost, infer, `{"parameters": {"sequence_id": 42}, "inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [2]}]}`)
+	resp.Outputs, resp.Parameters = nil, nil
+	if err := json.Unmarshal(b, &resp); code != http.StatusOK || err != nil || resp.Parameters["sequence_id"] != 42 || len(resp.Outputs) != 1 || resp.Outputs[0].Data[0] != 3 {
+		t.Fatalf("middle as parameters: %d %s", code, b)
+	}
+	code, b = call(t, http.MethodPost, infer, `{"parameters": {"sequence_control_input": 1}, "inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [5]}]}`)
+	resp.Outputs, resp.Parameters = nil, nil
+	if err := json.Unmarshal(b, &resp); code != http.StatusOK || err != nil || resp.Parameters["sequence_id"] == 0 || resp.Outputs[0].Data[0] != 5 {
+		t.Fatalf("start without id as parameters: %d %s", code, b)
+	}
+	for _, c := range []struct {
+		what, body string
+		code       int
+		msg        string
+	}{
+		{"id in use", `{"parameters": {"sequence_id": 42, "sequence_control_input": 1}, "inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [1]}]}`, 409, "already exists"},
+		{"unknown id", `{"parameters": {"sequence_id": 43}, "inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [1]}]}`, 404, "does not exist"},
+		{"no id", `{"inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [1]}]}`, 400, "Sequence ID has not been provided"},
+		{"bad control", `{"parameters": {"sequence_id": 42, "sequence_control_input": 7}, "inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [1]}]}`, 400, "Unexpected value of sequence control input"},
+		{"negative id", `{"parameters": {"sequence_id": -1}, "inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [1]}]}`, 400, "non-negative integer"},
+		{"both ways", `{"parameters": {"sequence_id": 42}, "inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [1]}, {"name": "sequence_id", "shape": [1], "datatype": "INT64", "data": [42]}]}`, 400, "both as an input and as a parameter"},
+	} {
+		code, b := call(t, http.MethodPost, infer, c.body)
+		wantError(t, c.what, code, b, c.code, c.msg)
+	}
+	code, b = call(t, http.MethodPost, infer, `{"parameters": {"sequence_id": 42, "sequence_control_input": 2}, "inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [4]}]}`)
+	resp.Outputs, resp.Parameters = nil, nil
+	if err := json.Unmarshal(b, &resp); code != http.StatusOK || err != nil || resp.Outputs[0].Data[0] != 7 {
+		t.Fatalf("end as parameters: %d %s", code, b)
+	}
+}
+
+// Over gRPC the sequence fields are int64_param parameters (answered as a
+// parameter) and sequence errors carry their gRPC codes.
+func TestGRPCInferSequences(t *testing.T) {
+	srv, _ := statefulServer(t, 1)
+	c := serveGRPC(t, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	req := func(x float32, params map[string]int64) *pb.ModelInferRequest {
+		r := &pb.ModelInferRequest{ModelName: "sum", Inputs: []*pb.ModelInferRequest_InferInputTensor{{
+			Name: "x", Datatype: "FP32", Shape: []int64{1}, Contents: &pb.InferTensorContents{Fp32Contents: []float32{x}}}}}
+		if len(params) > 0 {
+			r.Parameters = map[string]*pb.InferParameter{}
+			for k, v := range params {
+				r.Parameters[k] = &pb.InferParameter{ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: v}}
+			}
+		}
+		return r
+	}
+	resp, err := c.ModelInfer(ctx, req(2, map[string]int64{"sequence_control_input": 1, "sequence_id": 3}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetParameters()["sequence_id"].GetInt64Param() != 3 || len(resp.GetOutputs()) != 1 || resp.GetOutputs()[0].GetContents().GetFp32Contents()[0] != 2 {
+		t.Fatalf("start: %v", resp)
+	}
+	_, err = c.ModelInfer(ctx, req(1, map[string]int64{"sequence_control_input": 1, "sequence_id": 3}))
+	wantCode(t, "id in use", err, codes.AlreadyExists, "already exists")
+	_, err = c.ModelInfer(ctx, req(1, map[string]int64{"sequence_control_input": 1}))
+	wantCode(t, "limit", err, codes.Unavailable, "Max sequence number has been reached")
+	_, err = c.ModelInfer(ctx, req(1, map[string]int64{"sequence_id": 4}))
+	wantCode(t, "unknown id", err, codes.NotFound, "does not exist")
+	_, err = c.ModelInfer(ctx, req(1, nil))
+	wantCode(t, "no id", err, codes.InvalidArgument, "Sequence ID has not been provided")
+	_, err = c.ModelInfer(ctx, req(1, map[string]int64{"sequence_id": -3}))
+	wantCode(t, "negative id", err, codes.InvalidArgument, "non-negative")
+	resp, err = c.ModelInfer(ctx, req(5, map[string]int64{"sequence_control_input": 2, "sequence_id": 3}))
+	if err != nil || resp.GetOutputs()[0].GetContents().GetFp32Contents()[0] != 7 {
+		t.Fatalf("end: %v %v", resp, err)
+	}
+}

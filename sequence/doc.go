@@ -1,0 +1,16 @@
+// Package sequence keeps the sequences of a stateful model, with the
+// semantics of OpenVINO Model Server's stateful models: a request carries a
+// sequence_id (uint64, 0 means absent) and a sequence_control_input (uint32:
+// 0 none, 1 start, 2 end). A start without an id gets a unique id from the
+// server; every other request names an existing sequence.
+//
+// A Manager holds one model's sequences, each with its own opaque state (the
+// runtime's copy of the model state). Requests of one sequence run one at a
+// time; requests of different sequences run in parallel. Errors are *Error
+// values whose Code is the class OpenVINO Model Server gives them, with its
+// gRPC code and HTTP status.
+//
+// Idle sequences are removed by Sweep: a sequence that received no request
+// since the previous sweep is dropped. The sidecar calls Sweep every
+// sequence_cleaner_poll_wait_minutes.
+package sequence

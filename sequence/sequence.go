@@ -1,0 +1,359 @@
+package sequence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"google.golang.org/grpc/codes"
+)
+
+// Control is the value of sequence_control_input.
+type Control uint32
+
+const (
+	// NoControl: a request in the middle of a sequence.
+	NoControl Control = 0
+	// Start begins a sequence.
+	Start Control = 1
+	// End ends a sequence after its request has run.
+	End Control = 2
+)
+
+// DefaultMaxSequences is max_sequence_number's default.
+const DefaultMaxSequences = 500
+
+// Code is the class of a sequence error, as OpenVINO Model Server's error
+// table gives it.
+type Code int
+
+const (
+	InvalidArgument Code = iota + 1
+	NotFound
+	AlreadyExists
+	Unavailable
+	FailedPrecondition
+)
+
+var codeNames = map[Code]string{
+	InvalidArgument:    "INVALID_ARGUMENT",
+	NotFound:           "NOT_FOUND",
+	AlreadyExists:      "ALREADY_EXISTS",
+	Unavailable:        "UNAVAILABLE",
+	FailedPrecondition: "FAILED_PRECONDITION",
+}
+
+func (c Code) String() string {
+	if s, ok := codeNames[c]; ok {
+		return s
+	}
+	return fmt.Sprintf("Code(%d)", int(c))
+}
+
+// HTTPStatus is the HTTP status of the class: 400, 404, 409, 503, 412.
+func (c Code) HTTPStatus() int {
+	switch c {
+	case InvalidArgument:
+		return http.StatusBadRequest
+	case NotFound:
+		return http.StatusNotFound
+	case AlreadyExists:
+		return http.StatusConflict
+	case Unavailable:
+		return http.StatusServiceUnavailable
+	case FailedPrecondition:
+		return http.StatusPreconditionFailed
+	}
+	return http.StatusInternalServerError
+}
+
+// GRPCCode is the gRPC status code of the class.
+func (c Code) GRPCCode() codes.Code {
+	switch c {
+	case InvalidArgument:
+		return codes.InvalidArgument
+	case NotFound:
+		return codes.NotFound
+	case AlreadyExists:
+		return codes.AlreadyExists
+	case Unavailable:
+		return codes.Unavailable
+	case FailedPrecondition:
+		return codes.FailedPrecondition
+	}
+	return codes.Internal
+}
+
+// The messages of OpenVINO Model Server's error table.
+const (
+	MsgNotFound        = "Sequence with a provided ID does not exist."
+	MsgAlreadyExists   = "Sequence with a provided ID already exists."
+	MsgTerminating     = "Server received SEQUENCE START request with ID of the sequence that is set for termination, but the last request of that sequence is still being processed."
+	MsgLimit           = "Max sequence number has been reached. Could not create a new sequence."
+	MsgNoID            = "Sequence ID has not been provided in request inputs."
+	MsgBadControlValue = "Unexpected value of sequence control input."
+)
+
+// Error is a sequence error: its class and a message that names the model,
+// the sequence id and the seed's description.
+type Error struct {
+	Code Code
+	Msg  string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+// CodeOf returns the class of the first *Error in err's chain.
+func CodeOf(err error) (Code, bool) {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code, true
+	}
+	return 0, false
+}
+
+// ErrClosed is returned by Run after Close (the model was replaced or
+// deleted: its sequences are gone).
+var ErrClosed = errors.New("the model's sequences were dropped (model closed)")
+
+// Options configure a Manager; the zero value means defaults.
+type Options struct {
+	// Name names the model in error messages (its path).
+	Name string
+	// MaxSequences bounds the live sequences; 0 means DefaultMaxSequences.
+	MaxSequences int
+	// NoIdleCleanup exempts the model from Sweep (idle_sequence_cleanup
+	// false).
+	NoIdleCleanup bool
+}
+
+// Manager holds the sequences of one model. Its methods are safe for
+// concurrent use.
+type Manager struct {
+	opts     Options
+	newState func() (any, error)
+
+	mu     sync.Mutex
+	seqs   map[uint64]*seq
+	nextID uint64
+	closed bool
+}
+
+type seq struct {
+	id uint64
+	// lock serialises the sequence's requests; a channel so that a waiter
+	// can give up when its context ends.
+	lock  chan struct{}
+	state any
+	// Guarded by Manager.mu.
+	ending  bool // an end request is in flight
+	removed bool
+	used    atomic.Bool // a request arrived since the last sweep
+}
+
+// NewManager returns a manager whose sequences start from newState's
+// state. newState must return a fresh state that shares nothing writable
+// with any other (one user's sequence must never see another's).
+func NewManager(opts Options, newState func() (any, error)) *Manager {
+	if opts.MaxSequences <= 0 {
+		opts.MaxSequences = DefaultMaxSequences
+	}
+	return &Manager{opts: opts, newState: newState, seqs: map[uint64]*seq{}}
+}
+
+// Len is the number of live sequences.
+func (m *Manager) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.seqs)
+}
+
+func (m *Manager) errorf(code Code, id uint64, msg string) error {
+	if id == 0 {
+		return &Error{Code: code, Msg: fmt.Sprintf("model %q: %s", m.opts.Name, msg)}
+	}
+	return &Error{Code: code, Msg: fmt.Sprintf("model %q: sequence_id %d: %s", m.opts.Name, id, msg)}
+}
+
+// Run runs fn with the state of the sequence the request names and returns
+// the sequence's id (the assigned one for a start without an id). A start
+// creates the sequence (and drops it again when fn fails, so that the start
+// can be retried); an end drops it after fn, whatever fn returned.
+func (m *Manager) Run(ctx context.Context, id uint64, ctl Control, fn func(state any) error) (uint64, error) {
+	switch ctl {
+	case Start:
+		return m.start(ctx, id, fn)
+	case NoControl, End:
+	default:
+		return id, m.errorf(InvalidArgument, id, fmt.Sprintf("sequence_control_input is %d, want 0, 1 or 2: %s", uint32(ctl), MsgBadControlValue))
+	}
+	if id == 0 {
+		return 0, m.errorf(InvalidArgument, 0, MsgNoID)
+	}
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return id, ErrClosed
+	}
+	s, ok := m.seqs[id]
+	if !ok {
+		m.mu.Unlock()
+		return id, m.errorf(NotFound, id, MsgNotFound)
+	}
+	if ctl == End {
+		s.ending = true
+	}
+	m.mu.Unlock()
+	s.used.Store(true)
+	select {
+	case s.lock <- struct{}{}:
+	case <-ctx.Done():
+		if ctl == End {
+			// The end never ran: the sequence goes on.
+			m.mu.Lock()
+			s.ending = false
+			m.mu.Unlock()
+		}
+		return id, ctx.Err()
+	}
+	defer func() { <-s.lock }()
+	m.mu.Lock()
+	removed := s.removed
+	m.mu.Unlock()
+	if removed {
+		// Ended, swept or closed while this request waited.
+		return id, m.errorf(NotFound, id, MsgNotFound)
+	}
+	err := fn(s.state)
+	if ctl == End {
+		m.remove(s)
+	}
+	return id, err
+}
+
+func (m *Manager) start(ctx context.Context, id uint64, fn func(state any) error) (uint64, error) {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return id, ErrClosed
+	}
+	if s, ok := m.seqs[id]; ok && id != 0 {
+		m.mu.Unlock()
+		if s.ending {
+			return id, m.errorf(FailedPrecondition, id, MsgTerminating)
+		}
+		return id, m.errorf(AlreadyExists, id, MsgAlreadyExists)
+	}
+	if len(m.seqs) >= m.opts.MaxSequences {
+		m.mu.Unlock()
+		return id, m.errorf(Unavailable, id, fmt.Sprintf("%s (max_sequence_number %d)", MsgLimit, m.opts.MaxSequences))
+	}
+	if id == 0 {
+		id = m.assignID()
+	}
+	s := &seq{id: id, lock: make(chan struct{}, 1)}
+	s.lock <- struct{}{} // held until the start request is done
+	s.used.Store(true)
+	m.seqs[id] = s
+	m.mu.Unlock()
+	defer func() { <-s.lock }()
+
+	state, err := m.newState()
+	if err == nil {
+		s.state = state
+		err = fn(state)
+	}
+	if err != nil {
+		m.remove(s)
+	}
+	return id, err
+}
+
+// assignID returns an unused non-zero id (m.mu held). Ids count up from 1
+// and skip the ones clients chose.
+func (m *Manager) assignID() uint64 {
+	for {
+		m.nextID++
+		if m.nextID == 0 {
+			continue
+		}
+		if _, taken := m.seqs[m.nextID]; !taken {
+			return m.nextID
+		}
+	}
+}
+
+func (m *Manager) remove(s *seq) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.seqs[s.id] == s {
+		delete(m.seqs, s.id)
+	}
+	s.removed = true
+	s.state = nil
+}
+
+// Sweep removes the sequences that received no request since the previous
+// sweep and have none in flight, and returns how many it removed. A model
+// with NoIdleCleanup is never swept.
+func (m *Manager) Sweep() int {
+	if m.opts.NoIdleCleanup {
+		return 0
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for id, s := range m.seqs {
+		if s.used.Swap(false) {
+			continue
+		}
+		select {
+		case s.lock <- struct{}{}: // nothing in flight
+			delete(m.seqs, id)
+			s.removed = true
+			s.state = nil
+			<-s.lock
+			n++
+		default:
+		}
+	}
+	return n
+}
+
+// Close drops every sequence; later requests get ErrClosed. Requests in
+// flight finish on the state they hold.
+func (m *Manager) Close() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.closed = true
+	for id, s := range m.seqs {
+		s.removed = true
+		delete(m.seqs, id)
+	}
+}
+
+// ClassOf finds the class of a sequence error from its text (one of the
+// messages above), for the edges that receive it from the sidecar as a
+// description under one of the six error types.
+func ClassOf(description string) (Code, bool) {
+	for _, c := range []struct {
+		msg  string
+		code Code
+	}{
+		{MsgNotFound, NotFound},
+		{MsgAlreadyExists, AlreadyExists},
+		{MsgTerminating, FailedPrecondition},
+		{MsgLimit, Unavailable},
+		{MsgNoID, InvalidArgument},
+		{MsgBadControlValue, InvalidArgument},
+	} {
+		if strings.Contains(description, c.msg) {
+			return c.code, true
+		}
+	}
+	return 0, false
+}

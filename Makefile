@@ -54,7 +54,13 @@ deps-tfjs:
 	@$(STEP) "TensorFlow.js 4.22.0 (core, cpu backend, converter, layers) into .cache/tfjs/ (when missing: an npm install, about 100 MB on disk, under 1 min)" \
 	  scripts/install-tfjs.sh
 
-deps: deps-onnx deps-pytorch deps-test-servers deps-node-peer deps-tfjs
+# deps-helm: helm for the chart's checks (deploy/charttest), from the Go
+# module proxy.
+deps-helm:
+	@$(STEP) "helm v3.22.0 into $$(go env GOPATH)/bin (when missing: go install from the module proxy, about 3 min cold on 2 cores)" \
+	  scripts/install-helm.sh
+
+deps: deps-onnx deps-pytorch deps-test-servers deps-node-peer deps-tfjs deps-helm
 
 # LDFLAGS stamp the commit into --version (internal/cli.Commit) for builds
 # go does not stamp itself (GOFLAGS=-buildvcs=false, git worktrees).
@@ -124,9 +130,17 @@ TEST_GO_CMD = env INFERBID_REQUIRE_NATIVE=1 INFERBID_REQUIRE_SERVERS=1 INFERBID_
 	$(GO) test -json -race -count=1 ./...
 TEST_PYTORCH_CMD = env INFERBID_REQUIRE_NATIVE=1 $(GO) test -json -tags pytorch -race -count=1 ./runtimes/pytorch/...
 
-test: deps lint proto-check testsummary
+test: deps lint proto-check testsummary test-deploy
 	@echo "==> every test with -race, then the PyTorch runtime's: a line per package as it ends, progress each silent minute (about 10 min cold on 2 cores, 4 min when cached)"
 	@$(TESTSUMMARY) -- $(TEST_GO_CMD) -- $(TEST_PYTORCH_CMD)
+
+# test-deploy: the nested module deploy/ (its own go.mod keeps k8s.io and
+# go-containerregistry out of the main one): the images built, unpacked and
+# run; the Helm chart linted, rendered and decoded strictly; the KServe
+# manifests decoded.
+test-deploy: deps-onnx deps-helm
+	@$(STEP) "go test -race in deploy/ (image builds, helm lint/template; several minutes cold on 2 cores)" \
+	  env INFERBID_REQUIRE_NATIVE=1 INFERBID_REQUIRE_HELM=1 $(GO) -C deploy test -race -count=1 ./...
 
 test-go: testsummary
 	@$(TESTSUMMARY) -- $(TEST_GO_CMD)

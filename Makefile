@@ -139,6 +139,7 @@ test: deps lint proto-check testsummary test-deploy
 # run; the Helm chart linted, rendered and decoded strictly; the KServe
 # manifests decoded.
 test-deploy: deps-onnx deps-helm
+	@$(STEP) "go vet in deploy/ (about 1 min cold)" $(GO) -C deploy vet ./...
 	@$(STEP) "go test -race in deploy/ (image builds, helm lint/template; several minutes cold on 2 cores)" \
 	  env INFERBID_REQUIRE_NATIVE=1 INFERBID_REQUIRE_HELM=1 $(GO) -C deploy test -race -count=1 ./...
 

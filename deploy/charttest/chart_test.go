@@ -269,6 +269,10 @@ func TestTemplateAllValues(t *testing.T) {
 	if m := c.Resources.Limits.Memory().String(); m != "9932Mi" {
 		t.Errorf("memory limit %s, want 9932Mi (factor 2)", m)
 	}
+	cm := objects["ConfigMap"][0].(*corev1.ConfigMap)
+	if js := cm.Data["generate_bid.js"]; strings.TrimSpace(js) != "function generateBid(interestGroup) { return {bid: 1}; }" {
+		t.Errorf("generate_bid.js in the ConfigMap is %q", js)
+	}
 	hpa := objects["HorizontalPodAutoscaler"][0].(*autoscalingv2.HorizontalPodAutoscaler)
 	if m := hpa.Spec.Metrics; len(m) != 1 || m[0].Pods == nil || m[0].Pods.Metric.Name != "inferbid_inference_request_duration_seconds_p99" {
 		t.Errorf("HPA metrics %+v", m)

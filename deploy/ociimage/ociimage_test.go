@@ -6,6 +6,8 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -288,4 +290,141 @@ func unpack(t *testing.T, img v1.Image) string {
 	// The chrooted user must reach the binaries.
 	os.Chmod(root, 0o755)
 	return root
+}
+
+// serveScript runs bidding-server from an unpacked image as a container
+// would: in its own mount namespace, the root filesystem read-only, /proc
+// and /dev from the host, a fresh writable /tmp, UID 65532. $1 is the root;
+// the rest are bidding-server's arguments.
+const serveScript = `set -e
+root=$1; shift
+mount --bind "$root" "$root"
+mount -o remount,bind,ro "$root"
+mount --bind /proc "$root/proc"
+mount --bind /dev "$root/dev"
+mount -t tmpfs -o mode=1777 tmpfs "$root/tmp"
+exec env -i TMPDIR=/tmp PATH=/usr/local/bin "$(command -v chroot)" --userspec=65532:65532 "$root" /usr/local/bin/bidding-server "$@"
+`
+
+// TestImagesServeReadOnly starts bidding-server from each unpacked image,
+// with a read-only root filesystem and only /tmp writable, as UID 65532:
+// the TensorFlow sidecar on the examples bucket, the ONNX sidecar (ONNX
+// Runtime found beside it, its libraries found without an ld.so cache) on
+// an ONNX model. Each must become ready and serve its models. It needs
+// root (mount namespaces, chroot); elsewhere it skips.
+func TestImagesServeReadOnly(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a mount namespace and chroot")
+	}
+	for _, tool := range []string{"unshare", "mount", "chroot", "bash"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s: %v", tool, err)
+		}
+	}
+	_, _, out, images := sharedBuild(t)
+	idx, err := layout.ImageIndexFromPath(filepath.Join(out, "layout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range images {
+		t.Run(want.Ref, func(t *testing.T) {
+			img, err := idx.Image(want.Digest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			root := unpack(t, img)
+			// What a container runtime provides, and the model volume.
+			for _, d := range []string{"proc", "dev", "models"} {
+				if err := os.Mkdir(filepath.Join(root, d), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var args []string
+			var wantModel string
+			if strings.Contains(want.Ref, "-onnx:") {
+				copyFile(t, filepath.Join(repoRoot, "runtimes/onnx/testdata/affine_v1.onnx"), filepath.Join(root, "models/affine.onnx"))
+				args = []string{"--inference_sidecar_binary_path=/usr/local/bin/" + ONNXSidecar,
+					"--inference_model_local_paths=affine/=/models/affine.onnx"}
+				wantModel = "affine/"
+			} else {
+				if err := os.CopyFS(filepath.Join(root, "models/bucket"), os.DirFS(filepath.Join(repoRoot, "examples/bucket"))); err != nil {
+					t.Fatal(err)
+				}
+				args = []string{"--inference_sidecar_binary_path=/usr/local/bin/inference-sidecar-tensorflow",
+					"--inference_model_bucket_name=file:///models/bucket", "--inference_model_config_path=model_config.json"}
+				wantModel = "pctr/v1/"
+			}
+			addr := freeAddr(t)
+			var logs bytes.Buffer
+			cmd := exec.Command("unshare", append([]string{"-m", "bash", "-c", serveScript, "serve", root, "--listen=" + addr}, args...)...)
+			cmd.Stdout, cmd.Stderr = &logs, &logs
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			defer func() {
+				cmd.Process.Signal(syscall.SIGTERM)
+				select {
+				case <-done:
+				case <-time.After(60 * time.Second): // a hang guard
+					cmd.Process.Kill()
+					<-done
+				}
+				if t.Failed() {
+					t.Logf("bidding-server's log:\n%s", logs.String())
+				}
+			}()
+			deadline := time.Now().Add(60 * time.Second) // a hang guard
+			for {
+				body, status, err := get("http://" + addr + "/v1/models/" + wantModel)
+				if err == nil && status == 200 && strings.Contains(body, `"state":"serving"`) {
+					if body, status, _ := get("http://" + addr + "/readyz"); status != 200 {
+						t.Errorf("/readyz %d %s with %s serving", status, body, wantModel)
+					}
+					return
+				}
+				select {
+				case err := <-done:
+					done <- err
+					t.Fatalf("bidding-server exited: %v", err)
+				case <-time.After(100 * time.Millisecond):
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%s not serving within 60 s: last answer %d %q, %v", wantModel, status, body, err)
+				}
+			}
+		})
+	}
+}
+
+func get(url string) (string, int, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return "", 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), resp.StatusCode, err
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }

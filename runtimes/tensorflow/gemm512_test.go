@@ -18,6 +18,75 @@ func TestGemm512Identical(t *testing.T) {
 	if !useGemm512 {
 		t.Skip("the CPU has no AVX-512F")
 	}
+	forGemmCases(func(m, k, n int, a, b []float32, ep *epilogue) {
+		want := make([]float32, m*n)
+		matmulGeneric(want, a, b, m, k, n, false, false)
+		if ep != nil {
+			for i := range m {
+				ep.apply(want[i*n : i*n+n])
+			}
+		}
+		checkGemm(t, "gemm512", m, k, n, ep, want, func(got []float32) {
+			matmul512(&gemm512Plain, got, a, packB32(nil, b, k, n), m, k, n, ep)
+		})
+	})
+}
+
+// TestGemmFusedIdentical checks the fused multiply-add kernels (AVX-512
+// when the CPU has it, and the Go loop that runs without it) against the
+// plain Go loop of fma32 in index order of k followed by the epilogue, bit
+// for bit, for the shapes and inputs of TestGemm512Identical; also that
+// fusing changes some results, so that the test would notice the plain
+// kernels in their place.
+func TestGemmFusedIdentical(t *testing.T) {
+	differ := 0
+	forGemmCases(func(m, k, n int, a, b []float32, ep *epilogue) {
+		want := make([]float32, m*n)
+		for i := range m {
+			for j := range n {
+				var s float32
+				for p := range k {
+					s = fma32(a[i*k+p], b[p*n+j], s)
+				}
+				want[i*n+j] = s
+			}
+			if ep != nil {
+				ep.apply(want[i*n : i*n+n])
+			}
+		}
+		plain := make([]float32, m*n)
+		matmul32(plain, a, packB(nil, b, k, n), m, k, n, ep)
+		for i := range want {
+			if math.Float32bits(plain[i]) != math.Float32bits(want[i]) {
+				differ++
+				break
+			}
+		}
+		if useGemm512 {
+			checkGemm(t, "gemm512 FMA", m, k, n, ep, want, func(got []float32) {
+				matmul512(&gemm512Fused, got, a, packB32(nil, b, k, n), m, k, n, ep)
+			})
+		}
+		checkGemm(t, "Go FMA", m, k, n, ep, want, func(got []float32) {
+			matmul32FMA(got, a, packB(nil, b, k, n), m, k, n, ep)
+		})
+		if n > 1 || ep != nil {
+			return
+		}
+		checkGemm(t, "Go FMA matvec", m, k, n, ep, want, func(got []float32) {
+			matvec32FMA(got, a, b, m, k)
+		})
+	})
+	if differ == 0 {
+		t.Fatal("fused and plain kernels agree on every case: the test cannot tell them apart")
+	}
+	t.Logf("%d cases differ between fused and plain kernels", differ)
+}
+
+// forGemmCases calls fn for each MatMul shape and epilogue of the kernel
+// tests, with random inputs (some holding zeros of both signs, infinities,
+// NaNs, subnormals and huge values).
+func forGemmCases(fn func(m, k, n int, a, b []float32, ep *epilogue)) {
 	r := rand.New(rand.NewPCG(7, 8))
 	special := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 1e-40, 3e38}
 	for _, m := range []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 23, 64} {
@@ -30,26 +99,26 @@ func TestGemm512Identical(t *testing.T) {
 				}
 				bias := randomFloats(r, n)
 				for _, ep := range []*epilogue{nil, {bias: bias}, {relu: true}, {bias: bias, relu: true}} {
-					want := make([]float32, m*n)
-					matmulGeneric(want, a, b, m, k, n, false, false)
-					if ep != nil {
-						for i := range m {
-							ep.apply(want[i*n : i*n+n])
-						}
-					}
-					got := make([]float32, m*n+1)
-					got[m*n] = 42 // the kernels must not write past the output
-					matmul512(got, a, packB32(nil, b, k, n), m, k, n, ep)
-					if got[m*n] != 42 {
-						t.Fatalf("m=%d k=%d n=%d: wrote past the output", m, k, n)
-					}
-					for i := range want {
-						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-							t.Fatalf("m=%d k=%d n=%d epilogue=%+v: element %d is %v, want %v", m, k, n, ep, i, got[i], want[i])
-						}
-					}
+					fn(m, k, n, a, b, ep)
 				}
 			}
+		}
+	}
+}
+
+// checkGemm runs kernel on an output one element longer than m×n and
+// fails unless it wrote want exactly and left the extra element alone.
+func checkGemm(t *testing.T, name string, m, k, n int, ep *epilogue, want []float32, kernel func(got []float32)) {
+	t.Helper()
+	got := make([]float32, m*n+1)
+	got[m*n] = 42 // the kernels must not write past the output
+	kernel(got)
+	if got[m*n] != 42 {
+		t.Fatalf("%s m=%d k=%d n=%d: wrote past the output", name, m, k, n)
+	}
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("%s m=%d k=%d n=%d epilogue=%+v: element %d is %v, want %v", name, m, k, n, ep, i, got[i], want[i])
 		}
 	}
 }
@@ -115,7 +184,7 @@ func BenchmarkGemmBatch1(b *testing.B) {
 		}
 		pb := packB32(nil, w, k, n)
 		for b.Loop() {
-			matmul512(o, a, pb, 1, k, n, e)
+			matmul512(&gemm512Plain, o, a, pb, 1, k, n, e)
 		}
 	})
 	b.Run("avx4x16", func(b *testing.B) {

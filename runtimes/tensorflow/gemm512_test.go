@@ -126,9 +126,8 @@ func checkGemm(t *testing.T, name string, m, k, n int, ep *epilogue, want []floa
 // BenchmarkGemmKernels times one 1024x256 · 256x256 float32 MatMul (the
 // Dense benchmark's layer) on one goroutine with each kernel: the AVX
 // 4x16 kernel, the AVX-512 8x32 kernel (multiply then add, what the
-// runtime runs), and, for comparison only, the same 8x32 kernel with
-// fused multiply-adds, which the runtime never uses because it rounds
-// differently from TensorFlow.
+// runtime runs by default), and the same 8x32 kernel with fused
+// multiply-adds (the fused_multiply_add opt-in).
 func BenchmarkGemmKernels(b *testing.B) {
 	const m, k, n = 1024, 256, 256
 	r := rand.New(rand.NewPCG(9, 10))
@@ -152,16 +151,12 @@ func BenchmarkGemmKernels(b *testing.B) {
 			if !useGemm512 {
 				b.Skip("no AVX-512F")
 			}
-			kern := gemm512r8
+			ks := &gemm512Plain
 			if fma {
-				kern = gemm512r8FMA
+				ks = &gemm512Fused
 			}
 			for b.Loop() {
-				for p := range n / 32 {
-					for i := 0; i < m; i += 8 {
-						kern(&o[i*n+p*32], n, &a[i*k], k, &p32[p*k*32], k, nil, 0, 1<<32-1)
-					}
-				}
+				matmul512(ks, o, a, p32, m, k, n, nil)
 			}
 			flops(b)
 		})
@@ -170,7 +165,8 @@ func BenchmarkGemmKernels(b *testing.B) {
 
 // BenchmarkGemmBatch1 times one 1x256 · 256x256 float32 MatMul with the
 // fused bias and Relu (the Dense benchmark's layer at batch 1) on the
-// AVX-512 path (an odd row: four panels at a time) and on the AVX one.
+// AVX-512 path (an odd row: four panels at a time), plain and fused, and
+// on the AVX one.
 func BenchmarkGemmBatch1(b *testing.B) {
 	const k, n = 256, 256
 	r := rand.New(rand.NewPCG(11, 12))
@@ -178,15 +174,21 @@ func BenchmarkGemmBatch1(b *testing.B) {
 	biasPad := append([]float32(nil), bias...)
 	e := &epilogue{bias: bias, biasPad: biasPad, relu: true}
 	o := make([]float32, n)
-	b.Run("avx512", func(b *testing.B) {
-		if !useGemm512 {
-			b.Skip("no AVX-512F")
-		}
-		pb := packB32(nil, w, k, n)
-		for b.Loop() {
-			matmul512(&gemm512Plain, o, a, pb, 1, k, n, e)
-		}
-	})
+	for _, fma := range []bool{false, true} {
+		b.Run(fmt.Sprintf("avx512/fma=%v", fma), func(b *testing.B) {
+			if !useGemm512 {
+				b.Skip("no AVX-512F")
+			}
+			pb := packB32(nil, w, k, n)
+			ks := &gemm512Plain
+			if fma {
+				ks = &gemm512Fused
+			}
+			for b.Loop() {
+				matmul512(ks, o, a, pb, 1, k, n, e)
+			}
+		})
+	}
 	b.Run("avx4x16", func(b *testing.B) {
 		pb := packB(nil, w, k, n)
 		for b.Loop() {

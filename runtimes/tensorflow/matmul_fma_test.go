@@ -281,3 +281,67 @@ func TestFusedMultiplyAddConv2D(t *testing.T) {
 	}
 	t.Logf("%d of %d values differ with the option on", differ, len(plain))
 }
+
+// TestFusedMultiplyAddTransposed checks that under fused_multiply_add a
+// MatMul of two fed matrices, upright or with transpose_a/transpose_b (not
+// load-time constants: the per-call path), answers the fma32 loop bit for
+// bit, 1 to 3 columns and batches 1 and 37.
+func TestFusedMultiplyAddTransposed(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	const k = 67
+	for _, n := range []int{1, 3, 40} {
+		for _, tr := range [][2]bool{{false, false}, {true, false}, {false, true}, {true, true}} {
+			b := tfsave.NewBuilder()
+			xShape, yShape := []int64{-1, k}, []int64{k, int64(n)}
+			if tr[0] {
+				xShape = []int64{k, -1}
+			}
+			if tr[1] {
+				yShape = []int64{int64(n), k}
+			}
+			x := b.Placeholder("x", tensor.Float, xShape)
+			y := b.Placeholder("y", tensor.Float, yShape)
+			mm := b.Op("MatMul", []string{x, y}, map[string]any{"transpose_a": tr[0], "transpose_b": tr[1]})
+			b.Signature(tfsave.ServingSignature, map[string]string{"x": x, "y": y}, map[string]string{"z": mm})
+			files, err := b.Files()
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := loadFiles(t, files, driver.Config{FusedMultiplyAdd: true})
+			for _, rows := range []int{1, 37} {
+				a, w := randomFloats(r, rows*k), randomFloats(r, k*n)
+				want := make([]float32, rows*n)
+				for i := range rows {
+					for j := range n {
+						var s float32
+						for p := range k {
+							s = fma32(a[i*k+p], w[p*n+j], s)
+						}
+						want[i*n+j] = s
+					}
+				}
+				xa, xs := a, []int64{int64(rows), k}
+				if tr[0] {
+					xa, xs = transpose2(nil, a, rows, k), []int64{k, int64(rows)}
+				}
+				yw, ysh := w, []int64{k, int64(n)}
+				if tr[1] {
+					yw, ysh = transpose2(nil, w, k, n), []int64{int64(n), k}
+				}
+				res, err := m.Predict(context.Background(), []tensor.Tensor{tensor.New("x", xs, xa), tensor.New("y", ysh, yw)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, _ := tensor.Data[float32](res[0])
+				if len(got) != len(want) {
+					t.Fatalf("n=%d transpose %v rows %d: %d values, want %d", n, tr, rows, len(got), len(want))
+				}
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("n=%d transpose %v rows %d: z[%d] = %v, want %v", n, tr, rows, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}

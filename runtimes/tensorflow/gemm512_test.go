@@ -127,7 +127,7 @@ func checkGemm(t *testing.T, name string, m, k, n int, ep *epilogue, want []floa
 // Dense benchmark's layer) on one goroutine with each kernel: the AVX
 // 4x16 kernel, the AVX-512 8x32 kernel (multiply then add, what the
 // runtime runs by default), and the same 8x32 kernel with fused
-// multiply-adds (the fused_multiply_add opt-in).
+// multiply-adds (the fused_multiply_add opt-in), and the opt-in's Go loop.
 func BenchmarkGemmKernels(b *testing.B) {
 	const m, k, n = 1024, 256, 256
 	r := rand.New(rand.NewPCG(9, 10))
@@ -143,6 +143,13 @@ func BenchmarkGemmKernels(b *testing.B) {
 		}
 		for b.Loop() {
 			matmul32(o, a, p4, m, k, n, nil)
+		}
+		flops(b)
+	})
+	b.Run("go/fma=true", func(b *testing.B) {
+		// The opt-in's fallback without AVX-512F.
+		for b.Loop() {
+			matmul32FMA(o, a, p4, m, k, n, nil)
 		}
 		flops(b)
 	})

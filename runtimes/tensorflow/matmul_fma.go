@@ -23,10 +23,18 @@ import "math"
 // correctly rounded sums: proved algorithms using rounding to odd", 2008).
 // Float64 neither overflows nor underflows here: |a*b| < 2²⁵⁶, and a
 // nonzero |a*b| ≥ 2⁻²⁹⁸ lies far above float64's subnormals.
+//
+// Fast path: when s is not a float32 halfway point (its low 29 bits are not
+// 1<<28) and lies in float32's normal range, float32(s) is already right:
+// every halfway point is a float64, and none lies strictly between p+c and
+// its nearest float64 s, so both round to the same float32.
 func fma32(a, b, c float32) float32 {
 	p := float64(a) * float64(b)
 	cc := float64(c)
 	s := p + cc
+	if bits := math.Float64bits(s); bits&(1<<29-1) != 1<<28 && bits&(1<<63-1) >= 0x381<<52 {
+		return float32(s) // also Inf and NaN: their low bits are not 1<<28
+	}
 	// TwoSum: e is exactly p+cc-s.
 	bv := s - p
 	e := (p - (s - bv)) + (cc - bv)

@@ -33,6 +33,10 @@
 // it was 40x slower. For small models under concurrent load,
 // num_intraop_threads 1 is usually fastest.
 //
+// fused_multiply_add (driver.Config.FusedMultiplyAdd) is ignored: ONNX
+// Runtime's MLAS kernels already use fused multiply-adds where the CPU has
+// them, and it has no switch to turn them off.
+//
 // Predict is safe for concurrent use (ONNX Runtime's Run is thread-safe) and
 // copies as little as it can: the callers' input slices are handed to ONNX
 // Runtime as they are; an output computed by a node whose shape follows from

@@ -51,6 +51,10 @@
 // executor makes the first calls slow, so models ask for 3 warm-up runs
 // (driver.WarmUpRunner).
 //
+// fused_multiply_add (driver.Config.FusedMultiplyAdd) is ignored: libtorch's
+// CPU kernels (MKL, oneDNN, vectorized ATen) already use fused
+// multiply-adds where the CPU has them.
+//
 // Inputs are copied into libtorch tensors (a model may write into its inputs
 // in place) and outputs are copied into Go slices, so no Go memory outlives
 // a call on the C side.

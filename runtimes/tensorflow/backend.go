@@ -58,7 +58,9 @@ func (b *Backend) Load(ctx context.Context, files driver.Files) (driver.Model, e
 	if err != nil {
 		return nil, err
 	}
-	m.serve.intraop().threads = b.cfg.NumIntraopThreads
+	par := m.serve.intraop()
+	par.threads = b.cfg.NumIntraopThreads
+	par.fma = b.cfg.FusedMultiplyAdd
 	return m, nil
 }
 

@@ -52,7 +52,9 @@ func (c *compiler) compileFunc(sc *scope, nd *ndpb.NodeDef, fname string, in []d
 	if c.missing.nodes == nil { // shared with the sub-compiler below
 		c.missing.nodes, c.missing.seen = map[string][]string{}, map[string]bool{}
 	}
-	sub := &compiler{lib: c.lib, ops: c.ops, vars: c.vars, ck: c.ck, feeds: map[string]int{}, prog: &program{},
+	// The function shares the caller's MatMul settings (num_intraop_threads,
+	// fused_multiply_add), set after compiling.
+	sub := &compiler{lib: c.lib, ops: c.ops, vars: c.vars, ck: c.ck, feeds: map[string]int{}, prog: &program{par: c.prog.intraop()},
 		refVar: map[int]*variable{}, missing: c.missing, files: c.files, depth: c.depth, subFuncs: c.subFuncs}
 	args := make([]int, len(in))
 	for i, dt := range in {

@@ -61,15 +61,17 @@ func conv32Par(p *intraop, o, x []float32, c *convGeom, g *spatial, pb packedB, 
 	}
 	w := p.workers(m, k, n)
 	if w <= 1 {
-		conv32Rows(o, x, c, g, pb, e, 0, m)
+		conv32Rows(o, x, c, g, pb, e, p.fused(), 0, m)
 		return
 	}
-	splitRows(m, w, func(lo, hi int) { conv32Rows(o, x, c, g, pb, e, lo, hi) })
+	fma := p.fused()
+	splitRows(m, w, func(lo, hi int) { conv32Rows(o, x, c, g, pb, e, fma, lo, hi) })
 }
 
 // conv32Rows computes output pixels [lo,hi) (in NHW order), lowering a
-// tile of them at a time into a pooled patch buffer.
-func conv32Rows(o, x []float32, c *convGeom, g *spatial, pb packedB, e *epilogue, lo, hi int) {
+// tile of them at a time into a pooled patch buffer; fma selects the fused
+// multiply-add kernels.
+func conv32Rows(o, x []float32, c *convGeom, g *spatial, pb packedB, e *epilogue, fma bool, lo, hi int) {
 	k, n := c.kh*c.kw*c.ic, c.oc
 	tile := max(8, im2colFloats/max(k, 1)&^7)
 	sp := im2colPool.Get().(*[]float32)
@@ -80,7 +82,7 @@ func conv32Rows(o, x []float32, c *convGeom, g *spatial, pb packedB, e *epilogue
 		re := min(r+tile, hi)
 		patches := (*sp)[:(re-r)*k]
 		im2col(patches, x, c, g, r, re)
-		gemm32(o[r*n:re*n], patches, pb, re-r, k, n, e)
+		gemm32(o[r*n:re*n], patches, pb, re-r, k, n, e, fma)
 	}
 	im2colPool.Put(sp)
 }

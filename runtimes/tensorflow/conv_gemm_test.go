@@ -72,7 +72,7 @@ func TestConv2DGemmIdentical(t *testing.T) {
 						if threads == 1 {
 							conv32Par(&intraop{threads: 1}, got, x, &c, &g, pb, ep)
 						} else {
-							splitRows(c.nb*c.oh*c.ow, threads, func(lo, hi int) { conv32Rows(got, x, &c, &g, pb, ep, lo, hi) })
+							splitRows(c.nb*c.oh*c.ow, threads, func(lo, hi int) { conv32Rows(got, x, &c, &g, pb, ep, false, lo, hi) })
 						}
 						if got[len(want)] != 42 {
 							t.Fatalf("%s: wrote past the output", name)

@@ -35,7 +35,8 @@
 // sync.Pool whose tensors keep their buffers between calls, so a call
 // allocates little more than its outputs. Float32 kernels follow
 // TensorFlow's CPU kernels: MatMul accumulates in float32 in index order,
-// Sigmoid is Eigen's exp(min(x, 16.6355...)) / (1 + exp(...)).
+// Sigmoid is Eigen's exp(min(x, 16.6355...)) / (1 + exp(...)); only the
+// fused_multiply_add opt-in (below) departs from them.
 //
 // Shapes follow TensorFlow exactly: binary ops broadcast by NumPy's rule
 // (a scalar or [1] operand takes the other's shape only when its rank is not
@@ -76,9 +77,35 @@
 // vector operations per 16 multiply-adds: at 1024x256 · 256x256 on a
 // Sapphire Rapids core the AVX-512 kernel runs at about 115 GFLOP/s (1.15
 // ms; AVX 4x16: 70 GFLOP/s), against 210 GFLOP/s (0.63 ms) for the same
-// kernel with VFMADD231PS (BenchmarkGemmKernels; benchmark only, never
-// used), so the Dense 256->256 benchmark stays about 1.4x ONNX Runtime's
-// time, which fuses. Conv2D with a constant filter (HWIO, already a
+// kernel with VFMADD231PS (BenchmarkGemmKernels), so by default the Dense
+// 256->256 benchmark stays about 1.2-1.5x ONNX Runtime's time, which fuses.
+//
+// Fused multiply-add is an operator's opt-in: with fused_multiply_add
+// (driver.Config.FusedMultiplyAdd; off by default) every float32 MatMul
+// (constant or fed weights, transposed operands copied upright, every row
+// and column kernel including batch 1 and the masked tails, split across
+// goroutines or not, with its fused BiasAdd and Relu, and MatMuls inside
+// If/While functions) and every Conv2D-as-GEMM computes each element as
+// c = fma(a, b, c) from +0 in index order of k, one rounding per step,
+// then adds the bias and clamps as before. All kernels do the same steps,
+// so a row's result still does not depend on its batch or the thread
+// count. The AVX-512 kernels use VFMADD231PS; without AVX-512F a Go loop
+// computes the same bits with fma32, a float32 fused multiply-add built
+// from exact float64 steps and round-to-odd (the obvious
+// float32(math.FMA(float64...)) rounds twice and can differ; see fma32),
+// but that scalar loop runs at about 0.4 GFLOP/s, some 100x slower than
+// the default SSE/AVX kernels (BenchmarkGemmKernels/go): turn the opt-in
+// on only on AVX-512 CPUs. What it trades there: large MatMul and Conv2D
+// run about 1.5x faster (batch-1024 Dense on one thread: 0.89x ONNX
+// Runtime's time instead of 1.34x, medians of 9 alternating runs;
+// BenchmarkDense reports tf-fma/ort), and results differ from
+// TensorFlow's default (non-FMA) CPU kernels in the last bits (the PCVR
+// reference model: 6 float32 ulps, 4.8e-7 relative); TensorFlow's own
+// oneDNN builds fuse too, and differ from its Eigen builds the same way.
+// BatchMatMul, float64 MatMul and Conv2D with a computed filter (the
+// direct loop) keep multiply then add.
+//
+// Conv2D with a constant filter (HWIO, already a
 // [kh*kw*ic, oc] matrix) runs through the same kernels: the fusion pass
 // packs the filter at load and fuses a following BiasAdd and Relu; each
 // call copies the windows of up to 2^15 floats' worth of output pixels at
@@ -114,7 +141,7 @@
 //
 // One line per op: dtypes; what its tests check it against.
 //
-//	Conv2D                 float, double; hand-derived VALID/SAME (odd, stride 2)/EXPLICIT/dilated results, float32 order, 24 seeded shapes vs the float64 definition; float32 GEMM path bit-identical to the direct kernel (9 shapes x 6 geometries, 1-3 goroutines); TensorFlow.js 4.22.0 (TestOracleConv, TestOracleKerasCNN)
+//	Conv2D                 float, double; hand-derived VALID/SAME (odd, stride 2)/EXPLICIT/dilated results, float32 order, 24 seeded shapes vs the float64 definition; float32 GEMM path bit-identical to the direct kernel (9 shapes x 6 geometries, 1-3 goroutines); fused_multiply_add batch-invariant (TestFusedMultiplyAddConv2D); TensorFlow.js 4.22.0 (TestOracleConv, TestOracleKerasCNN)
 //	DepthwiseConv2dNative  float, double; hand-derived channel-multiplier result, seeded shapes vs the float64 definition; TensorFlow.js 4.22.0 (TestOracleConv)
 //	MaxPool                float, double, int8/16/32/64, uint8; Keras MaxPooling2D documentation examples, SAME stride 2 by hand; TensorFlow.js 4.22.0 (TestOracleConv, TestOracleKerasCNN)
 //	AvgPool                float, double; Keras AveragePooling2D documentation example (SAME averages unpadded elements only); TensorFlow.js 4.22.0 (TestOracleConv)
@@ -302,7 +329,7 @@
 //	Assign                   numeric                   reference models (TF1 restore)
 //	RestoreV2                numeric                   TestStatefulReset, reference models (checkpoint values)
 //	ReadFile                 string                    TestAssetsFedToInitOp, TestReferenceMissingAssetUnread
-//	MatMul                   float, double, int32/64   TestKernels, TestMatMulSizes, TestMatMulSplitIdentical, TestFusionExact; TensorFlow.js 4.22.0 (TestOracleBatchMatMul)
+//	MatMul                   float, double, int32/64   TestKernels, TestMatMulSizes, TestMatMulSplitIdentical, TestFusionExact; fused_multiply_add vs the fma32 loop (TestGemmFusedIdentical, TestFusedMultiplyAddModel, TestFusedMultiplyAddTransposed; fma32 vs big.Float: TestFMA32CorrectlyRounded); TensorFlow.js 4.22.0 (TestOracleBatchMatMul)
 //	BatchMatMulV2            float, double, int32/64   TestKernels; TensorFlow.js 4.22.0 (TestOracleBatchMatMul)
 //	BatchMatMul              float, double, int32/64   TensorFlow.js 4.22.0 (TestOracleBatchMatMul)
 //	BatchMatMulV3            float, double, int32/64   untested (same kernel as BatchMatMulV2)

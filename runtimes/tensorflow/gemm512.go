@@ -45,23 +45,40 @@ func packWeights(dst packedB, b []float32, k, n int) packedB {
 
 // gemm32 computes o[m×n] = a[m×k] · B (+ epilogue) with the kernel pb was
 // packed for. Every kernel accumulates each element the same way (float32,
-// index order of k, multiply then add), so the results are bit-identical
-// whichever runs.
-func gemm32(o, a []float32, pb packedB, m, k, n int, e *epilogue) {
-	if pb.wide {
-		matmul512(o, a, pb.data, m, k, n, e)
-		return
+// index order of k, multiply then add; with fma, one fused multiply-add
+// per step), so the results are bit-identical whichever runs, and a row's
+// result does not depend on the batch it came in.
+func gemm32(o, a []float32, pb packedB, m, k, n int, e *epilogue, fma bool) {
+	switch {
+	case pb.wide && fma:
+		matmul512(&gemm512Fused, o, a, pb.data, m, k, n, e)
+	case pb.wide:
+		matmul512(&gemm512Plain, o, a, pb.data, m, k, n, e)
+	case fma:
+		matmul32FMA(o, a, pb.data, m, k, n, e)
+	default:
+		matmul32(o, a, pb.data, m, k, n, e)
 	}
-	matmul32(o, a, pb.data, m, k, n, e)
 }
 
-// matmul512 is matmul32 for B packed by packB32, with the AVX-512 kernels:
+// gemm512Kernels is one set of AVX-512 kernels: multiply then add, or
+// fused multiply-add.
+type gemm512Kernels struct {
+	r8, r4, r2, r1, r1x4 func(c *float32, ldc int, a *float32, lda int, panel *float32, k int, bias *float32, relu int, mask int)
+}
+
+var (
+	gemm512Plain = gemm512Kernels{gemm512r8, gemm512r4, gemm512r2, gemm512r1, gemm512r1x4}
+	gemm512Fused = gemm512Kernels{gemm512r8FMA, gemm512r4FMA, gemm512r2FMA, gemm512r1FMA, gemm512r1x4FMA}
+)
+
+// matmul512 is matmul32 for B packed by packB32, with the AVX-512 kernels ks:
 // 8-row blocks (16 zmm accumulators), then 4 and 2 rows, the last
 // panel's columns under a mask; an odd last row (batch 1) takes four full
 // panels at a time (gemm512r1x4), then single panels. Panels are the outer loop so
 // that one panel (k×32 floats, 32 KiB at k = 256) stays in L1 while every
 // row block reads it. Slices are checked here: the assembly trusts them.
-func matmul512(o, a, pb []float32, m, k, n int, e *epilogue) {
+func matmul512(ks *gemm512Kernels, o, a, pb []float32, m, k, n int, e *epilogue) {
 	if m == 0 || n == 0 {
 		return
 	}
@@ -100,14 +117,14 @@ func matmul512(o, a, pb []float32, m, k, n int, e *epilogue) {
 		}
 		i := 0
 		for ; i+8 <= pairs; i += 8 {
-			gemm512r8(&o[i*n+j], n, &a[i*k], k, panel, k, bp, relu, mask)
+			ks.r8(&o[i*n+j], n, &a[i*k], k, panel, k, bp, relu, mask)
 		}
 		if i+4 <= pairs {
-			gemm512r4(&o[i*n+j], n, &a[i*k], k, panel, k, bp, relu, mask)
+			ks.r4(&o[i*n+j], n, &a[i*k], k, panel, k, bp, relu, mask)
 			i += 4
 		}
 		if i+2 <= pairs {
-			gemm512r2(&o[i*n+j], n, &a[i*k], k, panel, k, bp, relu, mask)
+			ks.r2(&o[i*n+j], n, &a[i*k], k, panel, k, bp, relu, mask)
 		}
 	}
 	if pairs == m {
@@ -121,11 +138,11 @@ func matmul512(o, a, pb []float32, m, k, n int, e *epilogue) {
 			bp = &bias[j]
 		}
 		if j+4*panelWidth512 <= n {
-			gemm512r1x4(&o[i*n+j], n, &a[i*k], k, &pb[p*k*panelWidth512], k, bp, relu, -1)
+			ks.r1x4(&o[i*n+j], n, &a[i*k], k, &pb[p*k*panelWidth512], k, bp, relu, -1)
 			p += 4
 			continue
 		}
-		gemm512r1(&o[i*n+j], n, &a[i*k], k, &pb[p*k*panelWidth512], k, bp, relu, 1<<min(panelWidth512, n-j)-1)
+		ks.r1(&o[i*n+j], n, &a[i*k], k, &pb[p*k*panelWidth512], k, bp, relu, 1<<min(panelWidth512, n-j)-1)
 		p++
 	}
 }

@@ -514,8 +514,8 @@ gemm512r1x4_store:
 //
 // c[r*ldc+j] = sum over p<k of a[r*lda+p]*B[p][j] for r < 8 and the
 // columns j < 32 (those whose bit is set in mask), B's columns packed in panels of 32, accumulated in
-// float32 in index order of p from +0 with VFMADD231PS: one rounding per step, NOT TensorFlow's rounding; for
-// benchmarks only, never called by the runtime.
+// float32 in index order of p from +0 with VFMADD231PS: one rounding per step, as fma32, NOT TensorFlow's
+// rounding; run only under the fused_multiply_add opt-in.
 // A non-nil bias (read under the mask) is then added and relu clamps at
 // +0, as separate BiasAdd and Relu ops would. Callers check for AVX-512F.
 TEXT ·gemm512r8FMA(SB), NOSPLIT, $0-72
@@ -650,5 +650,330 @@ gemm512r8FMA_store:
 	ADDQ R8, DI
 	VMOVUPS Z14, K1, 0(DI)
 	VMOVUPS Z15, K2, 64(DI)
+	VZEROUPPER
+	RET
+
+// func gemm512r4FMA(c *float32, ldc int, a *float32, lda int, panel *float32, k int, bias *float32, relu int, mask int)
+//
+// c[r*ldc+j] = sum over p<k of a[r*lda+p]*B[p][j] for r < 4 and the
+// columns j < 32 (those whose bit is set in mask), B's columns packed in panels of 32, accumulated in
+// float32 in index order of p from +0 with VFMADD231PS: one rounding per step, as fma32, NOT TensorFlow's
+// rounding; run only under the fused_multiply_add opt-in.
+// A non-nil bias (read under the mask) is then added and relu clamps at
+// +0, as separate BiasAdd and Relu ops would. Callers check for AVX-512F.
+TEXT ·gemm512r4FMA(SB), NOSPLIT, $0-72
+	MOVQ c+0(FP), DI
+	MOVQ ldc+8(FP), R8
+	MOVQ a+16(FP), SI
+	MOVQ lda+24(FP), R9
+	MOVQ panel+32(FP), DX
+	MOVQ k+40(FP), CX
+	MOVQ mask+64(FP), AX
+	KMOVW AX, K1
+	SHRQ $16, AX
+	KMOVW AX, K2
+	SHLQ $2, R8
+	SHLQ $2, R9
+	LEAQ (R9)(R9*2), R11
+	LEAQ (R9)(R9*4), R12
+	LEAQ (R11)(R9*4), R13
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	TESTQ CX, CX
+	JE gemm512r4FMA_done
+gemm512r4FMA_loop:
+	VMOVUPS 0(DX), Z29
+	VMOVUPS 64(DX), Z30
+	VBROADCASTSS (SI), Z31
+	VFMADD231PS Z29, Z31, Z0
+	VFMADD231PS Z30, Z31, Z1
+	VBROADCASTSS (SI)(R9*1), Z31
+	VFMADD231PS Z29, Z31, Z2
+	VFMADD231PS Z30, Z31, Z3
+	VBROADCASTSS (SI)(R9*2), Z31
+	VFMADD231PS Z29, Z31, Z4
+	VFMADD231PS Z30, Z31, Z5
+	VBROADCASTSS (SI)(R11*1), Z31
+	VFMADD231PS Z29, Z31, Z6
+	VFMADD231PS Z30, Z31, Z7
+	ADDQ $128, DX
+	ADDQ $4, SI
+	DECQ CX
+	JNE gemm512r4FMA_loop
+gemm512r4FMA_done:
+	MOVQ bias+48(FP), AX
+	TESTQ AX, AX
+	JE gemm512r4FMA_nobias
+	VMOVUPS.Z 0(AX), K1, Z29
+	VMOVUPS.Z 64(AX), K2, Z30
+	VADDPS Z29, Z0, Z0
+	VADDPS Z30, Z1, Z1
+	VADDPS Z29, Z2, Z2
+	VADDPS Z30, Z3, Z3
+	VADDPS Z29, Z4, Z4
+	VADDPS Z30, Z5, Z5
+	VADDPS Z29, Z6, Z6
+	VADDPS Z30, Z7, Z7
+gemm512r4FMA_nobias:
+	MOVQ relu+56(FP), AX
+	TESTQ AX, AX
+	JE gemm512r4FMA_store
+	VPXORD Z31, Z31, Z31
+	VMAXPS Z31, Z0, Z0
+	VMAXPS Z31, Z1, Z1
+	VMAXPS Z31, Z2, Z2
+	VMAXPS Z31, Z3, Z3
+	VMAXPS Z31, Z4, Z4
+	VMAXPS Z31, Z5, Z5
+	VMAXPS Z31, Z6, Z6
+	VMAXPS Z31, Z7, Z7
+gemm512r4FMA_store:
+	VMOVUPS Z0, K1, 0(DI)
+	VMOVUPS Z1, K2, 64(DI)
+	ADDQ R8, DI
+	VMOVUPS Z2, K1, 0(DI)
+	VMOVUPS Z3, K2, 64(DI)
+	ADDQ R8, DI
+	VMOVUPS Z4, K1, 0(DI)
+	VMOVUPS Z5, K2, 64(DI)
+	ADDQ R8, DI
+	VMOVUPS Z6, K1, 0(DI)
+	VMOVUPS Z7, K2, 64(DI)
+	VZEROUPPER
+	RET
+
+// func gemm512r2FMA(c *float32, ldc int, a *float32, lda int, panel *float32, k int, bias *float32, relu int, mask int)
+//
+// c[r*ldc+j] = sum over p<k of a[r*lda+p]*B[p][j] for r < 2 and the
+// columns j < 32 (those whose bit is set in mask), B's columns packed in panels of 32, accumulated in
+// float32 in index order of p from +0 with VFMADD231PS: one rounding per step, as fma32, NOT TensorFlow's
+// rounding; run only under the fused_multiply_add opt-in.
+// A non-nil bias (read under the mask) is then added and relu clamps at
+// +0, as separate BiasAdd and Relu ops would. Callers check for AVX-512F.
+TEXT ·gemm512r2FMA(SB), NOSPLIT, $0-72
+	MOVQ c+0(FP), DI
+	MOVQ ldc+8(FP), R8
+	MOVQ a+16(FP), SI
+	MOVQ lda+24(FP), R9
+	MOVQ panel+32(FP), DX
+	MOVQ k+40(FP), CX
+	MOVQ mask+64(FP), AX
+	KMOVW AX, K1
+	SHRQ $16, AX
+	KMOVW AX, K2
+	SHLQ $2, R8
+	SHLQ $2, R9
+	LEAQ (R9)(R9*2), R11
+	LEAQ (R9)(R9*4), R12
+	LEAQ (R11)(R9*4), R13
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	TESTQ CX, CX
+	JE gemm512r2FMA_done
+gemm512r2FMA_loop:
+	VMOVUPS 0(DX), Z29
+	VMOVUPS 64(DX), Z30
+	VBROADCASTSS (SI), Z31
+	VFMADD231PS Z29, Z31, Z0
+	VFMADD231PS Z30, Z31, Z1
+	VBROADCASTSS (SI)(R9*1), Z31
+	VFMADD231PS Z29, Z31, Z2
+	VFMADD231PS Z30, Z31, Z3
+	ADDQ $128, DX
+	ADDQ $4, SI
+	DECQ CX
+	JNE gemm512r2FMA_loop
+gemm512r2FMA_done:
+	MOVQ bias+48(FP), AX
+	TESTQ AX, AX
+	JE gemm512r2FMA_nobias
+	VMOVUPS.Z 0(AX), K1, Z29
+	VMOVUPS.Z 64(AX), K2, Z30
+	VADDPS Z29, Z0, Z0
+	VADDPS Z30, Z1, Z1
+	VADDPS Z29, Z2, Z2
+	VADDPS Z30, Z3, Z3
+gemm512r2FMA_nobias:
+	MOVQ relu+56(FP), AX
+	TESTQ AX, AX
+	JE gemm512r2FMA_store
+	VPXORD Z31, Z31, Z31
+	VMAXPS Z31, Z0, Z0
+	VMAXPS Z31, Z1, Z1
+	VMAXPS Z31, Z2, Z2
+	VMAXPS Z31, Z3, Z3
+gemm512r2FMA_store:
+	VMOVUPS Z0, K1, 0(DI)
+	VMOVUPS Z1, K2, 64(DI)
+	ADDQ R8, DI
+	VMOVUPS Z2, K1, 0(DI)
+	VMOVUPS Z3, K2, 64(DI)
+	VZEROUPPER
+	RET
+
+// func gemm512r1FMA(c *float32, ldc int, a *float32, lda int, panel *float32, k int, bias *float32, relu int, mask int)
+//
+// c[r*ldc+j] = sum over p<k of a[r*lda+p]*B[p][j] for r < 1 and the
+// columns j < 32 (those whose bit is set in mask), B's columns packed in panels of 32, accumulated in
+// float32 in index order of p from +0 with VFMADD231PS: one rounding per step, as fma32, NOT TensorFlow's
+// rounding; run only under the fused_multiply_add opt-in.
+// A non-nil bias (read under the mask) is then added and relu clamps at
+// +0, as separate BiasAdd and Relu ops would. Callers check for AVX-512F.
+TEXT ·gemm512r1FMA(SB), NOSPLIT, $0-72
+	MOVQ c+0(FP), DI
+	MOVQ ldc+8(FP), R8
+	MOVQ a+16(FP), SI
+	MOVQ lda+24(FP), R9
+	MOVQ panel+32(FP), DX
+	MOVQ k+40(FP), CX
+	MOVQ mask+64(FP), AX
+	KMOVW AX, K1
+	SHRQ $16, AX
+	KMOVW AX, K2
+	SHLQ $2, R8
+	SHLQ $2, R9
+	LEAQ (R9)(R9*2), R11
+	LEAQ (R9)(R9*4), R12
+	LEAQ (R11)(R9*4), R13
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	TESTQ CX, CX
+	JE gemm512r1FMA_done
+gemm512r1FMA_loop:
+	VMOVUPS 0(DX), Z29
+	VMOVUPS 64(DX), Z30
+	VBROADCASTSS (SI), Z31
+	VFMADD231PS Z29, Z31, Z0
+	VFMADD231PS Z30, Z31, Z1
+	ADDQ $128, DX
+	ADDQ $4, SI
+	DECQ CX
+	JNE gemm512r1FMA_loop
+gemm512r1FMA_done:
+	MOVQ bias+48(FP), AX
+	TESTQ AX, AX
+	JE gemm512r1FMA_nobias
+	VMOVUPS.Z 0(AX), K1, Z29
+	VMOVUPS.Z 64(AX), K2, Z30
+	VADDPS Z29, Z0, Z0
+	VADDPS Z30, Z1, Z1
+gemm512r1FMA_nobias:
+	MOVQ relu+56(FP), AX
+	TESTQ AX, AX
+	JE gemm512r1FMA_store
+	VPXORD Z31, Z31, Z31
+	VMAXPS Z31, Z0, Z0
+	VMAXPS Z31, Z1, Z1
+gemm512r1FMA_store:
+	VMOVUPS Z0, K1, 0(DI)
+	VMOVUPS Z1, K2, 64(DI)
+	VZEROUPPER
+	RET
+
+// func gemm512r1x4FMA(c *float32, ldc int, a *float32, lda int, panel *float32, k int, bias *float32, relu int, mask int)
+//
+// c[r*ldc+j] = sum over p<k of a[r*lda+p]*B[p][j] for r < 1 and the
+// columns j < 128 (all of them; mask is ignored), B's columns packed in panels of 32, accumulated in
+// float32 in index order of p from +0 with VFMADD231PS: one rounding per step, as fma32, NOT TensorFlow's
+// rounding; run only under the fused_multiply_add opt-in.
+// A non-nil bias (read under the mask) is then added and relu clamps at
+// +0, as separate BiasAdd and Relu ops would. Callers check for AVX-512F.
+TEXT ·gemm512r1x4FMA(SB), NOSPLIT, $0-72
+	MOVQ c+0(FP), DI
+	MOVQ ldc+8(FP), R8
+	MOVQ a+16(FP), SI
+	MOVQ lda+24(FP), R9
+	MOVQ panel+32(FP), DX
+	MOVQ k+40(FP), CX
+	MOVQ CX, R10
+	SHLQ $7, R10
+	LEAQ (R10)(R10*2), R14
+	SHLQ $2, R8
+	SHLQ $2, R9
+	LEAQ (R9)(R9*2), R11
+	LEAQ (R9)(R9*4), R12
+	LEAQ (R11)(R9*4), R13
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	TESTQ CX, CX
+	JE gemm512r1x4FMA_done
+gemm512r1x4FMA_loop:
+	VMOVUPS 0(DX), Z23
+	VMOVUPS 64(DX), Z24
+	VMOVUPS 0(DX)(R10*1), Z25
+	VMOVUPS 64(DX)(R10*1), Z26
+	VMOVUPS 0(DX)(R10*2), Z27
+	VMOVUPS 64(DX)(R10*2), Z28
+	VMOVUPS 0(DX)(R14*1), Z29
+	VMOVUPS 64(DX)(R14*1), Z30
+	VBROADCASTSS (SI), Z31
+	VFMADD231PS Z23, Z31, Z0
+	VFMADD231PS Z24, Z31, Z1
+	VFMADD231PS Z25, Z31, Z2
+	VFMADD231PS Z26, Z31, Z3
+	VFMADD231PS Z27, Z31, Z4
+	VFMADD231PS Z28, Z31, Z5
+	VFMADD231PS Z29, Z31, Z6
+	VFMADD231PS Z30, Z31, Z7
+	ADDQ $128, DX
+	ADDQ $4, SI
+	DECQ CX
+	JNE gemm512r1x4FMA_loop
+gemm512r1x4FMA_done:
+	MOVQ bias+48(FP), AX
+	TESTQ AX, AX
+	JE gemm512r1x4FMA_nobias
+	VMOVUPS 0(AX), Z23
+	VMOVUPS 64(AX), Z24
+	VMOVUPS 128(AX), Z25
+	VMOVUPS 192(AX), Z26
+	VMOVUPS 256(AX), Z27
+	VMOVUPS 320(AX), Z28
+	VMOVUPS 384(AX), Z29
+	VMOVUPS 448(AX), Z30
+	VADDPS Z23, Z0, Z0
+	VADDPS Z24, Z1, Z1
+	VADDPS Z25, Z2, Z2
+	VADDPS Z26, Z3, Z3
+	VADDPS Z27, Z4, Z4
+	VADDPS Z28, Z5, Z5
+	VADDPS Z29, Z6, Z6
+	VADDPS Z30, Z7, Z7
+gemm512r1x4FMA_nobias:
+	MOVQ relu+56(FP), AX
+	TESTQ AX, AX
+	JE gemm512r1x4FMA_store
+	VPXORD Z31, Z31, Z31
+	VMAXPS Z31, Z0, Z0
+	VMAXPS Z31, Z1, Z1
+	VMAXPS Z31, Z2, Z2
+	VMAXPS Z31, Z3, Z3
+	VMAXPS Z31, Z4, Z4
+	VMAXPS Z31, Z5, Z5
+	VMAXPS Z31, Z6, Z6
+	VMAXPS Z31, Z7, Z7
+gemm512r1x4FMA_store:
+	VMOVUPS Z0, 0(DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS Z3, 192(DI)
+	VMOVUPS Z4, 256(DI)
+	VMOVUPS Z5, 320(DI)
+	VMOVUPS Z6, 384(DI)
+	VMOVUPS Z7, 448(DI)
 	VZEROUPPER
 	RET

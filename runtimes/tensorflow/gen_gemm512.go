@@ -1,9 +1,9 @@
 //go:build ignore
 
 // gen_gemm512 writes gemm512_amd64.s: the AVX-512 float32 GEMM kernels
-// (8, 4, 2 and 1 rows by 32 columns, 1 row by 4 panels of 32) and, for
-// benchmarks only, a fused multiply-add variant of the 8-row kernel. Run
-// with go generate.
+// (8, 4, 2 and 1 rows by 32 columns, 1 row by 4 panels of 32), each
+// with multiply then add and with fused multiply-add. Run with go
+// generate.
 package main
 
 import (
@@ -20,15 +20,20 @@ func main() {
 
 #include "textflag.h"
 `)
-	for _, rows := range []int{8, 4, 2, 1} {
-		kernel(&b, fmt.Sprintf("gemm512r%d", rows), rows, 2, 1, false)
+	// Each kernel comes twice: multiply then add (the default, TensorFlow's
+	// rounding) and, suffixed FMA, fused multiply-add (the
+	// fused_multiply_add opt-in).
+	for _, fma := range []bool{false, true} {
+		suffix := map[bool]string{true: "FMA"}[fma]
+		for _, rows := range []int{8, 4, 2, 1} {
+			kernel(&b, fmt.Sprintf("gemm512r%d%s", rows, suffix), rows, 2, 1, fma)
+		}
+		// One row of one panel has two accumulator chains, each add
+		// waiting for the previous one (4 cycles); over four panels eight
+		// chains overlap: 1x256 · 256x256 takes 1.8 µs instead of 2.2
+		// (batch-1 serving; reading B from L2 bounds it from there).
+		kernel(&b, "gemm512r1x4"+suffix, 1, 2, 4, fma)
 	}
-	// One row of one panel has two accumulator chains, each add waiting
-	// for the previous one (4 cycles); over four panels eight chains
-	// overlap: 1x256 · 256x256 takes 1.8 µs instead of 2.2 (batch-1
-	// serving; reading B from L2 bounds it from there).
-	kernel(&b, "gemm512r1x4", 1, 2, 4, false)
-	kernel(&b, "gemm512r8FMA", 8, 2, 1, true)
 	// 12x32, 6x64, 4x64 and 8x48 kernels (kernel(&b, name, 12, 2, 1, false),
 	// ...) measured the same 112-116 GFLOP/s as 8x32 at 1024x256x256 on
 	// a Sapphire Rapids core: the multiply and add uops, not loads, bound
@@ -55,7 +60,7 @@ func kernel(b *bytes.Buffer, name string, rows, nz, panels int, fma bool) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, "\t"+format+"\n", args...) }
 	op := "VMULPS then VADDPS (never a fused multiply-add), so each element is\n// rounded exactly as in gemm4x4 and the scalar loop"
 	if fma {
-		op = "VFMADD231PS: one rounding per step, NOT TensorFlow's rounding; for\n// benchmarks only, never called by the runtime"
+		op = "VFMADD231PS: one rounding per step, as fma32, NOT TensorFlow's\n// rounding; run only under the fused_multiply_add opt-in"
 	}
 	pcols := 16 * nz // columns of one panel
 	masked := panels == 1

@@ -6,11 +6,15 @@ import (
 	"sync"
 )
 
-// intraop is a program's num_intraop_threads: how many goroutines one large
+// intraop holds a program's float32 MatMul settings from the runtime
+// config. threads is num_intraop_threads: how many goroutines one large
 // MatMul may split its output rows across. 0 means GOMAXPROCS (TensorFlow's
-// 0 = all cores); 1 keeps every MatMul on the calling goroutine.
+// 0 = all cores); 1 keeps every MatMul on the calling goroutine. fma is
+// fused_multiply_add: every float32 MatMul and Conv2D-as-GEMM step is one
+// fused multiply-add (fma32) instead of a rounded multiply then add.
 type intraop struct {
 	threads int
+	fma     bool
 }
 
 // intraop returns the program's setting, shared by its kernels, so that
@@ -93,22 +97,31 @@ func splitRows(m, w int, fn func(lo, hi int)) {
 func matmul32Par(p *intraop, o, a []float32, pb packedB, m, k, n int, e *epilogue) {
 	w := p.workers(m, k, n)
 	if w <= 1 {
-		gemm32(o, a, pb, m, k, n, e)
+		gemm32(o, a, pb, m, k, n, e, p.fused())
 		return
 	}
+	fma := p.fused()
 	splitRows(m, w, func(lo, hi int) {
-		gemm32(o[lo*n:hi*n], a[lo*k:hi*k], pb, hi-lo, k, n, e)
+		gemm32(o[lo*n:hi*n], a[lo*k:hi*k], pb, hi-lo, k, n, e, fma)
 	})
 }
 
-// matvec32Par is matvec32 split by output rows across p's goroutines.
+// matvec32Par is matvec32 (matvec32FMA under the opt-in) split by output
+// rows across p's goroutines.
 func matvec32Par(p *intraop, o, a, b []float32, m, k int) {
+	mv := matvec32
+	if p.fused() {
+		mv = matvec32FMA
+	}
 	w := p.workers(m, k, 1)
 	if w <= 1 {
-		matvec32(o, a, b, m, k)
+		mv(o, a, b, m, k)
 		return
 	}
 	splitRows(m, w, func(lo, hi int) {
-		matvec32(o[lo:hi], a[lo*k:hi*k], b, hi-lo, k)
+		mv(o[lo:hi], a[lo*k:hi*k], b, hi-lo, k)
 	})
 }
+
+// fused reports the fused_multiply_add opt-in; a nil p is off.
+func (p *intraop) fused() bool { return p != nil && p.fma }

@@ -309,14 +309,23 @@ func matmulK[T elem](dt dtype, par *intraop, a, b, out int, ta, tb bool) kernel 
 		}
 		o.scratch = append(o.scratch[:0], int64(m), int64(n))
 		dst := alloc[T](o, dt, o.scratch)
-		if d32, ok := any(dst).([]float32); ok && !ta && !tb {
+		if d32, ok := any(dst).([]float32); ok && (!ta && !tb || par.fused()) {
+			xs, ys := data[float32](x), data[float32](y)
+			// Under fused_multiply_add a transposed operand is copied
+			// upright, so that it too runs the fused kernels.
+			if ta {
+				xs = transpose2(nil, xs, k, m)
+			}
+			if tb {
+				ys = transpose2(nil, ys, n, k)
+			}
 			switch {
 			case n == 1:
-				matvec32Par(par, d32, data[float32](x), data[float32](y), m, k)
+				matvec32Par(par, d32, xs, ys, m, k)
 			default:
-				pb := packWeights(packedB{data: o.tmp32}, data[float32](y), k, n)
+				pb := packWeights(packedB{data: o.tmp32}, ys, k, n)
 				o.tmp32 = pb.data
-				matmul32Par(par, d32, data[float32](x), pb, m, k, n, nil)
+				matmul32Par(par, d32, xs, pb, m, k, n, nil)
 			}
 			return nil
 		}

@@ -45,8 +45,21 @@ func gemm512r1(c *float32, ldc int, a *float32, lda int, panel *float32, k int, 
 //go:noescape
 func gemm512r1x4(c *float32, ldc int, a *float32, lda int, panel *float32, k int, bias *float32, relu int, mask int)
 
-// gemm512r8FMA is gemm512r8 with fused multiply-adds, which round
-// differently from TensorFlow's kernels: benchmarks only.
-//
+// The FMA kernels are the ones above with VFMADD231PS (one rounding per
+// step, as fma32) in place of VMULPS then VADDPS: the fused_multiply_add
+// opt-in only, since they round differently from TensorFlow's kernels.
+
 //go:noescape
 func gemm512r8FMA(c *float32, ldc int, a *float32, lda int, panel *float32, k int, bias *float32, relu int, mask int)
+
+//go:noescape
+func gemm512r4FMA(c *float32, ldc int, a *float32, lda int, panel *float32, k int, bias *float32, relu int, mask int)
+
+//go:noescape
+func gemm512r2FMA(c *float32, ldc int, a *float32, lda int, panel *float32, k int, bias *float32, relu int, mask int)
+
+//go:noescape
+func gemm512r1FMA(c *float32, ldc int, a *float32, lda int, panel *float32, k int, bias *float32, relu int, mask int)
+
+//go:noescape
+func gemm512r1x4FMA(c *float32, ldc int, a *float32, lda int, panel *float32, k int, bias *float32, relu int, mask int)

@@ -43,3 +43,19 @@ func gemm512r1x4(c *float32, ldc int, a *float32, lda int, panel *float32, k int
 func gemm512r8FMA(c *float32, ldc int, a *float32, lda int, panel *float32, k int, bias *float32, relu int, mask int) {
 	panic("gemm512r8FMA is amd64 only")
 }
+
+func gemm512r4FMA(c *float32, ldc int, a *float32, lda int, panel *float32, k int, bias *float32, relu int, mask int) {
+	panic("gemm512r4FMA is amd64 only")
+}
+
+func gemm512r2FMA(c *float32, ldc int, a *float32, lda int, panel *float32, k int, bias *float32, relu int, mask int) {
+	panic("gemm512r2FMA is amd64 only")
+}
+
+func gemm512r1FMA(c *float32, ldc int, a *float32, lda int, panel *float32, k int, bias *float32, relu int, mask int) {
+	panic("gemm512r1FMA is amd64 only")
+}
+
+func gemm512r1x4FMA(c *float32, ldc int, a *float32, lda int, panel *float32, k int, bias *float32, relu int, mask int) {
+	panic("gemm512r1x4FMA is amd64 only")
+}

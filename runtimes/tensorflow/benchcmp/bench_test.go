@@ -121,35 +121,81 @@ func BenchmarkMLP(b *testing.B) {
 const denseIn, denseOut = 256, 256
 
 // denseModels loads tfsave.Dense on both runtimes, each with
-// num_intraop_threads threads; the ONNX model is nil when ONNX Runtime
-// cannot run here.
-func denseModels(tb testing.TB, threads int) (tf, ort driver.Model) {
+// num_intraop_threads threads, and on the TensorFlow runtime once more with
+// the fused_multiply_add opt-in (tfFMA); the ONNX model is nil when ONNX
+// Runtime cannot run here.
+func denseModels(tb testing.TB, threads int) (tf, tfFMA, ort driver.Model) {
 	tb.Helper()
 	files, err := tfsave.Dense(denseIn, denseOut)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	cfg := driver.Config{NumIntraopThreads: threads}
-	if tf, err = tensorflow.New(cfg).Load(context.Background(), files); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { tf.Close() })
+	tf, tfFMA = loadTF(tb, files, cfg)
 	if _, err := onnx.FindLibrary(""); err != nil {
 		tb.Logf("ONNX Runtime not installed: %v", err)
-		return tf, nil
+		return tf, tfFMA, nil
 	}
 	ob, err := onnx.Open(cfg)
 	if err != nil {
 		tb.Logf("ONNX Runtime: %v", err)
-		return tf, nil
+		return tf, tfFMA, nil
 	}
 	kernel, bias := tfsave.DenseWeights(denseIn, denseOut)
 	if ort, err = ob.Load(context.Background(), driver.Files{"dense.onnx": denseONNX(kernel, bias, denseIn, denseOut)}); err != nil {
 		tb.Logf("ONNX Runtime cannot load the Dense model: %v", err)
-		return tf, nil
+		return tf, tfFMA, nil
 	}
 	tb.Cleanup(func() { ort.Close() })
-	return tf, ort
+	return tf, tfFMA, ort
+}
+
+// loadTF loads files on the TensorFlow runtime with cfg, and with cfg plus
+// fused_multiply_add.
+func loadTF(tb testing.TB, files driver.Files, cfg driver.Config) (tf, tfFMA driver.Model) {
+	tb.Helper()
+	var err error
+	if tf, err = tensorflow.New(cfg).Load(context.Background(), files); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { tf.Close() })
+	cfg.FusedMultiplyAdd = true
+	if tfFMA, err = tensorflow.New(cfg).Load(context.Background(), files); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { tfFMA.Close() })
+	return tf, tfFMA
+}
+
+// timeAlternating calls the TensorFlow model (default rounding), the same
+// model with fused_multiply_add and the ONNX Runtime model (when not nil)
+// in turn, b.N times each, so that all three see the same machine load,
+// and reports each one's mean µs per call and the ratios tf/ort and
+// tf-fma/ort.
+func timeAlternating(b *testing.B, tf, tfFMA, ort driver.Model, tfIn, ortIn []tensor.Tensor) {
+	models := []driver.Model{tf, tfFMA, ort}
+	inputs := [][]tensor.Tensor{tfIn, tfIn, ortIn}
+	var spent [3]time.Duration
+	for b.Loop() {
+		for i, m := range models {
+			if m == nil {
+				continue
+			}
+			t0 := time.Now()
+			if _, err := m.Predict(context.Background(), inputs[i]); err != nil {
+				b.Fatal(err)
+			}
+			spent[i] += time.Since(t0)
+		}
+	}
+	us := func(d time.Duration) float64 { return float64(d) / 1e3 / float64(b.N) }
+	b.ReportMetric(us(spent[0]), "tf-µs/call")
+	b.ReportMetric(us(spent[1]), "tf-fma-µs/call")
+	if ort != nil {
+		b.ReportMetric(us(spent[2]), "ort-µs/call")
+		b.ReportMetric(float64(spent[0])/float64(spent[2]), "tf/ort")
+		b.ReportMetric(float64(spent[1])/float64(spent[2]), "tf-fma/ort")
+	}
 }
 
 func denseInput(batch int) []tensor.Tensor {
@@ -161,64 +207,49 @@ func denseInput(batch int) []tensor.Tensor {
 }
 
 // TestDenseSameAnswers checks both runtimes compute the same Dense layer
-// (ONNX Runtime may fuse multiply-adds, so up to float32 rounding).
+// (ONNX Runtime may fuse multiply-adds, so up to float32 rounding), the
+// TensorFlow runtime with and without fused_multiply_add.
 func TestDenseSameAnswers(t *testing.T) {
-	tf, ort := denseModels(t, 0)
+	tf, tfFMA, ort := denseModels(t, 0)
 	if ort == nil {
 		t.Skip("ONNX Runtime is not available")
 	}
 	in := denseInput(33)
-	a, err := tf.Predict(context.Background(), in)
-	if err != nil {
-		t.Fatal(err)
-	}
 	b, err := ort.Predict(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	x, _ := tensor.Data[float32](a[0])
 	y, _ := tensor.Data[float32](b[0])
-	if len(x) != 33*denseOut || len(y) != len(x) {
-		t.Fatalf("outputs of %d and %d values", len(x), len(y))
-	}
-	for i := range x {
-		if math.Abs(float64(x[i]-y[i])) > 1e-4*(1+math.Abs(float64(y[i]))) {
-			t.Fatalf("y[%d]: tensorflow %v, onnxruntime %v", i, x[i], y[i])
+	for _, m := range []driver.Model{tf, tfFMA} {
+		a, err := m.Predict(context.Background(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, _ := tensor.Data[float32](a[0])
+		if len(x) != 33*denseOut || len(y) != len(x) {
+			t.Fatalf("outputs of %d and %d values", len(x), len(y))
+		}
+		for i := range x {
+			if math.Abs(float64(x[i]-y[i])) > 1e-4*(1+math.Abs(float64(y[i]))) {
+				t.Fatalf("y[%d]: tensorflow %v, onnxruntime %v", i, x[i], y[i])
+			}
 		}
 	}
 }
 
 // BenchmarkDense runs the Dense model at batch 1 and 1024 on both
-// runtimes with num_intraop_threads 1 and 0 (all cores), alternating the
-// two runtimes' calls so that both see the same machine load, and reports
-// each runtime's mean µs per call and their ratio (tf/ort; the target at
-// batch 1024 is <= 1.2).
+// runtimes with num_intraop_threads 1 and 0 (all cores), the TensorFlow
+// runtime with its default rounding and with fused_multiply_add,
+// alternating the calls (timeAlternating), and reports mean µs per call
+// and the ratios tf/ort and tf-fma/ort (the target at batch 1024 is
+// <= 1.2).
 func BenchmarkDense(b *testing.B) {
 	for _, threads := range []int{1, 0} {
-		tf, ort := denseModels(b, threads)
+		tf, tfFMA, ort := denseModels(b, threads)
 		for _, batch := range []int{1, 1024} {
 			in := denseInput(batch)
 			b.Run(fmt.Sprintf("batch%d/threads%d", batch, threads), func(b *testing.B) {
-				var tfTime, ortTime time.Duration
-				for b.Loop() {
-					t0 := time.Now()
-					if _, err := tf.Predict(context.Background(), in); err != nil {
-						b.Fatal(err)
-					}
-					t1 := time.Now()
-					tfTime += t1.Sub(t0)
-					if ort != nil {
-						if _, err := ort.Predict(context.Background(), in); err != nil {
-							b.Fatal(err)
-						}
-						ortTime += time.Since(t1)
-					}
-				}
-				b.ReportMetric(float64(tfTime)/1e3/float64(b.N), "tf-µs/call")
-				if ort != nil {
-					b.ReportMetric(float64(ortTime)/1e3/float64(b.N), "ort-µs/call")
-					b.ReportMetric(float64(tfTime)/float64(ortTime), "tf/ort")
-				}
+				timeAlternating(b, tf, tfFMA, ort, in, in)
 			})
 		}
 	}

@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"math"
 	"testing"
-	"time"
 
 	"github.com/inferbid/inferbid/runtimes/driver"
 	"github.com/inferbid/inferbid/runtimes/onnx"
-	"github.com/inferbid/inferbid/runtimes/tensorflow"
 	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
 	"github.com/inferbid/inferbid/tensor"
 )
@@ -24,8 +22,9 @@ func convWeights() (filter, bias []float32) {
 }
 
 // convModels loads the Conv2D model on both runtimes with
-// num_intraop_threads threads; ort is nil when ONNX Runtime cannot run.
-func convModels(tb testing.TB, threads int) (tf, ort driver.Model) {
+// num_intraop_threads threads, and on the TensorFlow runtime once more with
+// fused_multiply_add (tfFMA); ort is nil when ONNX Runtime cannot run.
+func convModels(tb testing.TB, threads int) (tf, tfFMA, ort driver.Model) {
 	tb.Helper()
 	filter, bias := convWeights()
 	b := tfsave.NewBuilder()
@@ -40,18 +39,15 @@ func convModels(tb testing.TB, threads int) (tf, ort driver.Model) {
 		tb.Fatal(err)
 	}
 	cfg := driver.Config{NumIntraopThreads: threads}
-	if tf, err = tensorflow.New(cfg).Load(context.Background(), files); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { tf.Close() })
+	tf, tfFMA = loadTF(tb, files, cfg)
 	if _, err := onnx.FindLibrary(""); err != nil {
 		tb.Logf("ONNX Runtime not installed: %v", err)
-		return tf, nil
+		return tf, tfFMA, nil
 	}
 	ob, err := onnx.Open(cfg)
 	if err != nil {
 		tb.Logf("ONNX Runtime: %v", err)
-		return tf, nil
+		return tf, tfFMA, nil
 	}
 	// HWIO -> OIHW.
 	oihw := make([]float32, len(filter))
@@ -66,10 +62,10 @@ func convModels(tb testing.TB, threads int) (tf, ort driver.Model) {
 	}
 	if ort, err = ob.Load(context.Background(), driver.Files{"conv.onnx": convONNX(oihw, bias, convC, convH, convW, convM, convK, convK)}); err != nil {
 		tb.Logf("ONNX Runtime cannot load the Conv2D model: %v", err)
-		return tf, nil
+		return tf, tfFMA, nil
 	}
 	tb.Cleanup(func() { ort.Close() })
-	return tf, ort
+	return tf, tfFMA, ort
 }
 
 // convInputs returns the same images as NHWC (TensorFlow) and NCHW (ONNX).
@@ -94,34 +90,37 @@ func convInputs(batch int) (nhwc, nchw []tensor.Tensor) {
 
 // TestConvSameAnswers checks both runtimes compute the same convolution
 // (up to float32 rounding: ONNX Runtime fuses multiply-adds and sums in
-// its own order).
+// its own order), the TensorFlow runtime with and without
+// fused_multiply_add.
 func TestConvSameAnswers(t *testing.T) {
-	tf, ort := convModels(t, 0)
+	tf, tfFMA, ort := convModels(t, 0)
 	if ort == nil {
 		t.Skip("ONNX Runtime is not available")
 	}
 	const batch = 2
 	nhwc, nchw := convInputs(batch)
-	a, err := tf.Predict(context.Background(), nhwc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	b, err := ort.Predict(context.Background(), nchw)
 	if err != nil {
 		t.Fatal(err)
 	}
-	x, _ := tensor.Data[float32](a[0])
 	y, _ := tensor.Data[float32](b[0])
-	if len(x) != batch*convH*convW*convM || len(y) != len(x) {
-		t.Fatalf("outputs of %d and %d values", len(x), len(y))
-	}
-	for n := range batch {
-		for r := range convH {
-			for c := range convW {
-				for m := range convM {
-					u, v := x[((n*convH+r)*convW+c)*convM+m], y[((n*convM+m)*convH+r)*convW+c]
-					if math.Abs(float64(u-v)) > 1e-4*(1+math.Abs(float64(v))) {
-						t.Fatalf("image %d pixel (%d,%d) channel %d: tensorflow %v, onnxruntime %v", n, r, c, m, u, v)
+	for _, tm := range []driver.Model{tf, tfFMA} {
+		a, err := tm.Predict(context.Background(), nhwc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, _ := tensor.Data[float32](a[0])
+		if len(x) != batch*convH*convW*convM || len(y) != len(x) {
+			t.Fatalf("outputs of %d and %d values", len(x), len(y))
+		}
+		for n := range batch {
+			for r := range convH {
+				for c := range convW {
+					for m := range convM {
+						u, v := x[((n*convH+r)*convW+c)*convM+m], y[((n*convM+m)*convH+r)*convW+c]
+						if math.Abs(float64(u-v)) > 1e-4*(1+math.Abs(float64(v))) {
+							t.Fatalf("image %d pixel (%d,%d) channel %d: tensorflow %v, onnxruntime %v", n, r, c, m, u, v)
+						}
 					}
 				}
 			}
@@ -130,34 +129,16 @@ func TestConvSameAnswers(t *testing.T) {
 }
 
 // BenchmarkConv2D runs the Conv2D model at batch 1 and 16 on both
-// runtimes with num_intraop_threads 1 and 0, alternating calls as
-// BenchmarkDense does, and reports mean µs per call and the ratio tf/ort.
+// runtimes with num_intraop_threads 1 and 0, the TensorFlow runtime with
+// and without fused_multiply_add, alternating calls as BenchmarkDense
+// does, and reports mean µs per call and the ratios tf/ort and tf-fma/ort.
 func BenchmarkConv2D(b *testing.B) {
 	for _, threads := range []int{1, 0} {
-		tf, ort := convModels(b, threads)
+		tf, tfFMA, ort := convModels(b, threads)
 		for _, batch := range []int{1, 16} {
 			nhwc, nchw := convInputs(batch)
 			b.Run(fmt.Sprintf("batch%d/threads%d", batch, threads), func(b *testing.B) {
-				var tfTime, ortTime time.Duration
-				for b.Loop() {
-					t0 := time.Now()
-					if _, err := tf.Predict(context.Background(), nhwc); err != nil {
-						b.Fatal(err)
-					}
-					t1 := time.Now()
-					tfTime += t1.Sub(t0)
-					if ort != nil {
-						if _, err := ort.Predict(context.Background(), nchw); err != nil {
-							b.Fatal(err)
-						}
-						ortTime += time.Since(t1)
-					}
-				}
-				b.ReportMetric(float64(tfTime)/1e3/float64(b.N), "tf-µs/call")
-				if ort != nil {
-					b.ReportMetric(float64(ortTime)/1e3/float64(b.N), "ort-µs/call")
-					b.ReportMetric(float64(tfTime)/float64(ortTime), "tf/ort")
-				}
+				timeAlternating(b, tf, tfFMA, ort, nhwc, nchw)
 			})
 		}
 	}

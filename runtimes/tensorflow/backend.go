@@ -2,6 +2,7 @@ package tensorflow
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path"
@@ -27,7 +28,15 @@ import (
 const Name = "tensorflow"
 
 func init() {
-	runtimes.Register(Name, func(cfg driver.Config) (driver.Backend, error) { return New(cfg), nil })
+	runtimes.Register(Name, func(cfg driver.Config) (driver.Backend, error) {
+		// Without the AVX-512 kernels the fused rounding is computed by the
+		// exact Go fallback, about 100x slower than the default kernels: a
+		// sidecar that starts would answer, but miss every deadline.
+		if cfg.FusedMultiplyAdd && !useGemm512 {
+			return nil, errors.New("fused_multiply_add needs a CPU with AVX-512F (amd64); this one has none, and the exact fallback is about 100x slower than the default kernels: turn the setting off")
+		}
+		return New(cfg), nil
+	})
 }
 
 // Backend loads TensorFlow SavedModels.

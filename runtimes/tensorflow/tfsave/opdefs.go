@@ -65,6 +65,9 @@ var opSpecs = []opSpec{
 	{name: "Slice", in: "input:T begin:Index size:Index", out: "output:T", attrs: "T:type Index:type"},
 	{name: "StridedSlice", in: "input:T begin:Index end:Index strides:Index", out: "output:T", attrs: "T:type Index:type begin_mask:int=0 end_mask:int=0 ellipsis_mask:int=0 new_axis_mask:int=0 shrink_axis_mask:int=0"},
 	{name: "Tile", in: "input:T multiples:Tmultiples", out: "output:T", attrs: "T:type Tmultiples:type=int32"},
+	{name: "Pad", in: "input:T paddings:Tpaddings", out: "output:T", attrs: "T:type Tpaddings:type=int32"},
+	{name: "PadV2", in: "input:T paddings:Tpaddings constant_values:T", out: "output:T", attrs: "T:type Tpaddings:type=int32"},
+	{name: "MirrorPad", in: "input:T paddings:Tpaddings", out: "output:T", attrs: "T:type Tpaddings:type=int32 mode:string"},
 	{name: "OneHot", in: "indices:TI depth:int32 on_value:T off_value:T", out: "output:T", attrs: "axis:int=-1 T:type TI:type=int64"},
 	// Math.
 	{name: "MatMul", in: "a:T b:T", out: "product:T", attrs: "transpose_a:bool=false transpose_b:bool=false T:type"},

@@ -123,6 +123,36 @@
 // concurrent calls (TestTensorListConcurrentCalls). Lengths are bounded
 // (2^20 items).
 //
+// # TF1 TensorArrays
+//
+// The TensorArray ops of TF1 graphs (tf.compat.v1.nn.dynamic_rnn, TF1
+// while loops). In TensorFlow the handle names a mutable array and a float
+// "flow" scalar threads through the writes only to order them; here the
+// flow carries the array (an immutable list, copied on write like a
+// TensorList) and the handle what TensorArrayV3 declared, so the kernels
+// are pure: each call's arrays live in its own slots, none survives a call
+// or is shared by concurrent calls (TestTensorArrayConcurrentCalls). As in
+// TensorFlow, an element is written once, an unwritten element reads as
+// zeros only when the element shape is fully defined, and writes past the
+// size fail unless dynamic_size; sizes are bounded (2^20 elements).
+// clear_after_read is not enforced (an element may be read twice, which
+// TensorFlow refuses). Element dtypes: every dtype the runtime holds.
+//
+//	op                    tested against
+//	TensorArrayV3         TestTensorArrayOps (hand-derived: scatter, read, write, gather, size, dynamic_size, unwritten zeros);
+//	                      errors: TestTensorArrayErrors; TensorFlow.js 4.22.0 (TestOracleTensorArray); a rebuilt TF 1.15
+//	                      dynamic_rnn/BasicLSTMCell export vs its float32 definition, tfjs-converter and tfjs-layers' LSTM
+//	                      on batches of 1 and 3 (TestOracleTF1DynamicRNN)
+//	TensorArrayWriteV3    as TensorArrayV3
+//	TensorArrayScatterV3  as TensorArrayV3
+//	TensorArrayReadV3     as TensorArrayV3
+//	TensorArrayGatherV3   as TensorArrayV3
+//	TensorArraySizeV3     as TensorArrayV3
+//	TensorArrayCloseV3    TestOracleTensorArray (a no-op: the array dies with the call)
+//	Range                 int32, int64, float, double; TestTensorArrayOps (ascending, descending, empty, float32
+//	                      accumulation); errors: TestTensorArrayErrors; TensorFlow.js 4.22.0 (TestOracleTensorArray,
+//	                      TestOracleTF1DynamicRNN)
+//
 // # Control flow
 //
 // Functional control flow runs at call time: each then/else branch and

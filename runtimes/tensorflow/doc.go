@@ -223,13 +223,16 @@
 // Switch, a Merge without Enter or NextIteration, an Enter feeding no
 // Merge, a body reaching its own Exit) or a pred that is not bool fails the
 // load naming the node. TF1 control flow inside library functions is not
-// supported (TensorFlow 2 functions use If/While).
+// supported (TensorFlow 2 functions use If/While). tfjs-converter's Merge
+// has no value_index output, so that output keeps only its hand-derived
+// checks.
 //
 //	op                  dtypes          tested against
 //	Switch              any; pred bool  tf.compat.v1.cond rebuilt node for node: both branches on a
 //	                                    [1,1] batch (TestTF1Cond), an output before the Merge
 //	                                    (TestTF1CondDeadOutput), in a loop body (TestTF1CondInWhile),
-//	                                    concurrent calls alternating branches (TestTF1ConcurrentCalls)
+//	                                    concurrent calls alternating branches (TestTF1ConcurrentCalls);
+//	                                    TensorFlow.js 4.22.0 (TestOracleTF1ControlFlow: cond, cond in while)
 //	Merge               any             value_index of both branches (TestTF1Cond); a loop in an
 //	                                    untaken branch (TestTF1WhileInCond); a Keras learning-phase
 //	                                    cond resolved at load (TestTF1CondKnownAtLoad)
@@ -239,7 +242,10 @@
 //	                                    2^n counting (TestTF1WhileCounting), TensorFlow's own printed
 //	                                    GraphDef of a loop to 10 (TestTF1WhileTensorFlowGraph),
 //	                                    float32 recurrence over a batch's columns with invariants
-//	                                    (TestTF1WhileBatch), nested loops (TestTF1WhileNested)
+//	                                    (TestTF1WhileBatch), nested loops (TestTF1WhileNested);
+//	                                    TensorFlow.js 4.22.0 on tfjs-converter's executor: these loops,
+//	                                    a loop in a cond and a cond in a loop (TestOracleTF1ControlFlow),
+//	                                    dynamic_rnn's loop (TestOracleTF1DynamicRNN)
 //	RefEnter            any             a VariableV2 ref as loop invariant (TestTF1RefVariable)
 //	Exit                any             as Enter; the iteration bound and cancellation
 //	                                    (TestTF1WhileNeverEnds)

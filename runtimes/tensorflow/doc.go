@@ -251,9 +251,9 @@
 //	                                    (TestTF1WhileNeverEnds)
 //	NextIteration       any             as Enter; malformed loops (TestTF1MalformedGraphs)
 //	LoopCond            bool            as Enter
-//	RefExit             any             untested (ref loop variables; Exit's code)
-//	RefNextIteration    any             untested (ref loop variables; NextIteration's code)
-//	ControlTrigger      -               untested (a NoOp that is never dead)
+//	RefExit             any             a VariableV2 ref as loop variable, hand-derived (TestTF1RefLoopVariable)
+//	RefNextIteration    any             as RefExit
+//	ControlTrigger      -               never dead: waiting on an untaken cond pivot through it (TestControlTrigger)
 //
 // # Core ops
 //
@@ -281,8 +281,9 @@
 // Cast of infinity), the tests avoid those inputs. Without node or
 // .cache/tfjs the tests skip, and fail under INFERBID_REQUIRE_REFERENCE=1.
 // Ops tfjs does not have (PreventGradient, RefIdentity, PartitionedCall,
-// the variable and checkpoint ops, BatchMatMulV3, TensorListElementShape)
-// keep their other tests.
+// the variable and checkpoint ops, BatchMatMulV3, TensorListElementShape,
+// the Ref control-flow ops, ControlTrigger) keep their other tests, graphs
+// built for them with hand-derived results (remainingops_test.go).
 //
 //	op                       dtypes                    tested against
 //	NoOp                     -                         TestAssetsFedToInitOp, reference models (init and restore ops)
@@ -293,18 +294,18 @@
 //	IdentityN                any                       TensorFlow.js 4.22.0 (TestOracleShapeOps)
 //	StopGradient             any                       TensorFlow.js 4.22.0 (TestOracleShapeOps)
 //	Snapshot                 any                       TensorFlow.js 4.22.0 (TestOracleShapeOps)
-//	PreventGradient          any                       untested
-//	RefIdentity              any                       untested
+//	PreventGradient          any                       TestPassThroughOps
+//	RefIdentity              any                       TestTF1RefLoopVariable (a ref loop variable's body)
 //	PartitionedCall          any Tin/Tout              untested (same inlining as StatefulPartitionedCall)
 //	StatefulPartitionedCall  any Tin/Tout              TestDeepGraph, reference models; TensorFlow.js 4.22.0 (TestOracleKerasCNN)
 //	VarHandleOp              numeric                   TestControlFlowReadsVariable, reference models; TensorFlow.js 4.22.0 (TestOracleKerasLSTM/GRU)
 //	ReadVariableOp           numeric                   TestControlFlowReadsVariable, reference models; TensorFlow.js 4.22.0 (TestOracleKerasLSTM/GRU)
 //	AssignVariableOp         numeric                   TestAssetsFedToInitOp, reference models (TF2 restore)
 //	AssignAddVariableOp      numeric                   TestReferenceStateful, TestStatefulReset
-//	AssignSubVariableOp      numeric                   untested
+//	AssignSubVariableOp      numeric                   TestResourceVariableOps (int32 and float counters over calls)
 //	ResourceGather           numeric; int32/64 index   reference models
-//	DestroyResourceOp        -                         untested
-//	VarIsInitializedOp       -                         untested
+//	DestroyResourceOp        -                         TestResourceVariableOps (a no-op)
+//	VarIsInitializedOp       -                         TestResourceVariableOps
 //	VariableV2               numeric                   reference models (TF1)
 //	Variable                 numeric                   untested (same rule as VariableV2)
 //	Assign                   numeric                   reference models (TF1 restore)
@@ -313,7 +314,7 @@
 //	MatMul                   float, double, int32/64   TestKernels, TestMatMulSizes, TestMatMulSplitIdentical, TestFusionExact; TensorFlow.js 4.22.0 (TestOracleBatchMatMul)
 //	BatchMatMulV2            float, double, int32/64   TestKernels; TensorFlow.js 4.22.0 (TestOracleBatchMatMul)
 //	BatchMatMul              float, double, int32/64   TensorFlow.js 4.22.0 (TestOracleBatchMatMul)
-//	BatchMatMulV3            float, double, int32/64   untested (same kernel as BatchMatMulV2)
+//	BatchMatMulV3            float, double, int32/64   TestPassThroughOps (Ta = Tb = Tout; adj_x, adj_y)
 //	BiasAdd                  numeric                   TestMLP, TestFusionExact, TestCNNModel; TensorFlow.js 4.22.0 (TestOracleConv)
 //	Add                      numeric                   TestBroadcastShapes; TensorFlow.js 4.22.0 (TestOracleElementwise)
 //	AddV2                    numeric                   TestKernels, TestBroadcastShapes; TensorFlow.js 4.22.0 (TestOracleElementwise)

@@ -296,7 +296,7 @@
 //	Snapshot                 any                       TensorFlow.js 4.22.0 (TestOracleShapeOps)
 //	PreventGradient          any                       TestPassThroughOps
 //	RefIdentity              any                       TestTF1RefLoopVariable (a ref loop variable's body)
-//	PartitionedCall          any Tin/Tout              untested (same inlining as StatefulPartitionedCall)
+//	PartitionedCall          any Tin/Tout              TestPartitionedCall (in the main graph and nested in a StatefulPartitionedCall's function)
 //	StatefulPartitionedCall  any Tin/Tout              TestDeepGraph, reference models; TensorFlow.js 4.22.0 (TestOracleKerasCNN)
 //	VarHandleOp              numeric                   TestControlFlowReadsVariable, reference models; TensorFlow.js 4.22.0 (TestOracleKerasLSTM/GRU)
 //	ReadVariableOp           numeric                   TestControlFlowReadsVariable, reference models; TensorFlow.js 4.22.0 (TestOracleKerasLSTM/GRU)

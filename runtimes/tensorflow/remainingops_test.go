@@ -7,6 +7,9 @@ import (
 	"github.com/inferbid/inferbid/runtimes/driver"
 	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
 	"github.com/inferbid/inferbid/tensor"
+	apb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
+	fpb "github.com/wamuir/graft/tensorflow/core/framework/function_go_proto"
+	ndpb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
 )
 
 // Ops TensorFlow.js does not have, each in a graph built for it, with
@@ -162,4 +165,27 @@ func TestTF1RefLoopVariable(t *testing.T) {
 		checkFlowOut(t, "w", got["w"], nil, []float32{1.5})
 		checkFlowOut(t, "acc", got["acc"], nil, []float32{tc.acc})
 	}
+}
+
+// TestPartitionedCall calls a library function (x+x, k*k) with the
+// stateless PartitionedCall, nested in a StatefulPartitionedCall's
+// function, as tf.function exports of stateless bodies do.
+func TestPartitionedCall(t *testing.T) {
+	ins, outs := []arg{{"x", f32t}, {"k", i32t}}, []arg{{"y", f32t}, {"z", i32t}}
+	inner := funcDef("inner_fn", ins, outs, []string{"add:z:0", "sq:z:0"}, fnode("add", "AddV2", f32t, "x", "x"), fnode("sq", "Mul", i32t, "k", "k"))
+	call := func(name, op, fn string, in ...string) *ndpb.NodeDef {
+		return &ndpb.NodeDef{Name: name, Op: op, Input: in, Attr: map[string]*apb.AttrValue{
+			"Tin": typeListAttr(f32t, i32t), "Tout": typeListAttr(f32t, i32t), "f": funcAttr(fn)}}
+	}
+	outer := funcDef("outer_fn", ins, outs, []string{"pc:output:0", "pc:output:1"}, call("pc", "PartitionedCall", "inner_fn", "x", "k"))
+	files := controlFlowModel(t, map[string]tensor.DType{"x": tensor.Float, "k": tensor.Int32},
+		map[string]string{"y": "direct:0", "z": "nested:1"}, []*fpb.FunctionDef{inner, outer},
+		call("direct", "PartitionedCall", "inner_fn", "x", "k"), call("nested", "StatefulPartitionedCall", "outer_fn", "x", "k"))
+	m := loadFiles(t, files, driver.Config{})
+	got, err := predictNamed(t, m, named("x", f32([]int64{1, 2}, 1.5, -2)), named("k", i32([]int64{}, -3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkFlowOut(t, "y", got["y"], []int64{1, 2}, []float32{3, -4})
+	checkFlowOut(t, "z", got["z"], nil, []int32{9})
 }

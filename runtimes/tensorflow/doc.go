@@ -148,6 +148,8 @@
 //	TensorArrayReadV3     as TensorArrayV3
 //	TensorArrayGatherV3   as TensorArrayV3
 //	TensorArraySizeV3     as TensorArrayV3
+//	TensorArraySplitV3    TestTensorArrayOps, TestTensorArrayErrors (lengths, size); TensorFlow.js 4.22.0 (TestOracleTensorArray)
+//	TensorArrayConcatV3   as TensorArraySplitV3; lengths output hand-derived only (tfjs has none); mismatched elements error
 //	TensorArrayCloseV3    TestOracleTensorArray (a no-op: the array dies with the call)
 //	Range                 int32, int64, float, double; TestTensorArrayOps (ascending, descending, empty, float32
 //	                      accumulation); errors: TestTensorArrayErrors; TensorFlow.js 4.22.0 (TestOracleTensorArray,

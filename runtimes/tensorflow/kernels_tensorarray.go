@@ -31,6 +31,8 @@ func init() {
 		"TensorArrayGatherV3":  buildTAGather,
 		"TensorArraySizeV3":    buildTASize,
 		"TensorArrayCloseV3":   buildTAClose,
+		"TensorArraySplitV3":   buildTASplit,
+		"TensorArrayConcatV3":  buildTAConcat,
 		"Range":                buildRange,
 	} {
 		builders[op] = b
@@ -349,6 +351,145 @@ func buildTAClose(n *nodeCtx) (kernel, error) {
 		return nil, err
 	}
 	return func([]*dense) error { return nil }, nil
+}
+
+// buildTASplit: TensorArraySplitV3 writes pieces of value along its first
+// dimension, of the given lengths, to elements 0, 1, ...; as in
+// TensorFlow the lengths must add up to that dimension and be as many as
+// the array's size (a dynamic array grows to fit).
+func buildTASplit(n *nodeCtx) (kernel, error) {
+	if err := n.wantInputs(4); err != nil {
+		return nil, err
+	}
+	m, err := moverFor(n.inTypes[1])
+	if err != nil {
+		return nil, err
+	}
+	h, x, ln, fl := n.ins[0], n.ins[1], n.ins[2], n.ins[3]
+	out := n.out(dtFloat)
+	return func(v []*dense) error {
+		l, err := taArray(v[h], v[fl])
+		if err != nil {
+			return err
+		}
+		t := v[x]
+		if t.dt != l.dt {
+			return fmt.Errorf("value has dtype %s, the TensorArray holds %s", dtypeName(t.dt), dtypeName(l.dt))
+		}
+		if len(t.shape) == 0 {
+			return fmt.Errorf("value must be at least a vector, got a scalar")
+		}
+		lengths, err := intsOf(v[ln], nil)
+		if err != nil {
+			return fmt.Errorf("lengths: %w", err)
+		}
+		if len(v[ln].shape) != 1 {
+			return fmt.Errorf("lengths has shape %v, want a vector", v[ln].shape)
+		}
+		total := int64(0)
+		for _, k := range lengths {
+			if k < 0 || k > t.shape[0] {
+				return fmt.Errorf("lengths %v: %d is out of range [0, %d]", lengths, k, t.shape[0])
+			}
+			total += k
+		}
+		if total != t.shape[0] {
+			return fmt.Errorf("lengths %v add up to %d, value's first dimension is %d (shape %v)", lengths, total, t.shape[0], t.shape)
+		}
+		if size := len(l.items); len(lengths) != size && !(l.ta.dynamic && len(lengths) > size) {
+			return fmt.Errorf("the TensorArray's size %d is not the number of lengths %d, and dynamic_size is false", size, len(lengths))
+		}
+		idx := make([]int64, len(lengths))
+		starts := make([]int64, len(lengths))
+		row := int64(numElems(t.shape[1:]))
+		for i, start := 0, int64(0); i < len(lengths); i++ {
+			idx[i], starts[i] = int64(i), start
+			start += lengths[i]
+		}
+		next, err := taSet(l, idx, func(i int) *dense {
+			c := m.cloneRange(t, int(starts[i]*row), int((starts[i]+lengths[i])*row))
+			c.shape = append([]int64{lengths[i]}, t.shape[1:]...)
+			return c
+		})
+		if err != nil {
+			return err
+		}
+		setFlow(v[out], next)
+		return nil
+	}, nil
+}
+
+// concatMover is a mover that can join tensors' data end to end.
+type concatMover interface {
+	// concat sets o's data to the items' data, one after another (n
+	// elements in all).
+	concat(o *dense, items []*dense, n int)
+}
+
+func (moverOf[T]) concat(o *dense, items []*dense, n int) {
+	d, pos := growTo(field[T](o), n), 0
+	for _, it := range items {
+		pos += copy(d[pos:], *field[T](it))
+	}
+}
+
+// buildTAConcat: TensorArrayConcatV3 joins every element along its first
+// dimension (their other dimensions must agree) and answers each
+// element's first dimension as lengths (int64).
+func buildTAConcat(n *nodeCtx) (kernel, error) {
+	if err := n.wantInputs(2); err != nil {
+		return nil, err
+	}
+	dt, err := listDType(n, "dtype")
+	if err != nil {
+		return nil, err
+	}
+	m, _ := moverFor(dt)
+	except0, except0Unknown := shapeAttr(n, "element_shape_except0")
+	h, fl := n.ins[0], n.ins[1]
+	out, lens := n.out(dt), n.out(dtInt64)
+	return func(v []*dense) error {
+		l, err := taArray(v[h], v[fl])
+		if err != nil {
+			return err
+		}
+		if l.dt != dt {
+			return fmt.Errorf("the TensorArray holds %s, the op's dtype is %s", dtypeName(l.dt), dtypeName(dt))
+		}
+		items := make([]*dense, len(l.items))
+		for i := range items {
+			if items[i], err = taItem(l, m, int64(i), l.elemShape, l.unknownRank); err != nil {
+				return err
+			}
+		}
+		rest, restUnknown := except0, except0Unknown
+		total := int64(0)
+		for i, it := range items {
+			if len(it.shape) == 0 {
+				return fmt.Errorf("element %d is a scalar; concatenating needs vectors or more", i)
+			}
+			if rest, restUnknown, err = mergeShape(rest, restUnknown, it.shape[1:], false); err != nil {
+				return fmt.Errorf("element %d does not match the others past its first dimension: %w", i, err)
+			}
+			total += it.shape[0]
+		}
+		if !fullyDefined(rest, restUnknown) {
+			return fmt.Errorf("concatenating no elements needs a fully defined element_shape_except0, have %s", partialString(rest))
+		}
+		shape := append([]int64{total}, rest...)
+		if err := checkElems(shape); err != nil {
+			return err
+		}
+		o := v[out]
+		o.dt = dt
+		o.setShape(shape)
+		m.(concatMover).concat(o, items, numElems(shape))
+		lv := alloc[int64](v[lens], dtInt64, []int64{int64(len(items))})
+		for i, it := range items {
+			lv[i] = it.shape[0]
+		}
+		return nil
+	}, nil
 }
 
 // rangeLen is the length of Range(start, limit, delta), TensorFlow's

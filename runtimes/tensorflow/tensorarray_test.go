@@ -223,8 +223,17 @@ func TestOracleTF1DynamicRNN(t *testing.T) {
 // taOps is a graph over a fed x [2,2] using every TensorArray op: scatter
 // x's rows to elements 2 and 0 of a size-3 array, read element 2 and write
 // it plus 10 to element 1, gather all and the size; a dynamic array
-// written at index 2 (size 3); Range in int32, descending and float32.
+// written at index 2 (size 3); x's 4 values split into pieces of 3 and 1
+// and concatenated back; Range in int32, descending and float32.
 func taOps(b *tfsave.Builder) (map[string]string, map[string]string) {
+	ins, outs := taOpsTFJS(b)
+	// tfjs's TensorArrayConcatV3 has no lengths output.
+	outs["concat_lengths"] = strings.TrimSuffix(outs["concat"], ":0") + ":1"
+	return ins, outs
+}
+
+// taOpsTFJS is taOps without the outputs tfjs lacks.
+func taOpsTFJS(b *tfsave.Builder) (map[string]string, map[string]string) {
 	x := b.Placeholder("x", tensor.Float, []int64{-1, 2})
 	i32c := func(name string, shape []int64, v ...int32) string { return tfsave.ConstOf(b, name, shape, v...) }
 	// Element 2 is read twice: TensorFlow (and tfjs) allow it only with
@@ -251,10 +260,19 @@ func taOps(b *tfsave.Builder) (map[string]string, map[string]string) {
 		}
 		return b.OpNamed(name, "Range", []string{c("start", start), c("limit", limit), c("delta", delta)}, map[string]any{"Tidx": dt})
 	}
+	// Split x's 4 values into pieces of 3 and 1, then concat them back.
+	// (tfjs's split needs an element_shape: [-1], vectors of any length;
+	// element 0 is read twice.)
+	spl := b.OpNamed("spl", "TensorArrayV3", []string{i32c("spl/size", nil, 2)}, map[string]any{"dtype": tensor.Float, "element_shape": tfsave.Shape{-1}, "clear_after_read": false})
+	flat := b.OpNamed("flat", "Reshape", []string{x, i32c("flat/shape", []int64{1}, 4)}, nil)
+	sf := b.OpNamed("spl/split", "TensorArraySplitV3", []string{spl, flat, tfsave.ConstOf[int64](b, "spl/lengths", []int64{2}, 3, 1), "spl:1"}, nil)
+	first := b.OpNamed("spl/read", "TensorArrayReadV3", []string{spl, i32c("spl/i", nil, 0), sf}, map[string]any{"dtype": tensor.Float})
+	cat := strings.TrimSuffix(b.OpNamed("spl/concat", "TensorArrayConcatV3", []string{spl, sf}, map[string]any{"dtype": tensor.Float}), ":0")
 	// Closed after its size is taken; an output waits for the close.
 	closeTA := b.OpNamed("dyn/close", "TensorArrayCloseV3", []string{dyn, "^" + strings.TrimSuffix(dsize, ":0")}, nil)
 	r3 := rng("range", tensor.Int32, 1, 10, 3)
 	return map[string]string{"x": x}, map[string]string{
+		"split_first": first, "concat": cat + ":0",
 		"read": r, "gather": all, "gather_twice": some, "size": size, "dyn_size": dsize,
 		"range": b.OpNamed("after_close", "Identity", []string{r3, "^" + closeTA}, nil), "range_down": rng("range_down", tensor.Int32, 5, 0, -2),
 		"range_f": rng("range_f", tensor.Float, 0.5, 2, 0.4), "range_empty": b.Op("Shape", []string{rng("range_e", tensor.Int32, 3, 3, 1)}, nil),
@@ -265,13 +283,16 @@ func TestTensorArrayOps(t *testing.T) {
 	x := f32([]int64{2, 2}, 1, 2, 3, 4)
 	runCase(t, tfsave.Options{}, graphCase{name: "ops", build: taOps, feed: []tensor.Tensor{named("x", x)},
 		want: map[string]tensor.Tensor{
-			"read":         f32([]int64{2}, 1, 2),
-			"gather":       f32([]int64{3, 2}, 3, 4, 11, 12, 1, 2),
-			"gather_twice": f32([]int64{2, 2}, 1, 2, 1, 2),
-			"size":         i32([]int64{}, 3),
-			"dyn_size":     i32([]int64{}, 3),
-			"range":        i32([]int64{3}, 1, 4, 7),
-			"range_down":   i32([]int64{3}, 5, 3, 1),
+			"split_first":    f32([]int64{3}, 1, 2, 3),
+			"concat":         f32([]int64{4}, 1, 2, 3, 4),
+			"concat_lengths": i64([]int64{2}, 3, 1),
+			"read":           f32([]int64{2}, 1, 2),
+			"gather":         f32([]int64{3, 2}, 3, 4, 11, 12, 1, 2),
+			"gather_twice":   f32([]int64{2, 2}, 1, 2, 1, 2),
+			"size":           i32([]int64{}, 3),
+			"dyn_size":       i32([]int64{}, 3),
+			"range":          i32([]int64{3}, 1, 4, 7),
+			"range_down":     i32([]int64{3}, 5, 3, 1),
 			// float32 accumulation, as TensorFlow's RangeOp: 0.5+0.4 =
 			// 0.9f, +0.4f = 1.3f (1.29999995), +0.4f = 1.6999999f.
 			"range_f":     f32([]int64{4}, 0.5, 0.9, float32(float32(0.9)+float32(0.4)), float32(float32(float32(0.9)+float32(0.4))+float32(0.4))),
@@ -291,7 +312,7 @@ func TestTensorArrayOps(t *testing.T) {
 
 // TestOracleTensorArray: taOps on tfjs-converter's TensorArray ops.
 func TestOracleTensorArray(t *testing.T) {
-	runOracleCases(t, []oracleCase{{name: "ops", build: taOps, feed: map[string]tensor.Tensor{"x": f32([]int64{2, 2}, 1.5, -2, 3.25, 4)}}})
+	runOracleCases(t, []oracleCase{{name: "ops", build: taOpsTFJS, feed: map[string]tensor.Tensor{"x": f32([]int64{2, 2}, 1.5, -2, 3.25, 4)}}})
 }
 
 func TestTensorArrayErrors(t *testing.T) {
@@ -355,6 +376,19 @@ func TestTensorArrayErrors(t *testing.T) {
 			ta, other := newTA(b, "ta", 2, nil), newTA(b, "other", 2, nil)
 			return size(b, ta, write(b, "w", other, 0, x, "other:1"))
 		}, "flow_in is not a flow of this TensorArray"},
+		{"split lengths sum", func(b *tfsave.Builder, x string) string {
+			ta := newTA(b, "ta", 2, nil)
+			return size(b, ta, b.OpNamed("sp", "TensorArraySplitV3", []string{ta, x, tfsave.ConstOf[int64](b, "l", []int64{2}, 1, 2), "ta:1"}, nil))
+		}, "lengths [1 2] add up to 3, value's first dimension is 2"},
+		{"split count", func(b *tfsave.Builder, x string) string {
+			ta := newTA(b, "ta", 3, nil)
+			return size(b, ta, b.OpNamed("sp", "TensorArraySplitV3", []string{ta, x, tfsave.ConstOf[int64](b, "l", []int64{2}, 1, 1), "ta:1"}, nil))
+		}, "size 3 is not the number of lengths 2, and dynamic_size is false"},
+		{"concat mismatch", func(b *tfsave.Builder, x string) string {
+			ta := newTA(b, "ta", 2, nil)
+			f := write(b, "w1", ta, 1, b.Op("Reshape", []string{x, tfsave.ConstOf[int32](b, "s", []int64{2}, 1, 4)}, nil), write(b, "w0", ta, 0, x, "ta:1"))
+			return b.OpNamed("cat", "TensorArrayConcatV3", []string{ta, f}, map[string]any{"dtype": tensor.Float})
+		}, "element 1 does not match the others past its first dimension"},
 		{"range delta 0", func(b *tfsave.Builder, x string) string { return rng(b, 0, 5, 0) }, "delta must not be 0"},
 		{"range direction", func(b *tfsave.Builder, x string) string { return rng(b, 5, 0, 1) }, "start 5 is larger than limit 0 with delta 1 > 0"},
 		{"range huge", func(b *tfsave.Builder, x string) string { return rng(b, -2147483648, 2147483647, 1) }, "more than 268435456 elements"},

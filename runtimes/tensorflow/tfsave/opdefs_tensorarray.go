@@ -10,6 +10,8 @@ var tensorArrayOpSpecs = []opSpec{
 	{name: "TensorArrayGatherV3", in: "handle:resource indices:int32 flow_in:float", out: "value:dtype", attrs: "dtype:type element_shape:shape=?", stateful: true},
 	{name: "TensorArrayScatterV3", in: "handle:resource indices:int32 value:T flow_in:float", out: "flow_out:float", attrs: "T:type", stateful: true},
 	{name: "TensorArraySizeV3", in: "handle:resource flow_in:float", out: "size:int32", stateful: true},
+	{name: "TensorArraySplitV3", in: "handle:resource value:T lengths:int64 flow_in:float", out: "flow_out:float", attrs: "T:type", stateful: true},
+	{name: "TensorArrayConcatV3", in: "handle:resource flow_in:float", out: "value:dtype lengths:int64", attrs: "dtype:type element_shape_except0:shape=?", stateful: true},
 	{name: "TensorArrayCloseV3", in: "handle:resource", stateful: true},
 	{name: "Range", in: "start:Tidx limit:Tidx delta:Tidx", out: "output:Tidx", attrs: "Tidx:type=int32"},
 }

@@ -533,9 +533,12 @@ func rangeKernel[T int32 | int64 | float32 | float64](dt dtype, s, l, d, out int
 				if c < 0 {
 					span, step = uint64(a-b), -step
 				}
-				size = int64(span / step)
+				size = int64(min(span/step, maxModelElements+1))
 				if span%step != 0 {
 					size++
+				}
+				if size > maxModelElements { // float64 rounding let it pass
+					err = fmt.Errorf("range(%d, %d, %d) has more than %d elements", a, b, c, maxModelElements)
 				}
 			}
 		}

@@ -178,6 +178,38 @@
 // concurrent calls (TestTensorListConcurrentCalls). Lengths are bounded
 // (2^20 items).
 //
+// # TF1 TensorArrays
+//
+// The TensorArray ops of TF1 graphs (tf.compat.v1.nn.dynamic_rnn, TF1
+// while loops). In TensorFlow the handle names a mutable array and a float
+// "flow" scalar threads through the writes only to order them; here the
+// flow carries the array (an immutable list, copied on write like a
+// TensorList) and the handle what TensorArrayV3 declared, so the kernels
+// are pure: each call's arrays live in its own slots, none survives a call
+// or is shared by concurrent calls (TestTensorArrayConcurrentCalls). As in
+// TensorFlow, an element is written once, an unwritten element reads as
+// zeros only when the element shape is fully defined, and writes past the
+// size fail unless dynamic_size; sizes are bounded (2^20 elements).
+// clear_after_read is not enforced (an element may be read twice, which
+// TensorFlow refuses). Element dtypes: every dtype the runtime holds.
+//
+//	op                    tested against
+//	TensorArrayV3         TestTensorArrayOps (hand-derived: scatter, read, write, gather, size, dynamic_size, unwritten zeros);
+//	                      errors: TestTensorArrayErrors; TensorFlow.js 4.22.0 (TestOracleTensorArray); a rebuilt TF 1.15
+//	                      dynamic_rnn/BasicLSTMCell export vs its float32 definition, tfjs-converter and tfjs-layers' LSTM
+//	                      on batches of 1 and 3 (TestOracleTF1DynamicRNN)
+//	TensorArrayWriteV3    as TensorArrayV3
+//	TensorArrayScatterV3  as TensorArrayV3
+//	TensorArrayReadV3     as TensorArrayV3
+//	TensorArrayGatherV3   as TensorArrayV3
+//	TensorArraySizeV3     as TensorArrayV3
+//	TensorArraySplitV3    TestTensorArrayOps, TestTensorArrayErrors (lengths, size); TensorFlow.js 4.22.0 (TestOracleTensorArray)
+//	TensorArrayConcatV3   as TensorArraySplitV3; lengths output hand-derived only (tfjs has none); mismatched elements error
+//	TensorArrayCloseV3    TestOracleTensorArray (a no-op: the array dies with the call)
+//	Range                 int32, int64, float, double; TestTensorArrayOps (ascending, descending, empty, float32
+//	                      accumulation); errors: TestTensorArrayErrors; TensorFlow.js 4.22.0 (TestOracleTensorArray,
+//	                      TestOracleTF1DynamicRNN)
+//
 // # Control flow
 //
 // Functional control flow runs at call time: each then/else branch and
@@ -248,13 +280,16 @@
 // Switch, a Merge without Enter or NextIteration, an Enter feeding no
 // Merge, a body reaching its own Exit) or a pred that is not bool fails the
 // load naming the node. TF1 control flow inside library functions is not
-// supported (TensorFlow 2 functions use If/While).
+// supported (TensorFlow 2 functions use If/While). tfjs-converter's Merge
+// has no value_index output, so that output keeps only its hand-derived
+// checks.
 //
 //	op                  dtypes          tested against
 //	Switch              any; pred bool  tf.compat.v1.cond rebuilt node for node: both branches on a
 //	                                    [1,1] batch (TestTF1Cond), an output before the Merge
 //	                                    (TestTF1CondDeadOutput), in a loop body (TestTF1CondInWhile),
-//	                                    concurrent calls alternating branches (TestTF1ConcurrentCalls)
+//	                                    concurrent calls alternating branches (TestTF1ConcurrentCalls);
+//	                                    TensorFlow.js 4.22.0 (TestOracleTF1ControlFlow: cond, cond in while)
 //	Merge               any             value_index of both branches (TestTF1Cond); a loop in an
 //	                                    untaken branch (TestTF1WhileInCond); a Keras learning-phase
 //	                                    cond resolved at load (TestTF1CondKnownAtLoad)
@@ -264,15 +299,18 @@
 //	                                    2^n counting (TestTF1WhileCounting), TensorFlow's own printed
 //	                                    GraphDef of a loop to 10 (TestTF1WhileTensorFlowGraph),
 //	                                    float32 recurrence over a batch's columns with invariants
-//	                                    (TestTF1WhileBatch), nested loops (TestTF1WhileNested)
+//	                                    (TestTF1WhileBatch), nested loops (TestTF1WhileNested);
+//	                                    TensorFlow.js 4.22.0 on tfjs-converter's executor: these loops,
+//	                                    a loop in a cond and a cond in a loop (TestOracleTF1ControlFlow),
+//	                                    dynamic_rnn's loop (TestOracleTF1DynamicRNN)
 //	RefEnter            any             a VariableV2 ref as loop invariant (TestTF1RefVariable)
 //	Exit                any             as Enter; the iteration bound and cancellation
 //	                                    (TestTF1WhileNeverEnds)
 //	NextIteration       any             as Enter; malformed loops (TestTF1MalformedGraphs)
 //	LoopCond            bool            as Enter
-//	RefExit             any             untested (ref loop variables; Exit's code)
-//	RefNextIteration    any             untested (ref loop variables; NextIteration's code)
-//	ControlTrigger      -               untested (a NoOp that is never dead)
+//	RefExit             any             a VariableV2 ref as loop variable, hand-derived (TestTF1RefLoopVariable)
+//	RefNextIteration    any             as RefExit
+//	ControlTrigger      -               never dead: waiting on an untaken cond pivot through it (TestControlTrigger)
 //
 // # Core ops
 //
@@ -300,8 +338,9 @@
 // Cast of infinity), the tests avoid those inputs. Without node or
 // .cache/tfjs the tests skip, and fail under INFERBID_REQUIRE_REFERENCE=1.
 // Ops tfjs does not have (PreventGradient, RefIdentity, PartitionedCall,
-// the variable and checkpoint ops, BatchMatMulV3, TensorListElementShape)
-// keep their other tests.
+// the variable and checkpoint ops, BatchMatMulV3, TensorListElementShape,
+// the Ref control-flow ops, ControlTrigger) keep their other tests, graphs
+// built for them with hand-derived results (remainingops_test.go).
 //
 //	op                       dtypes                    tested against
 //	NoOp                     -                         TestAssetsFedToInitOp, reference models (init and restore ops)
@@ -312,18 +351,18 @@
 //	IdentityN                any                       TensorFlow.js 4.22.0 (TestOracleShapeOps)
 //	StopGradient             any                       TensorFlow.js 4.22.0 (TestOracleShapeOps)
 //	Snapshot                 any                       TensorFlow.js 4.22.0 (TestOracleShapeOps)
-//	PreventGradient          any                       untested
-//	RefIdentity              any                       untested
-//	PartitionedCall          any Tin/Tout              untested (same inlining as StatefulPartitionedCall)
+//	PreventGradient          any                       TestPassThroughOps
+//	RefIdentity              any                       TestTF1RefLoopVariable (a ref loop variable's body)
+//	PartitionedCall          any Tin/Tout              TestPartitionedCall (in the main graph and nested in a StatefulPartitionedCall's function)
 //	StatefulPartitionedCall  any Tin/Tout              TestDeepGraph, reference models; TensorFlow.js 4.22.0 (TestOracleKerasCNN)
 //	VarHandleOp              numeric                   TestControlFlowReadsVariable, reference models; TensorFlow.js 4.22.0 (TestOracleKerasLSTM/GRU)
 //	ReadVariableOp           numeric                   TestControlFlowReadsVariable, reference models; TensorFlow.js 4.22.0 (TestOracleKerasLSTM/GRU)
 //	AssignVariableOp         numeric                   TestAssetsFedToInitOp, reference models (TF2 restore)
 //	AssignAddVariableOp      numeric                   TestReferenceStateful, TestStatefulReset
-//	AssignSubVariableOp      numeric                   untested
+//	AssignSubVariableOp      numeric                   TestResourceVariableOps (int32 and float counters over calls)
 //	ResourceGather           numeric; int32/64 index   reference models
-//	DestroyResourceOp        -                         untested
-//	VarIsInitializedOp       -                         untested
+//	DestroyResourceOp        -                         TestResourceVariableOps (a no-op)
+//	VarIsInitializedOp       -                         TestResourceVariableOps
 //	VariableV2               numeric                   reference models (TF1)
 //	Variable                 numeric                   untested (same rule as VariableV2)
 //	Assign                   numeric                   reference models (TF1 restore)
@@ -332,7 +371,7 @@
 //	MatMul                   float, double, int32/64   TestKernels, TestMatMulSizes, TestMatMulSplitIdentical, TestFusionExact; fused_multiply_add vs the fma32 loop (TestGemmFusedIdentical, TestFusedMultiplyAddModel, TestFusedMultiplyAddTransposed; fma32 vs big.Float: TestFMA32CorrectlyRounded); TensorFlow.js 4.22.0 (TestOracleBatchMatMul)
 //	BatchMatMulV2            float, double, int32/64   TestKernels; TensorFlow.js 4.22.0 (TestOracleBatchMatMul)
 //	BatchMatMul              float, double, int32/64   TensorFlow.js 4.22.0 (TestOracleBatchMatMul)
-//	BatchMatMulV3            float, double, int32/64   untested (same kernel as BatchMatMulV2)
+//	BatchMatMulV3            float, double, int32/64   TestPassThroughOps (Ta = Tb = Tout; adj_x, adj_y)
 //	BiasAdd                  numeric                   TestMLP, TestFusionExact, TestCNNModel; TensorFlow.js 4.22.0 (TestOracleConv)
 //	Add                      numeric                   TestBroadcastShapes; TensorFlow.js 4.22.0 (TestOracleElementwise)
 //	AddV2                    numeric                   TestKernels, TestBroadcastShapes; TensorFlow.js 4.22.0 (TestOracleElementwise)
@@ -397,7 +436,11 @@
 //	ConcatV2                 numeric                   TestKernels; TensorFlow.js 4.22.0 (TestOracleShapeOps)
 //	Pack                     numeric                   TestKernels; TensorFlow.js 4.22.0 (TestOracleShapeOps)
 //	Unpack                   numeric                   TestKernels; TensorFlow.js 4.22.0 (TestOracleShapeOps)
-//	GatherV2                 numeric; int32/64 idx     TestKernels; TensorFlow.js 4.22.0 (TestOracleIndexing)
+//	GatherV2                 numeric; int32/64 idx     TestKernels; TensorFlow.js 4.22.0 (TestOracleIndexing); batch_dims != 0 (any dtype): TestPadTileKernels, TestPadTileErrors, TensorFlow.js 4.22.0 (TestOraclePadTile)
+//	Pad                      any                       TestPadTileKernels (tf.pad's documented example, int64 paddings, scalar); errors: TestPadTileErrors; TensorFlow.js 4.22.0 (TestOraclePadTile)
+//	PadV2                    any                       TestPadTileKernels, TestPadTileErrors; TensorFlow.js 4.22.0 (TestOraclePadTile)
+//	MirrorPad                any                       TestPadTileKernels (REFLECT and SYMMETRIC documented examples), TestPadTileErrors; TensorFlow.js 4.22.0 (TestOraclePadTile)
+//	Tile                     any                       TestPadTileKernels (tf.tile's documented example, zero multiple), TestPadTileErrors; TensorFlow.js 4.22.0 (TestOraclePadTile)
 //	Slice                    numeric                   TestKernels; TensorFlow.js 4.22.0 (TestOracleIndexing)
 //	StridedSlice             numeric                   TestKernels; TensorFlow.js 4.22.0 (TestOracleIndexing)
 //	OneHot                   numeric                   TestKernels; TensorFlow.js 4.22.0 (TestOracleShapeOps)

@@ -623,8 +623,8 @@ func buildGather(n *nodeCtx) (kernel, error) {
 	if err := n.wantInputs(3); err != nil {
 		return nil, err
 	}
-	if n.a.i("batch_dims", 0) != 0 {
-		return nil, fmt.Errorf("batch_dims != 0 is not supported")
+	if bd := n.a.i("batch_dims", 0); bd != 0 {
+		return buildBatchGather(n, bd)
 	}
 	g, err := gatherFunc(n.inTypes[0], n.inTypes[1])
 	if err != nil {
@@ -641,6 +641,77 @@ func buildGather(n *nodeCtx) (kernel, error) {
 			return err
 		}
 		return g(v[out], v[p], v[ix], axis)
+	}, nil
+}
+
+// buildBatchGather is GatherV2 with batch_dims b != 0: the first b
+// dimensions of params and indices are batch dimensions they share, and
+// batch i gathers from params[i] with indices[i]. The output has shape
+// params[:axis] + indices[b:] + params[axis+1:].
+func buildBatchGather(n *nodeCtx, batchDims int64) (kernel, error) {
+	if n.inTypes[1] != dtInt32 && n.inTypes[1] != dtInt64 {
+		return nil, fmt.Errorf("indices of dtype %s are not supported", dtypeName(n.inTypes[1]))
+	}
+	if _, err := moverFor(n.inTypes[0]); err != nil {
+		return nil, err
+	}
+	p, ix, ax, out := n.ins[0], n.ins[1], n.ins[2], n.out(n.inTypes[0])
+	return func(v []*dense) error {
+		o, params, indices := v[out], v[p], v[ix]
+		a, err := scalarInt(v[ax])
+		if err != nil {
+			return fmt.Errorf("axis: %w", err)
+		}
+		axis, err := normAxis(a, len(params.shape))
+		if err != nil {
+			return err
+		}
+		b := batchDims
+		if ir := int64(len(indices.shape)); b < -ir || b > ir {
+			return fmt.Errorf("batch_dims %d is out of range [%d, %d] for indices of shape %v", batchDims, -ir, ir, indices.shape)
+		} else if b < 0 {
+			b += ir
+		}
+		if b > int64(axis) {
+			return fmt.Errorf("batch_dims %d must not be larger than axis %d", b, axis)
+		}
+		for d := range b {
+			if params.shape[d] != indices.shape[d] {
+				return fmt.Errorf("params of shape %v and indices of shape %v differ in batch dimension %d", params.shape, indices.shape, d)
+			}
+		}
+		idx, err := intsOf(indices, o.scratch2)
+		if err != nil {
+			return err
+		}
+		o.scratch2 = idx
+		shape := append([]int64(nil), params.shape[:axis]...)
+		shape = append(shape, indices.shape[b:]...)
+		shape = append(shape, params.shape[axis+1:]...)
+		if err := growShape(shape); err != nil {
+			return err
+		}
+		batches := numElems(params.shape[:b])
+		outer := numElems(params.shape[b:axis])
+		limit := params.shape[axis]
+		inner := int64(numElems(params.shape[axis+1:]))
+		perBatch := len(idx) / max(batches, 1)
+		src := o.scratch[:0]
+		for bi := range batches {
+			for r := range outer {
+				base := (int64(bi)*int64(outer) + int64(r)) * limit * inner
+				for _, i := range idx[bi*perBatch : (bi+1)*perBatch] {
+					if i < 0 || i >= limit {
+						return fmt.Errorf("index %d is out of range [0, %d)", i, limit)
+					}
+					for k := range inner {
+						src = append(src, base+i*inner+k)
+					}
+				}
+			}
+		}
+		o.scratch = src
+		return moveElems(o, params, shape, src)
 	}, nil
 }
 

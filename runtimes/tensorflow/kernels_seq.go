@@ -406,6 +406,7 @@ type tensorList struct {
 	unknownRank bool
 	elemShape   []int64  // -1 is an unknown dimension
 	items       []*dense // nil: not set yet (reads as zeros when the shape is known)
+	ta          *taInfo  // set when the list is a TF1 TensorArray's (kernels_tensorarray.go)
 }
 
 func init() {
@@ -505,7 +506,7 @@ func fullyDefined(s []int64, unknownRank bool) bool {
 
 // listOf returns the TensorList input t holds.
 func listOf(t *dense, want dtype) (*tensorList, error) {
-	if t.list == nil {
+	if t.list == nil || t.list.ta != nil {
 		return nil, fmt.Errorf("input handle is %s, not a TensorList", t)
 	}
 	if want != t.list.dt {

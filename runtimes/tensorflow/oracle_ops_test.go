@@ -259,7 +259,7 @@ func TestOracleBatchMatMul(t *testing.T) {
 
 // TestOracleIndexing: StridedSlice with every mask, negative strides and
 // indices; Slice; GatherV2 on axes 0, 1, -1 with int32/int64 indices
-// (this runtime refuses batch_dims != 0 at load); Transpose perms; Split,
+// (batch_dims != 0: TestOraclePadTile); Transpose perms; Split,
 // SplitV, ReverseV2.
 func TestOracleIndexing(t *testing.T) {
 	build := func(b *tfsave.Builder) (map[string]string, map[string]string) {
@@ -384,5 +384,35 @@ func TestOracleTensorList(t *testing.T) {
 	runOracleCases(t, []oracleCase{
 		{name: "one column", build: build, feed: map[string]tensor.Tensor{"x": f32([]int64{3, 1}, 1.5, -2, 3)}},
 		{name: "four columns", build: build, feed: map[string]tensor.Tensor{"x": f32([]int64{3, 4}, seq(12, -2, 2)...)}},
+	})
+}
+
+// TestOraclePadTile: Pad, PadV2, MirrorPad (REFLECT, SYMMETRIC), Tile
+// (float32 and int32, int64 paddings and multiples) and GatherV2 with
+// batch_dims 1 and -1 on axes 1 and 2, on one and two rows.
+func TestOraclePadTile(t *testing.T) {
+	build := func(b *tfsave.Builder) (map[string]string, map[string]string) {
+		x := b.Placeholder("x", tensor.Float, []int64{-1, 3, 4})
+		ix := b.Placeholder("i", tensor.Int32, []int64{-1, 2})
+		m := func(name string, shape []int64, vals ...int32) string { return tfsave.ConstOf(b, name, shape, vals...) }
+		xi := b.Op("Cast", []string{x}, map[string]any{"DstT": tensor.Int32})
+		return map[string]string{"x": x, "i": ix}, map[string]string{
+			"pad":       b.Op("Pad", []string{x, m("p", []int64{3, 2}, 0, 1, 2, 0, 1, 1)}, nil),
+			"pad_int":   b.Op("Pad", []string{xi, tfsave.ConstOf[int64](b, "p64", []int64{3, 2}, 1, 0, 0, 0, 0, 2)}, nil),
+			"padv2":     b.Op("PadV2", []string{x, m("p2", []int64{3, 2}, 0, 0, 1, 1, 2, 0), tfsave.ConstOf[float32](b, "cv", []int64{}, -2.5)}, nil),
+			"reflect":   b.Op("MirrorPad", []string{x, m("pr", []int64{3, 2}, 0, 0, 2, 1, 3, 3)}, map[string]any{"mode": "REFLECT"}),
+			"symmetric": b.Op("MirrorPad", []string{x, m("ps", []int64{3, 2}, 0, 0, 3, 2, 1, 4)}, map[string]any{"mode": "SYMMETRIC"}),
+			"tile":      b.Op("Tile", []string{x, m("t", []int64{3}, 2, 1, 3)}, nil),
+			"tile_int":  b.Op("Tile", []string{xi, tfsave.ConstOf[int64](b, "t64", []int64{3}, 1, 2, 1)}, nil),
+			"gb1":       b.Op("GatherV2", []string{x, ix, m("a1", []int64{}, 1)}, map[string]any{"batch_dims": 1}),
+			"gb1a2":     b.Op("GatherV2", []string{x, ix, m("a2", []int64{}, 2)}, map[string]any{"batch_dims": 1}),
+			"gbm1":      b.Op("GatherV2", []string{x, ix, m("am1", []int64{}, -1)}, map[string]any{"batch_dims": -1}),
+		}
+	}
+	runOracleCases(t, []oracleCase{
+		{name: "one row", build: build, feed: map[string]tensor.Tensor{
+			"x": f32([]int64{1, 3, 4}, seq(12, -6, 6)...), "i": i32([]int64{1, 2}, 2, 0)}},
+		{name: "two rows", build: build, feed: map[string]tensor.Tensor{
+			"x": f32([]int64{2, 3, 4}, seq(24, -12, 12)...), "i": i32([]int64{2, 2}, 1, 1, 0, 2)}},
 	})
 }

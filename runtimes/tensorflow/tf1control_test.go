@@ -281,11 +281,8 @@ func TestTF1WhileTensorFlowGraph(t *testing.T) {
 	checkFlowOut(t, "r", got["r"], nil, []int32{10})
 }
 
-// TestTF1WhileBatch runs acc = acc*decay + x[:, j] over the columns j >= 1
-// of a batch from acc = x[:, 0], with x and decay loop invariants and the
-// column count from Shape(x). The expected values are computed here in
-// float32, one rounding per Mul and per Add as TensorFlow's kernels do.
-func TestTF1WhileBatch(t *testing.T) {
+// tf1WhileBatchModel is TestTF1WhileBatch's model.
+func tf1WhileBatchModel(t testing.TB) driver.Files {
 	b := tfsave.NewBuilder()
 	x := b.Placeholder("x", tensor.Float, []int64{-1, -1})
 	decay := b.Placeholder("decay", tensor.Float, []int64{})
@@ -304,7 +301,15 @@ func TestTF1WhileBatch(t *testing.T) {
 		}
 	})
 	b.Signature(tfsave.ServingSignature, map[string]string{"x": x, "decay": decay}, map[string]string{"acc": exits[1]})
-	m := loadFiles(t, tf1Files(t, b), driver.Config{})
+	return tf1Files(t, b)
+}
+
+// TestTF1WhileBatch runs acc = acc*decay + x[:, j] over the columns j >= 1
+// of a batch from acc = x[:, 0], with x and decay loop invariants and the
+// column count from Shape(x). The expected values are computed here in
+// float32, one rounding per Mul and per Add as TensorFlow's kernels do.
+func TestTF1WhileBatch(t *testing.T) {
+	m := loadFiles(t, tf1WhileBatchModel(t), driver.Config{})
 	ref := func(rows [][]float32, d float32) []float32 {
 		out := make([]float32, len(rows))
 		for r, row := range rows {

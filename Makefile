@@ -140,8 +140,10 @@ test: deps lint proto-check testsummary test-deploy
 # manifests decoded.
 test-deploy: deps-onnx deps-helm
 	@$(STEP) "go vet in deploy/ (about 1 min cold)" $(GO) -C deploy vet ./...
-	@$(STEP) "go test -race in deploy/ (image builds, helm lint/template; several minutes cold on 2 cores)" \
-	  env INFERBID_REQUIRE_NATIVE=1 INFERBID_REQUIRE_HELM=1 $(GO) -C deploy test -race -count=1 ./...
+	@# No -race: these tests build and gzip images in one goroutine, and the
+	@# detector would make that several times slower for nothing.
+	@$(STEP) "go test in deploy/ (image builds, helm lint/template; a few minutes cold on 2 cores)" \
+	  env INFERBID_REQUIRE_NATIVE=1 INFERBID_REQUIRE_HELM=1 $(GO) -C deploy test -count=1 ./...
 
 test-go: testsummary
 	@$(TESTSUMMARY) -- $(TEST_GO_CMD)

@@ -32,12 +32,16 @@ func AppendResponse(dst []byte, results []Result) ([]byte, error) {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, `{"model_path":`...)
-		if r.Err != nil {
+		entryErr := r.Err
+		if entryErr == nil {
+			entryErr = outsideContract(r)
+		}
+		if entryErr != nil {
 			// A failed entry's path may be anything a caller sent (100 MB
 			// of it): it is echoed clipped, as in the description.
 			dst = appendString(dst, inferr.Clip(r.ModelPath))
 			dst = append(dst, `,"error":`...)
-			dst = appendError(dst, r.Err)
+			dst = appendError(dst, entryErr)
 			dst = append(dst, '}')
 			continue
 		}
@@ -119,16 +123,27 @@ func responseSizeHint(results []Result) int {
 	return n
 }
 
+// outsideContract is the OUTPUT_PARSING error of an entry whose model
+// answered a dtype the batch JSON contract cannot name (BOOL, FP16, BYTES,
+// ...: the v2 API carries them). It fails that entry only: the model is
+// fine, only this path cannot show its answer.
+func outsideContract(r *Result) error {
+	for j := range r.Tensors {
+		if dt := r.Tensors[j].DType(); dt != tensor.Invalid && !dt.Contract() {
+			return inferr.Errorf(inferr.OutputParsing,
+				"tensors[%d] (tensor_name %q): data_type %s is not one of the six dtypes of the batch JSON contract (the v2 API carries it)",
+				j, clip(r.Tensors[j].Name, 120), dt)
+		}
+	}
+	return nil
+}
+
 // appendTensor appends one output tensor; problem says why it cannot be
 // encoded ("" on success).
 func appendTensor(dst []byte, t *tensor.Tensor) ([]byte, string) {
 	dt := t.DType()
 	if !dt.Contract() {
-		// A model output of a v2-only dtype (BOOL, FP16, BYTES, ...): the
-		// batch JSON contract has no name for it.
-		if dt != tensor.Invalid {
-			return dst, "data_type " + dt.String() + " is not one of the six dtypes of the batch JSON contract"
-		}
+		// v2-only dtypes failed their entry already (outsideContract).
 		return dst, "data is not one of the six dtypes"
 	}
 	want := int64(1)

@@ -159,9 +159,6 @@ func TestRenderNonFiniteIsBatchError(t *testing.T) {
 		{"float -Inf", tensor.New("y", []int64{1, 1}, []float32{float32(math.Inf(-1))}), []string{"-Inf"}},
 		{"no data", tensor.Tensor{Name: "y", Shape: []int64{1}}, []string{"six dtypes"}},
 		{"unsupported data", tensor.Tensor{Name: "y", Shape: []int64{1}, Data: []string{"a"}}, []string{"six dtypes"}},
-		{"v2-only BOOL", tensor.New("y", []int64{1}, []bool{true}), []string{"data_type BOOL", "six dtypes"}},
-		{"v2-only FP16", tensor.New("y", []int64{1}, []tensor.Float16{0x3c00}), []string{"data_type FP16", "six dtypes"}},
-		{"v2-only BYTES", tensor.New("y", []int64{1}, [][]byte{{1}}), []string{"data_type BYTES", "six dtypes"}},
 		{"shape mismatch", tensor.New("y", []int64{2, 2}, []int32{1, 2, 3}), []string{"[2,2] needs 4 values", "has 3"}},
 		{"negative dim", tensor.New("y", []int64{-1}, []int32{1}), []string{"negative"}},
 		{"overflowing shape", tensor.New("y", []int64{1 << 62, 4}, []int8{1}), []string{"overflows"}},
@@ -296,5 +293,45 @@ func TestAppendResponseReusesBuffer(t *testing.T) {
 	}
 	if allocs != 0 {
 		t.Errorf("AppendResponse into a large enough buffer allocated %v times", allocs)
+	}
+}
+
+// TestRenderV2OnlyDTypeFailsItsEntry: a model answering a dtype the batch
+// JSON contract has no name for (the v2 API carries it) fails its own entry
+// with OUTPUT_PARSING; the other entries of the batch are still answered.
+func TestRenderV2OnlyDTypeFailsItsEntry(t *testing.T) {
+	for _, c := range []struct {
+		dtype  string
+		tensor tensor.Tensor
+	}{
+		{"BOOL", tensor.New("y", []int64{1}, []bool{true})},
+		{"FP16", tensor.New("y", []int64{1}, []tensor.Float16{0x3c00})},
+		{"BYTES", tensor.New("y", []int64{1}, [][]byte{{1}})},
+	} {
+		t.Run(c.dtype, func(t *testing.T) {
+			results := []Result{
+				{ModelPath: "ok/", Tensors: []tensor.Tensor{tensor.New("y", []int64{1}, []float64{1})}},
+				{ModelPath: "flags/", Tensors: []tensor.Tensor{tensor.New("z", []int64{1}, []int8{1}), c.tensor}},
+			}
+			out, err := AppendResponse(nil, results)
+			if err != nil {
+				t.Fatalf("AppendResponse: %v; want the batch answered", err)
+			}
+			got, err := ParseResponse(out)
+			if err != nil || len(got) != 2 {
+				t.Fatalf("ParseResponse(%s) = %d entries, %v", out, len(got), err)
+			}
+			if got[0].Err != nil || len(got[0].Tensors) != 1 {
+				t.Errorf("entry 0: %+v, want its tensor", got[0])
+			}
+			if inferr.TypeOf(got[1].Err) != inferr.OutputParsing {
+				t.Fatalf("entry 1 error %v, want OUTPUT_PARSING", got[1].Err)
+			}
+			for _, part := range []string{"tensors[1]", `tensor_name "y"`, "data_type " + c.dtype, "six dtypes"} {
+				if !strings.Contains(got[1].Err.Error(), part) {
+					t.Errorf("description %q does not mention %q", got[1].Err, part)
+				}
+			}
+		})
 	}
 }

@@ -128,8 +128,8 @@ func TestSidecarOverSocket(t *testing.T) {
 	if err != nil || len(res) != 2 {
 		t.Fatalf("response %s: %v", out, err)
 	}
-	if inferr.TypeOf(res[0].Err) != inferr.OutputParsing || !strings.Contains(res[0].Err.Error(), "Bool") {
-		t.Errorf("bool output: %v, want OUTPUT_PARSING naming Bool; response %s", res[0].Err, out)
+	if inferr.TypeOf(res[0].Err) != inferr.OutputParsing || !strings.Contains(res[0].Err.Error(), "BOOL") {
+		t.Errorf("bool output: %v, want OUTPUT_PARSING naming BOOL; response %s", res[0].Err, out)
 	}
 	if res[1].Err != nil || len(res[1].Tensors) != 1 {
 		t.Errorf("second entry: %+v; response %s", res[1], out)

@@ -65,9 +65,10 @@ type inferenceService struct {
 				ModelFormat struct {
 					Name string `json:"name"`
 				} `json:"modelFormat"`
-				Runtime         string `json:"runtime"`
-				ProtocolVersion string `json:"protocolVersion"`
-				StorageURI      string `json:"storageUri"`
+				Runtime         string                 `json:"runtime"`
+				ProtocolVersion string                 `json:"protocolVersion"`
+				StorageURI      string                 `json:"storageUri"`
+				Ports           []corev1.ContainerPort `json:"ports"`
 			} `json:"model"`
 		} `json:"predictor"`
 	} `json:"spec"`
@@ -314,7 +315,7 @@ func TestKServeManifests(t *testing.T) {
 	}
 	for _, o := range objects["ClusterServingRuntime"] {
 		r := o.(*clusterServingRuntime)
-		if !slices.Equal(r.Spec.ProtocolVersions, []string{"v2"}) || len(r.Spec.Containers) != 1 {
+		if !slices.Equal(r.Spec.ProtocolVersions, []string{"v2", "grpc-v2"}) || len(r.Spec.Containers) != 1 {
 			t.Errorf("%s: protocols %q, %d containers", r.Metadata.Name, r.Spec.ProtocolVersions, len(r.Spec.Containers))
 			continue
 		}
@@ -323,6 +324,10 @@ func TestKServeManifests(t *testing.T) {
 			if !slices.Contains(c.Args, arg) {
 				t.Errorf("%s: args %q lack %s", r.Metadata.Name, c.Args, arg)
 			}
+		}
+		// Knative takes one container port; KServe routes to the first.
+		if len(c.Ports) != 1 || c.Ports[0].Name != "http1" || c.Ports[0].ContainerPort != 8080 {
+			t.Errorf("%s: ports %v, want http1 8080 alone", r.Metadata.Name, c.Ports)
 		}
 		if got := env(c, "INFERENCE_MODEL_BUCKET_NAME"); got != "file:///mnt/models" {
 			t.Errorf("%s: bucket %q, want file:///mnt/models (KServe's storage initializer)", r.Metadata.Name, got)

@@ -502,6 +502,66 @@ func yamlWithoutComments(doc []byte) []byte {
 	return out
 }
 
+// grpcListenPort is the port of the container's --kserve_grpc_listen.
+func grpcListenPort(t *testing.T, spec corev1.Container) int {
+	t.Helper()
+	for _, arg := range spec.Args {
+		if addr, ok := strings.CutPrefix(arg, "--kserve_grpc_listen="); ok {
+			_, port, err := net.SplitHostPort(addr)
+			n, err2 := strconv.Atoi(port)
+			if err != nil || err2 != nil {
+				t.Fatalf("%s: not HOST:PORT", arg)
+			}
+			return n
+		}
+	}
+	t.Fatalf("args %q: no --kserve_grpc_listen=ADDR", spec.Args)
+	return 0
+}
+
+// exampleInferenceService is what the tests read of an InferenceService
+// of deploy/kserve: its runtime and the h2c port it declares, if any.
+type exampleInferenceService struct {
+	name, runtime string
+	h2c           int
+}
+
+func exampleInferenceServices(t *testing.T) []exampleInferenceService {
+	t.Helper()
+	const path = "../kserve/inferenceservice-example.yaml"
+	stream, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []exampleInferenceService
+	for _, doc := range splitYAML(stream) {
+		var isvc struct {
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+			Spec struct {
+				Predictor struct {
+					Model struct {
+						Runtime string                 `json:"runtime"`
+						Ports   []corev1.ContainerPort `json:"ports"`
+					} `json:"model"`
+				} `json:"predictor"`
+			} `json:"spec"`
+		}
+		if err := yaml.Unmarshal(doc, &isvc); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		e := exampleInferenceService{name: isvc.Metadata.Name, runtime: isvc.Spec.Predictor.Model.Runtime}
+		for _, p := range isvc.Spec.Predictor.Model.Ports {
+			if p.Name == "h2c" {
+				e.h2c = int(p.ContainerPort)
+			}
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
 // storageInitializer lays a bucket out under root's /mnt/models as KServe's
 // storage initializer leaves a storageUri's prefix: its objects, at the top.
 func storageInitializer(t *testing.T, root, format string) v2Case {
@@ -530,14 +590,16 @@ func storageInitializer(t *testing.T, root, format string) v2Case {
 // TestKServeRuntimesServe starts each image as each ClusterServingRuntime
 // of deploy/kserve runs it (its container's args, env and ports as
 // written), a storageUri's layout in /mnt/models, and drives the Open
-// Inference Protocol on the ports named for it: v2 HTTP (http1) and v2 gRPC
-// (h2c), then the probes.
+// Inference Protocol: v2 HTTP on the container's one port, v2 gRPC on its
+// --kserve_grpc_listen port (the h2c port a gRPC InferenceService
+// declares, which the examples must match), then the probes.
 func TestKServeRuntimesServe(t *testing.T) {
 	requireContainerTools(t)
 	stream, err := os.ReadFile(kserveManifest)
 	if err != nil {
 		t.Fatal(err)
 	}
+	examples := exampleInferenceServices(t)
 	docs := splitYAML(stream)
 	if len(docs) != 2 {
 		t.Fatalf("%s: %d documents, want 2", kserveManifest, len(docs))
@@ -555,10 +617,20 @@ func TestKServeRuntimesServe(t *testing.T) {
 			img, root := imageByName(t, spec.Image)
 			v := storageInitializer(t, root, rt.Spec.SupportedModelFormats[0].Name)
 			c := startContainer(t, img, root, spec)
-			httpPort := c.port(t, intstr.FromString("http1"))
+			// The one declared port, where KServe routes v2 HTTP.
+			if len(spec.Ports) != 1 {
+				t.Fatalf("ports %v, want one (Knative takes one)", spec.Ports)
+			}
+			httpPort := int(spec.Ports[0].ContainerPort)
+			grpcPort := grpcListenPort(t, spec)
+			for _, isvc := range examples {
+				if isvc.runtime == rt.Metadata.Name && isvc.h2c != 0 && isvc.h2c != grpcPort {
+					t.Errorf("InferenceService %s declares h2c port %d, the runtime serves gRPC on %d", isvc.name, isvc.h2c, grpcPort)
+				}
+			}
 			c.waitFor(t, c.url(httpPort, "/v2/models/"+v.model+"/ready"))
 			checkV2HTTP(t, c, c.url(httpPort, ""), v)
-			checkV2GRPC(t, c, c.port(t, intstr.FromString("h2c")), v)
+			checkV2GRPC(t, c, grpcPort, v)
 			c.checkProbes(t)
 		})
 	}

@@ -320,7 +320,7 @@ func TestKServeManifests(t *testing.T) {
 			continue
 		}
 		c := &r.Spec.Containers[0]
-		for _, arg := range []string{"--kserve_listen=:8080", "--kserve_grpc_listen=:8081"} {
+		for _, arg := range []string{"--listen=:8080", "--kserve_grpc_listen=:8081"} {
 			if !slices.Contains(c.Args, arg) {
 				t.Errorf("%s: args %q lack %s", r.Metadata.Name, c.Args, arg)
 			}
@@ -328,6 +328,12 @@ func TestKServeManifests(t *testing.T) {
 		// Knative takes one container port; KServe routes to the first.
 		if len(c.Ports) != 1 || c.Ports[0].Name != "http1" || c.Ports[0].ContainerPort != 8080 {
 			t.Errorf("%s: ports %v, want http1 8080 alone", r.Metadata.Name, c.Ports)
+		}
+		// Knative wants the probes on the declared port.
+		for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
+			if p == nil || p.HTTPGet == nil || p.HTTPGet.Port.IntValue() != 8080 {
+				t.Errorf("%s: a probe %v not an HTTP GET on 8080", r.Metadata.Name, p)
+			}
 		}
 		if got := env(c, "INFERENCE_MODEL_BUCKET_NAME"); got != "file:///mnt/models" {
 			t.Errorf("%s: bucket %q, want file:///mnt/models (KServe's storage initializer)", r.Metadata.Name, got)

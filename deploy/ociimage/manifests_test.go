@@ -136,13 +136,16 @@ func startContainer(t *testing.T, img v1.Image, root string, spec corev1.Contain
 	if sc := spec.SecurityContext; sc != nil && sc.RunAsUser != nil && fmt.Sprint(*sc.RunAsUser) != strings.Split(cf.Config.User, ":")[0] {
 		t.Errorf("runAsUser %d, the image's user %s", *sc.RunAsUser, cf.Config.User)
 	}
-	command := slices.Concat(spec.Command, spec.Args)
-	if len(spec.Command) == 0 {
-		command = slices.Concat(cf.Config.Entrypoint, cf.Config.Cmd, spec.Args)
-		if len(spec.Args) > 0 {
-			command = slices.Concat(cf.Config.Entrypoint, spec.Args)
-		}
+	// Kubernetes' rule: command replaces the image's entrypoint and its
+	// Cmd, args replace the Cmd.
+	entrypoint, cmdArgs := cf.Config.Entrypoint, cf.Config.Cmd
+	if len(spec.Command) > 0 {
+		entrypoint, cmdArgs = spec.Command, nil
 	}
+	if len(spec.Args) > 0 {
+		cmdArgs = spec.Args
+	}
+	command := slices.Concat(entrypoint, cmdArgs)
 	chroot, err := exec.LookPath("chroot")
 	if err != nil {
 		t.Fatal(err)

@@ -252,10 +252,12 @@ func (c *container) do(method, url, body string) (int, string) {
 // nothing answers within a minute (a hang guard).
 func (c *container) waitFor(t *testing.T, url string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	start := time.Now()
+	deadline := start.Add(60 * time.Second)
 	for {
 		status, body := c.do("GET", url, "")
 		if status == 200 {
+			t.Logf("%s answered 200 %v after the start (a figure, not asserted)", url, time.Since(start).Round(time.Millisecond))
 			return
 		}
 		select {

@@ -65,9 +65,10 @@ type inferenceService struct {
 				ModelFormat struct {
 					Name string `json:"name"`
 				} `json:"modelFormat"`
-				Runtime         string `json:"runtime"`
-				ProtocolVersion string `json:"protocolVersion"`
-				StorageURI      string `json:"storageUri"`
+				Runtime         string                 `json:"runtime"`
+				ProtocolVersion string                 `json:"protocolVersion"`
+				StorageURI      string                 `json:"storageUri"`
+				Ports           []corev1.ContainerPort `json:"ports"`
 			} `json:"model"`
 		} `json:"predictor"`
 	} `json:"spec"`
@@ -314,14 +315,24 @@ func TestKServeManifests(t *testing.T) {
 	}
 	for _, o := range objects["ClusterServingRuntime"] {
 		r := o.(*clusterServingRuntime)
-		if !slices.Equal(r.Spec.ProtocolVersions, []string{"v2"}) || len(r.Spec.Containers) != 1 {
+		if !slices.Equal(r.Spec.ProtocolVersions, []string{"v2", "grpc-v2"}) || len(r.Spec.Containers) != 1 {
 			t.Errorf("%s: protocols %q, %d containers", r.Metadata.Name, r.Spec.ProtocolVersions, len(r.Spec.Containers))
 			continue
 		}
 		c := &r.Spec.Containers[0]
-		for _, arg := range []string{"--kserve_listen=:8080", "--kserve_grpc_listen=:8081"} {
+		for _, arg := range []string{"--listen=:8080", "--kserve_grpc_listen=:8081"} {
 			if !slices.Contains(c.Args, arg) {
 				t.Errorf("%s: args %q lack %s", r.Metadata.Name, c.Args, arg)
+			}
+		}
+		// Knative takes one container port; KServe routes to the first.
+		if len(c.Ports) != 1 || c.Ports[0].Name != "http1" || c.Ports[0].ContainerPort != 8080 {
+			t.Errorf("%s: ports %v, want http1 8080 alone", r.Metadata.Name, c.Ports)
+		}
+		// Knative wants the probes on the declared port.
+		for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
+			if p == nil || p.HTTPGet == nil || p.HTTPGet.Port.IntValue() != 8080 {
+				t.Errorf("%s: a probe %v not an HTTP GET on 8080", r.Metadata.Name, p)
 			}
 		}
 		if got := env(c, "INFERENCE_MODEL_BUCKET_NAME"); got != "file:///mnt/models" {

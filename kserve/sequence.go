@@ -120,9 +120,9 @@ func takeSequenceID(outs []tensor.Tensor) ([]tensor.Tensor, *uint64) {
 }
 
 // sequenceStatus is the HTTP status of a sequence error from the sidecar
-// (its description holds one of OpenVINO Model Server's messages).
+// (its class travels in the sidecar's protocol as sequence_class).
 func sequenceStatus(err error) (int, bool) {
-	c, ok := sequence.ClassOf(err.Error())
+	c, ok := sequence.CodeOf(err)
 	if !ok {
 		return 0, false
 	}

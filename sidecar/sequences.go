@@ -86,8 +86,8 @@ func (r *registry) runSequenceCleaner(interval time.Duration, stop <-chan struct
 // special inputs are taken out, the rest runs on the sequence's state, and
 // sequence_id is appended to the outputs in the form it came in (INT64 [1]
 // when it was absent). Sequence errors keep OpenVINO Model Server's
-// messages, which name their class (sequence.ClassOf), under the closest
-// of the six types: INVALID_ARGUMENT is INPUT_PARSING, NOT_FOUND
+// messages and their class (a *sequence.Error, sent as Error.sequence_class)
+// under the closest of the six types: INVALID_ARGUMENT is INPUT_PARSING, NOT_FOUND
 // MODEL_NOT_FOUND, the others MODEL_EXECUTION.
 func (r *registry) callSequence(ctx context.Context, m *runtimes.Model, mgr *sequence.Manager, inputs []tensor.Tensor) ([]tensor.Tensor, error) {
 	path := m.Path()
@@ -160,7 +160,8 @@ func sequenceInputs(path string, inputs []tensor.Tensor) (id uint64, ctl sequenc
 			continue
 		}
 		if v < 0 || v > 1<<32-1 {
-			return 0, 0, nil, nil, inferr.Errorf(inferr.InputParsing, "model %s: input %s is %d, want 0 (none), 1 (start) or 2 (end): %s", inferr.Quote(path), in.Name, v, sequence.MsgBadControlValue)
+			msg := fmt.Sprintf("model %s: input %s is %d, want 0 (none), 1 (start) or 2 (end): %s", inferr.Quote(path), in.Name, v, sequence.MsgBadControlValue)
+			return 0, 0, nil, nil, inferr.Wrap(inferr.InputParsing, &sequence.Error{Code: sequence.InvalidArgument, Msg: msg}, "")
 		}
 		ctl = sequence.Control(v)
 	}

@@ -164,7 +164,8 @@ func wantSequenceError(t *testing.T, what string, r batch.Result, typ inferr.Typ
 		t.Fatalf("%s: no error", what)
 	}
 	errType(t, what, r.Err, typ, msg, `"sum/"`)
-	if got, ok := sequence.ClassOf(r.Err.Error()); !ok || got != code {
+	// The class comes over the wire in Error.sequence_class, not from the text.
+	if got, ok := sequence.CodeOf(r.Err); !ok || got != code {
 		t.Errorf("%s: %q has class %v, want %v", what, r.Err, got, code)
 	}
 }

@@ -172,6 +172,67 @@ func (ErrorType) EnumDescriptor() ([]byte, []int) {
 	return file_inference_proto_rawDescGZIP(), []int{1}
 }
 
+// SequenceErrorClass is the class of a stateful model's sequence error, as
+// OpenVINO Model Server's error table gives it (numbered like
+// sequence.Code); the edges answer its HTTP status or gRPC code.
+type SequenceErrorClass int32
+
+const (
+	SequenceErrorClass_SEQUENCE_ERROR_CLASS_UNSPECIFIED SequenceErrorClass = 0 // not a sequence error
+	SequenceErrorClass_SEQUENCE_INVALID_ARGUMENT        SequenceErrorClass = 1
+	SequenceErrorClass_SEQUENCE_NOT_FOUND               SequenceErrorClass = 2
+	SequenceErrorClass_SEQUENCE_ALREADY_EXISTS          SequenceErrorClass = 3
+	SequenceErrorClass_SEQUENCE_UNAVAILABLE             SequenceErrorClass = 4
+	SequenceErrorClass_SEQUENCE_FAILED_PRECONDITION     SequenceErrorClass = 5
+)
+
+// Enum value maps for SequenceErrorClass.
+var (
+	SequenceErrorClass_name = map[int32]string{
+		0: "SEQUENCE_ERROR_CLASS_UNSPECIFIED",
+		1: "SEQUENCE_INVALID_ARGUMENT",
+		2: "SEQUENCE_NOT_FOUND",
+		3: "SEQUENCE_ALREADY_EXISTS",
+		4: "SEQUENCE_UNAVAILABLE",
+		5: "SEQUENCE_FAILED_PRECONDITION",
+	}
+	SequenceErrorClass_value = map[string]int32{
+		"SEQUENCE_ERROR_CLASS_UNSPECIFIED": 0,
+		"SEQUENCE_INVALID_ARGUMENT":        1,
+		"SEQUENCE_NOT_FOUND":               2,
+		"SEQUENCE_ALREADY_EXISTS":          3,
+		"SEQUENCE_UNAVAILABLE":             4,
+		"SEQUENCE_FAILED_PRECONDITION":     5,
+	}
+)
+
+func (x SequenceErrorClass) Enum() *SequenceErrorClass {
+	p := new(SequenceErrorClass)
+	*p = x
+	return p
+}
+
+func (x SequenceErrorClass) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SequenceErrorClass) Descriptor() protoreflect.EnumDescriptor {
+	return file_inference_proto_enumTypes[2].Descriptor()
+}
+
+func (SequenceErrorClass) Type() protoreflect.EnumType {
+	return &file_inference_proto_enumTypes[2]
+}
+
+func (x SequenceErrorClass) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SequenceErrorClass.Descriptor instead.
+func (SequenceErrorClass) EnumDescriptor() ([]byte, []int) {
+	return file_inference_proto_rawDescGZIP(), []int{2}
+}
+
 // ModelState is what the sidecar holds at a path.
 type ModelState int32
 
@@ -208,11 +269,11 @@ func (x ModelState) String() string {
 }
 
 func (ModelState) Descriptor() protoreflect.EnumDescriptor {
-	return file_inference_proto_enumTypes[2].Descriptor()
+	return file_inference_proto_enumTypes[3].Descriptor()
 }
 
 func (ModelState) Type() protoreflect.EnumType {
-	return &file_inference_proto_enumTypes[2]
+	return &file_inference_proto_enumTypes[3]
 }
 
 func (x ModelState) Number() protoreflect.EnumNumber {
@@ -221,7 +282,7 @@ func (x ModelState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ModelState.Descriptor instead.
 func (ModelState) EnumDescriptor() ([]byte, []int) {
-	return file_inference_proto_rawDescGZIP(), []int{2}
+	return file_inference_proto_rawDescGZIP(), []int{3}
 }
 
 // Tensor is a dense row-major tensor. Exactly one data field is used, the
@@ -361,9 +422,11 @@ func (x *Tensor) GetBytesData() [][]byte {
 }
 
 type Error struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Type          ErrorType              `protobuf:"varint,1,opt,name=type,proto3,enum=inferbid.inference.v1.ErrorType" json:"type,omitempty"`
-	Description   string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Type        ErrorType              `protobuf:"varint,1,opt,name=type,proto3,enum=inferbid.inference.v1.ErrorType" json:"type,omitempty"`
+	Description string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// Set for a sequence error only.
+	SequenceClass SequenceErrorClass `protobuf:"varint,3,opt,name=sequence_class,json=sequenceClass,proto3,enum=inferbid.inference.v1.SequenceErrorClass" json:"sequence_class,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -410,6 +473,13 @@ func (x *Error) GetDescription() string {
 		return x.Description
 	}
 	return ""
+}
+
+func (x *Error) GetSequenceClass() SequenceErrorClass {
+	if x != nil {
+		return x.SequenceClass
+	}
+	return SequenceErrorClass_SEQUENCE_ERROR_CLASS_UNSPECIFIED
 }
 
 // ModelRequest is one entry of a batch: inputs for one model.
@@ -1690,10 +1760,11 @@ const file_inference_proto_rawDesc = "" +
 	"uint64Data\x12\x1b\n" +
 	"\tfp16_data\x18\v \x01(\fR\bfp16Data\x12\x1d\n" +
 	"\n" +
-	"bytes_data\x18\f \x03(\fR\tbytesData\"_\n" +
+	"bytes_data\x18\f \x03(\fR\tbytesData\"\xb1\x01\n" +
 	"\x05Error\x124\n" +
 	"\x04type\x18\x01 \x01(\x0e2 .inferbid.inference.v1.ErrorTypeR\x04type\x12 \n" +
-	"\vdescription\x18\x02 \x01(\tR\vdescription\"f\n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12P\n" +
+	"\x0esequence_class\x18\x03 \x01(\x0e2).inferbid.inference.v1.SequenceErrorClassR\rsequenceClass\"f\n" +
 	"\fModelRequest\x12\x1d\n" +
 	"\n" +
 	"model_path\x18\x01 \x01(\tR\tmodelPath\x127\n" +
@@ -1815,7 +1886,14 @@ const file_inference_proto_rawDesc = "" +
 	"\x0fMODEL_NOT_FOUND\x10\x02\x12\x13\n" +
 	"\x0fMODEL_EXECUTION\x10\x03\x12\x12\n" +
 	"\x0eOUTPUT_PARSING\x10\x04\x12\b\n" +
-	"\x04GRPC\x10\x05*C\n" +
+	"\x04GRPC\x10\x05*\xca\x01\n" +
+	"\x12SequenceErrorClass\x12$\n" +
+	" SEQUENCE_ERROR_CLASS_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19SEQUENCE_INVALID_ARGUMENT\x10\x01\x12\x16\n" +
+	"\x12SEQUENCE_NOT_FOUND\x10\x02\x12\x1b\n" +
+	"\x17SEQUENCE_ALREADY_EXISTS\x10\x03\x12\x18\n" +
+	"\x14SEQUENCE_UNAVAILABLE\x10\x04\x12 \n" +
+	"\x1cSEQUENCE_FAILED_PRECONDITION\x10\x05*C\n" +
 	"\n" +
 	"ModelState\x12\x1b\n" +
 	"\x17MODEL_STATE_UNSPECIFIED\x10\x00\x12\v\n" +
@@ -1841,72 +1919,74 @@ func file_inference_proto_rawDescGZIP() []byte {
 	return file_inference_proto_rawDescData
 }
 
-var file_inference_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_inference_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
 var file_inference_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_inference_proto_goTypes = []any{
 	(DataType)(0),                 // 0: inferbid.inference.v1.DataType
 	(ErrorType)(0),                // 1: inferbid.inference.v1.ErrorType
-	(ModelState)(0),               // 2: inferbid.inference.v1.ModelState
-	(*Tensor)(nil),                // 3: inferbid.inference.v1.Tensor
-	(*Error)(nil),                 // 4: inferbid.inference.v1.Error
-	(*ModelRequest)(nil),          // 5: inferbid.inference.v1.ModelRequest
-	(*ModelResponse)(nil),         // 6: inferbid.inference.v1.ModelResponse
-	(*Batch)(nil),                 // 7: inferbid.inference.v1.Batch
-	(*BatchResult)(nil),           // 8: inferbid.inference.v1.BatchResult
-	(*PredictRequest)(nil),        // 9: inferbid.inference.v1.PredictRequest
-	(*PredictResponse)(nil),       // 10: inferbid.inference.v1.PredictResponse
-	(*ModelFile)(nil),             // 11: inferbid.inference.v1.ModelFile
-	(*RegisterModelRequest)(nil),  // 12: inferbid.inference.v1.RegisterModelRequest
-	(*RegisterModelResponse)(nil), // 13: inferbid.inference.v1.RegisterModelResponse
-	(*FileHeader)(nil),            // 14: inferbid.inference.v1.FileHeader
-	(*RegisterModelHeader)(nil),   // 15: inferbid.inference.v1.RegisterModelHeader
-	(*RegisterModelChunk)(nil),    // 16: inferbid.inference.v1.RegisterModelChunk
-	(*DeleteModelRequest)(nil),    // 17: inferbid.inference.v1.DeleteModelRequest
-	(*DeleteModelResponse)(nil),   // 18: inferbid.inference.v1.DeleteModelResponse
-	(*GetModelPathsRequest)(nil),  // 19: inferbid.inference.v1.GetModelPathsRequest
-	(*GetModelPathsResponse)(nil), // 20: inferbid.inference.v1.GetModelPathsResponse
-	(*GetModelsRequest)(nil),      // 21: inferbid.inference.v1.GetModelsRequest
-	(*TensorSpec)(nil),            // 22: inferbid.inference.v1.TensorSpec
-	(*ModelStatus)(nil),           // 23: inferbid.inference.v1.ModelStatus
-	(*GetModelsResponse)(nil),     // 24: inferbid.inference.v1.GetModelsResponse
-	nil,                           // 25: inferbid.inference.v1.PredictResponse.MetricsEntry
+	(SequenceErrorClass)(0),       // 2: inferbid.inference.v1.SequenceErrorClass
+	(ModelState)(0),               // 3: inferbid.inference.v1.ModelState
+	(*Tensor)(nil),                // 4: inferbid.inference.v1.Tensor
+	(*Error)(nil),                 // 5: inferbid.inference.v1.Error
+	(*ModelRequest)(nil),          // 6: inferbid.inference.v1.ModelRequest
+	(*ModelResponse)(nil),         // 7: inferbid.inference.v1.ModelResponse
+	(*Batch)(nil),                 // 8: inferbid.inference.v1.Batch
+	(*BatchResult)(nil),           // 9: inferbid.inference.v1.BatchResult
+	(*PredictRequest)(nil),        // 10: inferbid.inference.v1.PredictRequest
+	(*PredictResponse)(nil),       // 11: inferbid.inference.v1.PredictResponse
+	(*ModelFile)(nil),             // 12: inferbid.inference.v1.ModelFile
+	(*RegisterModelRequest)(nil),  // 13: inferbid.inference.v1.RegisterModelRequest
+	(*RegisterModelResponse)(nil), // 14: inferbid.inference.v1.RegisterModelResponse
+	(*FileHeader)(nil),            // 15: inferbid.inference.v1.FileHeader
+	(*RegisterModelHeader)(nil),   // 16: inferbid.inference.v1.RegisterModelHeader
+	(*RegisterModelChunk)(nil),    // 17: inferbid.inference.v1.RegisterModelChunk
+	(*DeleteModelRequest)(nil),    // 18: inferbid.inference.v1.DeleteModelRequest
+	(*DeleteModelResponse)(nil),   // 19: inferbid.inference.v1.DeleteModelResponse
+	(*GetModelPathsRequest)(nil),  // 20: inferbid.inference.v1.GetModelPathsRequest
+	(*GetModelPathsResponse)(nil), // 21: inferbid.inference.v1.GetModelPathsResponse
+	(*GetModelsRequest)(nil),      // 22: inferbid.inference.v1.GetModelsRequest
+	(*TensorSpec)(nil),            // 23: inferbid.inference.v1.TensorSpec
+	(*ModelStatus)(nil),           // 24: inferbid.inference.v1.ModelStatus
+	(*GetModelsResponse)(nil),     // 25: inferbid.inference.v1.GetModelsResponse
+	nil,                           // 26: inferbid.inference.v1.PredictResponse.MetricsEntry
 }
 var file_inference_proto_depIdxs = []int32{
 	0,  // 0: inferbid.inference.v1.Tensor.data_type:type_name -> inferbid.inference.v1.DataType
 	1,  // 1: inferbid.inference.v1.Error.type:type_name -> inferbid.inference.v1.ErrorType
-	3,  // 2: inferbid.inference.v1.ModelRequest.tensors:type_name -> inferbid.inference.v1.Tensor
-	3,  // 3: inferbid.inference.v1.ModelResponse.tensors:type_name -> inferbid.inference.v1.Tensor
-	4,  // 4: inferbid.inference.v1.ModelResponse.error:type_name -> inferbid.inference.v1.Error
-	5,  // 5: inferbid.inference.v1.Batch.requests:type_name -> inferbid.inference.v1.ModelRequest
-	6,  // 6: inferbid.inference.v1.BatchResult.responses:type_name -> inferbid.inference.v1.ModelResponse
-	7,  // 7: inferbid.inference.v1.PredictRequest.batch:type_name -> inferbid.inference.v1.Batch
-	8,  // 8: inferbid.inference.v1.PredictResponse.result:type_name -> inferbid.inference.v1.BatchResult
-	25, // 9: inferbid.inference.v1.PredictResponse.metrics:type_name -> inferbid.inference.v1.PredictResponse.MetricsEntry
-	11, // 10: inferbid.inference.v1.RegisterModelRequest.files:type_name -> inferbid.inference.v1.ModelFile
-	14, // 11: inferbid.inference.v1.RegisterModelHeader.files:type_name -> inferbid.inference.v1.FileHeader
-	15, // 12: inferbid.inference.v1.RegisterModelChunk.header:type_name -> inferbid.inference.v1.RegisterModelHeader
-	0,  // 13: inferbid.inference.v1.TensorSpec.data_type:type_name -> inferbid.inference.v1.DataType
-	2,  // 14: inferbid.inference.v1.ModelStatus.state:type_name -> inferbid.inference.v1.ModelState
-	22, // 15: inferbid.inference.v1.ModelStatus.inputs:type_name -> inferbid.inference.v1.TensorSpec
-	22, // 16: inferbid.inference.v1.ModelStatus.outputs:type_name -> inferbid.inference.v1.TensorSpec
-	23, // 17: inferbid.inference.v1.GetModelsResponse.models:type_name -> inferbid.inference.v1.ModelStatus
-	9,  // 18: inferbid.inference.v1.InferenceService.Predict:input_type -> inferbid.inference.v1.PredictRequest
-	12, // 19: inferbid.inference.v1.InferenceService.RegisterModel:input_type -> inferbid.inference.v1.RegisterModelRequest
-	16, // 20: inferbid.inference.v1.InferenceService.RegisterModelStream:input_type -> inferbid.inference.v1.RegisterModelChunk
-	17, // 21: inferbid.inference.v1.InferenceService.DeleteModel:input_type -> inferbid.inference.v1.DeleteModelRequest
-	19, // 22: inferbid.inference.v1.InferenceService.GetModelPaths:input_type -> inferbid.inference.v1.GetModelPathsRequest
-	21, // 23: inferbid.inference.v1.InferenceService.GetModels:input_type -> inferbid.inference.v1.GetModelsRequest
-	10, // 24: inferbid.inference.v1.InferenceService.Predict:output_type -> inferbid.inference.v1.PredictResponse
-	13, // 25: inferbid.inference.v1.InferenceService.RegisterModel:output_type -> inferbid.inference.v1.RegisterModelResponse
-	13, // 26: inferbid.inference.v1.InferenceService.RegisterModelStream:output_type -> inferbid.inference.v1.RegisterModelResponse
-	18, // 27: inferbid.inference.v1.InferenceService.DeleteModel:output_type -> inferbid.inference.v1.DeleteModelResponse
-	20, // 28: inferbid.inference.v1.InferenceService.GetModelPaths:output_type -> inferbid.inference.v1.GetModelPathsResponse
-	24, // 29: inferbid.inference.v1.InferenceService.GetModels:output_type -> inferbid.inference.v1.GetModelsResponse
-	24, // [24:30] is the sub-list for method output_type
-	18, // [18:24] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	2,  // 2: inferbid.inference.v1.Error.sequence_class:type_name -> inferbid.inference.v1.SequenceErrorClass
+	4,  // 3: inferbid.inference.v1.ModelRequest.tensors:type_name -> inferbid.inference.v1.Tensor
+	4,  // 4: inferbid.inference.v1.ModelResponse.tensors:type_name -> inferbid.inference.v1.Tensor
+	5,  // 5: inferbid.inference.v1.ModelResponse.error:type_name -> inferbid.inference.v1.Error
+	6,  // 6: inferbid.inference.v1.Batch.requests:type_name -> inferbid.inference.v1.ModelRequest
+	7,  // 7: inferbid.inference.v1.BatchResult.responses:type_name -> inferbid.inference.v1.ModelResponse
+	8,  // 8: inferbid.inference.v1.PredictRequest.batch:type_name -> inferbid.inference.v1.Batch
+	9,  // 9: inferbid.inference.v1.PredictResponse.result:type_name -> inferbid.inference.v1.BatchResult
+	26, // 10: inferbid.inference.v1.PredictResponse.metrics:type_name -> inferbid.inference.v1.PredictResponse.MetricsEntry
+	12, // 11: inferbid.inference.v1.RegisterModelRequest.files:type_name -> inferbid.inference.v1.ModelFile
+	15, // 12: inferbid.inference.v1.RegisterModelHeader.files:type_name -> inferbid.inference.v1.FileHeader
+	16, // 13: inferbid.inference.v1.RegisterModelChunk.header:type_name -> inferbid.inference.v1.RegisterModelHeader
+	0,  // 14: inferbid.inference.v1.TensorSpec.data_type:type_name -> inferbid.inference.v1.DataType
+	3,  // 15: inferbid.inference.v1.ModelStatus.state:type_name -> inferbid.inference.v1.ModelState
+	23, // 16: inferbid.inference.v1.ModelStatus.inputs:type_name -> inferbid.inference.v1.TensorSpec
+	23, // 17: inferbid.inference.v1.ModelStatus.outputs:type_name -> inferbid.inference.v1.TensorSpec
+	24, // 18: inferbid.inference.v1.GetModelsResponse.models:type_name -> inferbid.inference.v1.ModelStatus
+	10, // 19: inferbid.inference.v1.InferenceService.Predict:input_type -> inferbid.inference.v1.PredictRequest
+	13, // 20: inferbid.inference.v1.InferenceService.RegisterModel:input_type -> inferbid.inference.v1.RegisterModelRequest
+	17, // 21: inferbid.inference.v1.InferenceService.RegisterModelStream:input_type -> inferbid.inference.v1.RegisterModelChunk
+	18, // 22: inferbid.inference.v1.InferenceService.DeleteModel:input_type -> inferbid.inference.v1.DeleteModelRequest
+	20, // 23: inferbid.inference.v1.InferenceService.GetModelPaths:input_type -> inferbid.inference.v1.GetModelPathsRequest
+	22, // 24: inferbid.inference.v1.InferenceService.GetModels:input_type -> inferbid.inference.v1.GetModelsRequest
+	11, // 25: inferbid.inference.v1.InferenceService.Predict:output_type -> inferbid.inference.v1.PredictResponse
+	14, // 26: inferbid.inference.v1.InferenceService.RegisterModel:output_type -> inferbid.inference.v1.RegisterModelResponse
+	14, // 27: inferbid.inference.v1.InferenceService.RegisterModelStream:output_type -> inferbid.inference.v1.RegisterModelResponse
+	19, // 28: inferbid.inference.v1.InferenceService.DeleteModel:output_type -> inferbid.inference.v1.DeleteModelResponse
+	21, // 29: inferbid.inference.v1.InferenceService.GetModelPaths:output_type -> inferbid.inference.v1.GetModelPathsResponse
+	25, // 30: inferbid.inference.v1.InferenceService.GetModels:output_type -> inferbid.inference.v1.GetModelsResponse
+	25, // [25:31] is the sub-list for method output_type
+	19, // [19:25] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_inference_proto_init() }
@@ -1931,7 +2011,7 @@ func file_inference_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_inference_proto_rawDesc), len(file_inference_proto_rawDesc)),
-			NumEnums:      3,
+			NumEnums:      4,
 			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/inferbid/inferbid/inferr"
@@ -148,19 +149,23 @@ func sequenceInputs(path string, inputs []tensor.Tensor) (id uint64, ctl sequenc
 			return 0, 0, nil, nil, inferr.Errorf(inferr.InputParsing, "model %s: input %s is given twice", inferr.Quote(path), in.Name)
 		}
 		seen[in.Name] = true
-		v, err := oneInteger(in)
+		v, neg, err := oneInteger(in)
 		if err != nil {
 			return 0, 0, nil, nil, inferr.Errorf(inferr.InputParsing, "model %s: input %s: %w", inferr.Quote(path), in.Name, err)
 		}
 		if in.Name == SequenceIDName {
-			if v < 0 {
-				return 0, 0, nil, nil, inferr.Errorf(inferr.InputParsing, "model %s: input %s is %d, want a uint64 (0 for none)", inferr.Quote(path), in.Name, v)
+			if neg {
+				return 0, 0, nil, nil, inferr.Errorf(inferr.InputParsing, "model %s: input %s is %d, want a uint64 (0 for none)", inferr.Quote(path), in.Name, int64(v))
 			}
-			id, idIn = uint64(v), in
+			id, idIn = v, in
 			continue
 		}
-		if v < 0 || v > 1<<32-1 {
-			msg := fmt.Sprintf("model %s: input %s is %d, want 0 (none), 1 (start) or 2 (end): %s", inferr.Quote(path), in.Name, v, sequence.MsgBadControlValue)
+		if neg || v > math.MaxUint32 {
+			shown := strconv.FormatUint(v, 10)
+			if neg {
+				shown = strconv.FormatInt(int64(v), 10)
+			}
+			msg := fmt.Sprintf("model %s: input %s is %s, want 0 (none), 1 (start) or 2 (end): %s", inferr.Quote(path), in.Name, shown, sequence.MsgBadControlValue)
 			return 0, 0, nil, nil, inferr.Wrap(inferr.InputParsing, &sequence.Error{Code: sequence.InvalidArgument, Msg: msg}, "")
 		}
 		ctl = sequence.Control(v)
@@ -168,22 +173,34 @@ func sequenceInputs(path string, inputs []tensor.Tensor) (id uint64, ctl sequenc
 	return id, ctl, idIn, rest, nil
 }
 
-// oneInteger reads the value of an integer tensor of one element.
-func oneInteger(t *tensor.Tensor) (int64, error) {
+// oneInteger reads the value of an integer tensor of one element, signed
+// (INT8 to INT64) or unsigned (UINT8 to UINT64: the seed's sequence_id is a
+// UINT64, so ids above 2^63-1 come this way). neg reports a negative
+// signed value, whose bits v then holds.
+func oneInteger(t *tensor.Tensor) (v uint64, neg bool, err error) {
 	if t.Len() != 1 || len(t.Shape) > 1 {
-		return 0, fmt.Errorf("shape %v, want [1] (one value)", t.Shape)
+		return 0, false, fmt.Errorf("shape %v, want [1] (one value)", t.Shape)
 	}
+	signed := func(n int64) (uint64, bool, error) { return uint64(n), n < 0, nil }
 	switch d := t.Data.(type) {
 	case []int64:
-		return d[0], nil
+		return signed(d[0])
 	case []int32:
-		return int64(d[0]), nil
+		return signed(int64(d[0]))
 	case []int16:
-		return int64(d[0]), nil
+		return signed(int64(d[0]))
 	case []int8:
-		return int64(d[0]), nil
+		return signed(int64(d[0]))
+	case []uint64:
+		return d[0], false, nil
+	case []uint32:
+		return uint64(d[0]), false, nil
+	case []uint16:
+		return uint64(d[0]), false, nil
+	case []uint8:
+		return uint64(d[0]), false, nil
 	}
-	return 0, fmt.Errorf("dtype %v, want an integer", t.DType())
+	return 0, false, fmt.Errorf("dtype %v, want an integer", t.DType())
 }
 
 // setInteger stores id in a one-element integer tensor and reports whether
@@ -202,6 +219,18 @@ func setInteger(t tensor.Tensor, id uint64) bool {
 	case []int8:
 		d[0] = int8(id)
 		return id <= math.MaxInt8
+	case []uint64:
+		d[0] = id
+		return true
+	case []uint32:
+		d[0] = uint32(id)
+		return id <= math.MaxUint32
+	case []uint16:
+		d[0] = uint16(id)
+		return id <= math.MaxUint16
+	case []uint8:
+		d[0] = uint8(id)
+		return id <= math.MaxUint8
 	}
 	return false
 }

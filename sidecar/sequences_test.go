@@ -388,3 +388,41 @@ func BenchmarkSequenceCall(b *testing.B) {
 		})
 	}
 }
+
+// The seed's sequence_id is a UINT64: ids above 2^63-1 work and come back
+// as UINT64; an unsigned control works too, and a UINT64 control above
+// 2^32-1 is the seed's bad-control error.
+func TestUnsignedSequenceFields(t *testing.T) {
+	_, c, _ := startSequenceServer(t, 10, -1)
+	const big = uint64(1)<<63 + 12345
+	entry := func(x float32, id uint64, ctl uint32) batch.Entry {
+		return batch.Entry{ModelPath: "sum/", Tensors: []tensor.Tensor{
+			tensor.New("x", []int64{1}, []float32{x}),
+			tensor.New(SequenceIDName, []int64{1}, []uint64{id}),
+			tensor.New(SequenceControlName, []int64{1}, []uint32{ctl}),
+		}}
+	}
+	for i, s := range []struct {
+		x    float32
+		ctl  uint32
+		want float32
+	}{{1, 1, 1}, {2, 0, 3}, {4, 2, 7}} {
+		r := predictOne(t, c, entry(s.x, big, s.ctl))
+		if r.Err != nil {
+			t.Fatalf("step %d: %v", i, r.Err)
+		}
+		last := r.Tensors[len(r.Tensors)-1]
+		if d, ok := tensor.Data[uint64](last); last.Name != SequenceIDName || !ok || d[0] != big {
+			t.Fatalf("step %d: sequence_id output %+v, want UINT64 [%d]", i, last, big)
+		}
+		if sum, _ := tensor.Data[float32](r.Tensors[0]); sum[0] != s.want {
+			t.Fatalf("step %d: sum %v, want %v", i, sum[0], s.want)
+		}
+	}
+	r := predictOne(t, c, batch.Entry{ModelPath: "sum/", Tensors: []tensor.Tensor{
+		tensor.New("x", []int64{1}, []float32{1}),
+		tensor.New(SequenceIDName, []int64{1}, []uint64{big}),
+		tensor.New(SequenceControlName, []int64{1}, []uint64{1 << 32}),
+	}})
+	wantSequenceError(t, "control 2^32", r, inferr.InputParsing, sequence.InvalidArgument, sequence.MsgBadControlValue)
+}

@@ -6,12 +6,14 @@ import (
 	"flag"
 	"log/slog"
 	"maps"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -338,4 +340,58 @@ func TestSequenceClassesReachEveryEdge(t *testing.T) {
 			Name: "x", Datatype: "FP32", Shape: []int64{1}, Contents: &pb.InferTensorContents{Fp32Contents: []float32{float32(c)}}}}})
 		wantCode(t, "gRPC "+c.String(), err, c.GRPCCode(), "class only in the error")
 	}
+}
+
+// The seed's sequence_id is a uint64: the v2 API takes it as a UINT64
+// input, a JSON parameter or a gRPC uint64_param, and TF Serving's predict
+// as a number, above 2^63-1 too, and answers it in the same form.
+func TestUint64SequenceIDs(t *testing.T) {
+	srv, url := statefulServer(t, 10)
+	infer := url + "/v2/models/sum/versions/1/infer"
+	const maxID = "18446744073709551615"
+	x := func(v int) string {
+		return `{"name": "x", "shape": [1], "datatype": "FP32", "data": [` + strconv.Itoa(v) + `]}`
+	}
+	// As inputs: the answer's sequence_id output is UINT64.
+	code, b := call(t, http.MethodPost, infer, `{"inputs": [`+x(1)+`, {"name": "sequence_id", "shape": [1], "datatype": "UINT64", "data": [`+maxID+`]},
+		{"name": "sequence_control_input", "shape": [1], "datatype": "UINT32", "data": [1]}]}`)
+	if code != http.StatusOK || !strings.Contains(string(b), `{"name":"sequence_id","shape":[1],"datatype":"UINT64","data":[`+maxID+`]}`) {
+		t.Fatalf("start as UINT64 input: %d %s", code, b)
+	}
+	// As a JSON parameter: exact above 2^53 and 2^63.
+	code, b = call(t, http.MethodPost, infer, `{"parameters": {"sequence_id": `+maxID+`}, "inputs": [`+x(2)+`]}`)
+	if code != http.StatusOK || !strings.Contains(string(b), `"parameters":{"sequence_id":`+maxID+`}`) || !strings.Contains(string(b), `"data":[3]`) {
+		t.Fatalf("middle as parameter: %d %s", code, b)
+	}
+	// TF Serving's predict.
+	code, out, b := tfsPredict(t, url, `{"inputs": {"x": [4], "sequence_id": [`+maxID+`]}}`)
+	if code != http.StatusOK || !strings.Contains(string(b), `"sequence_id":[`+maxID+`]`) || out.Outputs.Sum[0] != 7 {
+		t.Fatalf("TF Serving middle: %d %s", code, b)
+	}
+	// gRPC: uint64_param in, uint64_param out; int64_param stays int64_param.
+	g := serveGRPC(t, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	req := func(v float32, id *pb.InferParameter) *pb.ModelInferRequest {
+		return &pb.ModelInferRequest{ModelName: "sum", Parameters: map[string]*pb.InferParameter{"sequence_id": id}, Inputs: []*pb.ModelInferRequest_InferInputTensor{{
+			Name: "x", Datatype: "FP32", Shape: []int64{1}, Contents: &pb.InferTensorContents{Fp32Contents: []float32{v}}}}}
+	}
+	resp, err := g.ModelInfer(ctx, req(8, &pb.InferParameter{ParameterChoice: &pb.InferParameter_Uint64Param{Uint64Param: math.MaxUint64}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := resp.GetParameters()["sequence_id"].GetParameterChoice().(*pb.InferParameter_Uint64Param); !ok || p.Uint64Param != math.MaxUint64 || resp.GetOutputs()[0].GetContents().GetFp32Contents()[0] != 15 {
+		t.Fatalf("gRPC uint64_param: %v", resp)
+	}
+	start := &pb.InferParameter{ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: 1}}
+	r := req(1, &pb.InferParameter{ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: 9}})
+	r.Parameters["sequence_control_input"] = start
+	if resp, err = g.ModelInfer(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := resp.GetParameters()["sequence_id"].GetParameterChoice().(*pb.InferParameter_Int64Param); !ok || p.Int64Param != 9 {
+		t.Fatalf("gRPC int64_param: %v", resp)
+	}
+	_, err = g.ModelInfer(ctx, req(1, &pb.InferParameter{ParameterChoice: &pb.InferParameter_StringParam{StringParam: "9"}}))
+	wantCode(t, "string id", err, codes.InvalidArgument, "uint64_param")
 }

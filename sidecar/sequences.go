@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/proto/inferencepb"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/sequence"
 	"github.com/inferbid/inferbid/tensor"
@@ -23,19 +24,27 @@ const (
 	SequenceControlName = "sequence_control_input"
 )
 
-// startSequences gives m a sequence manager when the runtime config lists
-// path as stateful (before m is published). A model that cannot keep one
-// state per sequence is refused, naming the setting.
-func (r *registry) startSequences(path string, m *runtimes.Model) error {
+// startSequences gives m a sequence manager when its settings make it
+// stateful (before m is published): the registration's own settings (its
+// model_metadata entry) when it carries them, else the runtime config's
+// stateful_models entry for path. The entry wins because it is per model.
+// A model that cannot keep one state per sequence is refused, naming the
+// setting.
+func (r *registry) startSequences(path string, m *runtimes.Model, own *runtimes.SequenceSettings) error {
 	set, ok := r.rt.Config().StatefulModels[path]
+	field := fmt.Sprintf("runtime config stateful_models[%q].stateful", path)
+	if own != nil {
+		set, ok = *own, true
+		field = "the registration's (model_metadata entry's) stateful"
+	}
 	if !ok || !set.Stateful {
 		return nil
 	}
 	if !m.SupportsSequences() {
-		return inferr.Errorf(inferr.InputParsing, "register model %s: runtime config stateful_models[%q].stateful is true, but the %s runtime keeps no per-sequence state", inferr.Quote(path), path, r.rt.Name())
+		return inferr.Errorf(inferr.InputParsing, "register model %s: %s is true, but the %s runtime keeps no per-sequence state", inferr.Quote(path), field, r.rt.Name())
 	}
 	if !m.Stateful() {
-		return inferr.Errorf(inferr.InputParsing, "register model %s: runtime config stateful_models[%q].stateful is true, but the model has no state (it assigns no variables)", inferr.Quote(path), path)
+		return inferr.Errorf(inferr.InputParsing, "register model %s: %s is true, but the model has no state (it assigns no variables)", inferr.Quote(path), field)
 	}
 	opts := sequence.Options{Name: path}
 	if set.MaxSequenceNumber != nil {
@@ -44,6 +53,28 @@ func (r *registry) startSequences(path string, m *runtimes.Model) error {
 	opts.NoIdleCleanup = set.IdleSequenceCleanup != nil && !*set.IdleSequenceCleanup
 	r.sequences.Store(m, sequence.NewManager(opts, m.NewSequenceState))
 	return nil
+}
+
+// sequenceSettingsFromProto reads a registration's sequence settings (nil
+// when it has none) and validates them as the runtime config's are.
+func sequenceSettingsFromProto(path string, p *inferencepb.SequenceSettings) (*runtimes.SequenceSettings, error) {
+	if p == nil {
+		return nil, nil
+	}
+	s := &runtimes.SequenceSettings{Stateful: p.GetStateful(), MaxSequenceNumber: p.MaxSequenceNumber,
+		IdleSequenceCleanup: p.IdleSequenceCleanup, LowLatencyTransformation: p.LowLatencyTransformation}
+	if err := s.Validate(); err != nil {
+		return nil, inferr.Errorf(inferr.InputParsing, "register model %s: sequence_settings: %w", inferr.Quote(path), err)
+	}
+	return s, nil
+}
+
+func sequenceSettingsToProto(s *runtimes.SequenceSettings) *inferencepb.SequenceSettings {
+	if s == nil {
+		return nil
+	}
+	return &inferencepb.SequenceSettings{Stateful: s.Stateful, MaxSequenceNumber: s.MaxSequenceNumber,
+		IdleSequenceCleanup: s.IdleSequenceCleanup, LowLatencyTransformation: s.LowLatencyTransformation}
 }
 
 // stopSequences drops m's sequences (m was replaced, deleted or never

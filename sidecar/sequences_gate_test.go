@@ -62,7 +62,7 @@ func (m *gateModel) PredictSequence(ctx context.Context, st any, in []tensor.Ten
 func TestStartWhileEndingIsFailedPreconditionOverTheWire(t *testing.T) {
 	b := &gateBackend{entered: make(chan struct{}), release: make(chan struct{})}
 	rt := runtimes.NewRuntime("gate", runtimes.Config{StatefulModels: map[string]runtimes.SequenceSettings{"g/": {Stateful: true}}}, b)
-	c := serveGateRuntime(t, rt)
+	c := serveOnSocket(t, rt)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := c.RegisterModel(ctx, "g/", runtimes.Files{"m": []byte("x")}, ""); err != nil {
@@ -103,8 +103,8 @@ func TestStartWhileEndingIsFailedPreconditionOverTheWire(t *testing.T) {
 	}
 }
 
-// serveGateRuntime serves rt on a real socket and returns a healthy client.
-func serveGateRuntime(t *testing.T, rt *runtimes.Runtime) *Client {
+// serveOnSocket serves rt on a real socket and returns a healthy client.
+func serveOnSocket(t *testing.T, rt *runtimes.Runtime) *Client {
 	t.Helper()
 	srv, err := NewServer(ServerOptions{Runtime: rt, Logger: quietLog, SequenceCleanerInterval: -1})
 	if err != nil {

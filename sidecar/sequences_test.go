@@ -426,3 +426,75 @@ func TestUnsignedSequenceFields(t *testing.T) {
 	}})
 	wantSequenceError(t, "control 2^32", r, inferr.InputParsing, sequence.InvalidArgument, sequence.MsgBadControlValue)
 }
+
+// serveSum serves the running-sum model at sum/ under the runtime config
+// cfg, registered with the settings seq (nil: none).
+func serveSum(t *testing.T, cfg runtimes.Config, seq *runtimes.SequenceSettings) (*Client, error) {
+	t.Helper()
+	rt, err := runtimes.Open(tensorflow.Name, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := serveOnSocket(t, rt)
+	files, err := tfsave.RunningSumModel(tfsave.Options{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return c, c.RegisterModelWithSequences(ctx, "sum/", files, "", seq)
+}
+
+// A registration's own sequence settings (a model_metadata entry's) make
+// a model stateful without the runtime config, and replace the runtime
+// config's settings for the model: the entry wins, being per model.
+func TestRegistrationSequenceSettings(t *testing.T) {
+	t.Run("entry alone", func(t *testing.T) {
+		c, err := serveSum(t, runtimes.Config{}, &runtimes.SequenceSettings{Stateful: true, MaxSequenceNumber: ptr(uint32(1)), LowLatencyTransformation: ptr(true)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sumAndID(t, predictOne(t, c, seqEntry(1, 3, 1)))
+		wantSequenceError(t, "second sequence over the entry's limit 1", predictOne(t, c, seqEntry(1, 4, 1)), inferr.ModelExecution, sequence.Unavailable, sequence.MsgLimit)
+	})
+	t.Run("entry wins over the runtime config", func(t *testing.T) {
+		cfg := runtimes.Config{StatefulModels: map[string]runtimes.SequenceSettings{"sum/": {Stateful: true, MaxSequenceNumber: ptr(uint32(10))}}}
+		c, err := serveSum(t, cfg, &runtimes.SequenceSettings{Stateful: true, MaxSequenceNumber: ptr(uint32(1))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sumAndID(t, predictOne(t, c, seqEntry(1, 3, 1)))
+		wantSequenceError(t, "limit 1 from the entry, not 10", predictOne(t, c, seqEntry(1, 4, 1)), inferr.ModelExecution, sequence.Unavailable, sequence.MsgLimit)
+	})
+	t.Run("entry turns sequences off", func(t *testing.T) {
+		cfg := runtimes.Config{StatefulModels: map[string]runtimes.SequenceSettings{"sum/": {Stateful: true}}}
+		c, err := serveSum(t, cfg, &runtimes.SequenceSettings{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// One shared state: no sequence inputs needed, the sum goes on.
+		for i, want := range []float32{2, 4} {
+			r := predictOne(t, c, batch.Entry{ModelPath: "sum/", Tensors: []tensor.Tensor{tensor.New("x", []int64{1}, []float32{2})}})
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+			if d, _ := tensor.Data[float32](r.Tensors[0]); d[0] != want {
+				t.Fatalf("call %d: sum %v, want %v (shared state)", i, d[0], want)
+			}
+		}
+	})
+	for _, c := range []struct {
+		what string
+		seq  runtimes.SequenceSettings
+		want string
+	}{
+		{"limit without stateful", runtimes.SequenceSettings{MaxSequenceNumber: ptr(uint32(3))}, "max_sequence_number is set but stateful is not true"},
+		{"cleanup without stateful", runtimes.SequenceSettings{IdleSequenceCleanup: ptr(false)}, "idle_sequence_cleanup is set but stateful is not true"},
+		{"limit 0", runtimes.SequenceSettings{Stateful: true, MaxSequenceNumber: ptr(uint32(0))}, "max_sequence_number is 0"},
+	} {
+		t.Run(c.what, func(t *testing.T) {
+			_, err := serveSum(t, runtimes.Config{}, &c.seq)
+			errType(t, c.what, err, inferr.InputParsing, `"sum/"`, "sequence_settings", c.want)
+		})
+	}
+}

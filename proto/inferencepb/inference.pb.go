@@ -933,6 +933,78 @@ func (x *ModelFile) GetContent() []byte {
 	return nil
 }
 
+// SequenceSettings are a stateful model's settings from its model_metadata
+// entry (OpenVINO Model Server's names); unset optional fields take their
+// defaults. Every field but stateful is refused unless stateful is true.
+type SequenceSettings struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	Stateful            bool                   `protobuf:"varint,1,opt,name=stateful,proto3" json:"stateful,omitempty"`
+	MaxSequenceNumber   *uint32                `protobuf:"varint,2,opt,name=max_sequence_number,json=maxSequenceNumber,proto3,oneof" json:"max_sequence_number,omitempty"`
+	IdleSequenceCleanup *bool                  `protobuf:"varint,3,opt,name=idle_sequence_cleanup,json=idleSequenceCleanup,proto3,oneof" json:"idle_sequence_cleanup,omitempty"`
+	// Accepted, no effect (an OpenVINO graph rewrite).
+	LowLatencyTransformation *bool `protobuf:"varint,4,opt,name=low_latency_transformation,json=lowLatencyTransformation,proto3,oneof" json:"low_latency_transformation,omitempty"`
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
+}
+
+func (x *SequenceSettings) Reset() {
+	*x = SequenceSettings{}
+	mi := &file_inference_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SequenceSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SequenceSettings) ProtoMessage() {}
+
+func (x *SequenceSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_inference_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SequenceSettings.ProtoReflect.Descriptor instead.
+func (*SequenceSettings) Descriptor() ([]byte, []int) {
+	return file_inference_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SequenceSettings) GetStateful() bool {
+	if x != nil {
+		return x.Stateful
+	}
+	return false
+}
+
+func (x *SequenceSettings) GetMaxSequenceNumber() uint32 {
+	if x != nil && x.MaxSequenceNumber != nil {
+		return *x.MaxSequenceNumber
+	}
+	return 0
+}
+
+func (x *SequenceSettings) GetIdleSequenceCleanup() bool {
+	if x != nil && x.IdleSequenceCleanup != nil {
+		return *x.IdleSequenceCleanup
+	}
+	return false
+}
+
+func (x *SequenceSettings) GetLowLatencyTransformation() bool {
+	if x != nil && x.LowLatencyTransformation != nil {
+		return *x.LowLatencyTransformation
+	}
+	return false
+}
+
 type RegisterModelRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	ModelPath string                 `protobuf:"bytes,1,opt,name=model_path,json=modelPath,proto3" json:"model_path,omitempty"`
@@ -940,13 +1012,17 @@ type RegisterModelRequest struct {
 	// A batch JSON run against the model before it is published; a failure
 	// fails the registration.
 	WarmUpBatchRequestJson string `protobuf:"bytes,3,opt,name=warm_up_batch_request_json,json=warmUpBatchRequestJson,proto3" json:"warm_up_batch_request_json,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// The model's sequence settings; when set they replace the runtime
+	// config's stateful_models entry for the path (the registration is per
+	// model).
+	SequenceSettings *SequenceSettings `protobuf:"bytes,4,opt,name=sequence_settings,json=sequenceSettings,proto3" json:"sequence_settings,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *RegisterModelRequest) Reset() {
 	*x = RegisterModelRequest{}
-	mi := &file_inference_proto_msgTypes[9]
+	mi := &file_inference_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -958,7 +1034,7 @@ func (x *RegisterModelRequest) String() string {
 func (*RegisterModelRequest) ProtoMessage() {}
 
 func (x *RegisterModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_inference_proto_msgTypes[9]
+	mi := &file_inference_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -971,7 +1047,7 @@ func (x *RegisterModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterModelRequest.ProtoReflect.Descriptor instead.
 func (*RegisterModelRequest) Descriptor() ([]byte, []int) {
-	return file_inference_proto_rawDescGZIP(), []int{9}
+	return file_inference_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RegisterModelRequest) GetModelPath() string {
@@ -995,6 +1071,13 @@ func (x *RegisterModelRequest) GetWarmUpBatchRequestJson() string {
 	return ""
 }
 
+func (x *RegisterModelRequest) GetSequenceSettings() *SequenceSettings {
+	if x != nil {
+		return x.SequenceSettings
+	}
+	return nil
+}
+
 type RegisterModelResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// True when an existing model at the path was replaced.
@@ -1007,7 +1090,7 @@ type RegisterModelResponse struct {
 
 func (x *RegisterModelResponse) Reset() {
 	*x = RegisterModelResponse{}
-	mi := &file_inference_proto_msgTypes[10]
+	mi := &file_inference_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1019,7 +1102,7 @@ func (x *RegisterModelResponse) String() string {
 func (*RegisterModelResponse) ProtoMessage() {}
 
 func (x *RegisterModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_inference_proto_msgTypes[10]
+	mi := &file_inference_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1032,7 +1115,7 @@ func (x *RegisterModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterModelResponse.ProtoReflect.Descriptor instead.
 func (*RegisterModelResponse) Descriptor() ([]byte, []int) {
-	return file_inference_proto_rawDescGZIP(), []int{10}
+	return file_inference_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RegisterModelResponse) GetReplaced() bool {
@@ -1067,7 +1150,7 @@ type FileHeader struct {
 
 func (x *FileHeader) Reset() {
 	*x = FileHeader{}
-	mi := &file_inference_proto_msgTypes[11]
+	mi := &file_inference_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1079,7 +1162,7 @@ func (x *FileHeader) String() string {
 func (*FileHeader) ProtoMessage() {}
 
 func (x *FileHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_inference_proto_msgTypes[11]
+	mi := &file_inference_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1092,7 +1175,7 @@ func (x *FileHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileHeader.ProtoReflect.Descriptor instead.
 func (*FileHeader) Descriptor() ([]byte, []int) {
-	return file_inference_proto_rawDescGZIP(), []int{11}
+	return file_inference_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *FileHeader) GetPath() string {
@@ -1114,14 +1197,16 @@ type RegisterModelHeader struct {
 	ModelPath              string                 `protobuf:"bytes,1,opt,name=model_path,json=modelPath,proto3" json:"model_path,omitempty"`
 	WarmUpBatchRequestJson string                 `protobuf:"bytes,2,opt,name=warm_up_batch_request_json,json=warmUpBatchRequestJson,proto3" json:"warm_up_batch_request_json,omitempty"`
 	// Every file that follows, in the order its chunks will arrive.
-	Files         []*FileHeader `protobuf:"bytes,3,rep,name=files,proto3" json:"files,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Files []*FileHeader `protobuf:"bytes,3,rep,name=files,proto3" json:"files,omitempty"`
+	// As in RegisterModelRequest.
+	SequenceSettings *SequenceSettings `protobuf:"bytes,4,opt,name=sequence_settings,json=sequenceSettings,proto3" json:"sequence_settings,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *RegisterModelHeader) Reset() {
 	*x = RegisterModelHeader{}
-	mi := &file_inference_proto_msgTypes[12]
+	mi := &file_inference_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1133,7 +1218,7 @@ func (x *RegisterModelHeader) String() string {
 func (*RegisterModelHeader) ProtoMessage() {}
 
 func (x *RegisterModelHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_inference_proto_msgTypes[12]
+	mi := &file_inference_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1146,7 +1231,7 @@ func (x *RegisterModelHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterModelHeader.ProtoReflect.Descriptor instead.
 func (*RegisterModelHeader) Descriptor() ([]byte, []int) {
-	return file_inference_proto_rawDescGZIP(), []int{12}
+	return file_inference_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RegisterModelHeader) GetModelPath() string {
@@ -1170,6 +1255,13 @@ func (x *RegisterModelHeader) GetFiles() []*FileHeader {
 	return nil
 }
 
+func (x *RegisterModelHeader) GetSequenceSettings() *SequenceSettings {
+	if x != nil {
+		return x.SequenceSettings
+	}
+	return nil
+}
+
 type RegisterModelChunk struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Part:
@@ -1183,7 +1275,7 @@ type RegisterModelChunk struct {
 
 func (x *RegisterModelChunk) Reset() {
 	*x = RegisterModelChunk{}
-	mi := &file_inference_proto_msgTypes[13]
+	mi := &file_inference_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1195,7 +1287,7 @@ func (x *RegisterModelChunk) String() string {
 func (*RegisterModelChunk) ProtoMessage() {}
 
 func (x *RegisterModelChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_inference_proto_msgTypes[13]
+	mi := &file_inference_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1208,7 +1300,7 @@ func (x *RegisterModelChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterModelChunk.ProtoReflect.Descriptor instead.
 func (*RegisterModelChunk) Descriptor() ([]byte, []int) {
-	return file_inference_proto_rawDescGZIP(), []int{13}
+	return file_inference_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RegisterModelChunk) GetPart() isRegisterModelChunk_Part {
@@ -1264,7 +1356,7 @@ type DeleteModelRequest struct {
 
 func (x *DeleteModelRequest) Reset() {
 	*x = DeleteModelRequest{}
-	mi := &file_inference_proto_msgTypes[14]
+	mi := &file_inference_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1276,7 +1368,7 @@ func (x *DeleteModelRequest) String() string {
 func (*DeleteModelRequest) ProtoMessage() {}
 
 func (x *DeleteModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_inference_proto_msgTypes[14]
+	mi := &file_inference_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1289,7 +1381,7 @@ func (x *DeleteModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteModelRequest.ProtoReflect.Descriptor instead.
 func (*DeleteModelRequest) Descriptor() ([]byte, []int) {
-	return file_inference_proto_rawDescGZIP(), []int{14}
+	return file_inference_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteModelRequest) GetModelPath() string {
@@ -1307,7 +1399,7 @@ type DeleteModelResponse struct {
 
 func (x *DeleteModelResponse) Reset() {
 	*x = DeleteModelResponse{}
-	mi := &file_inference_proto_msgTypes[15]
+	mi := &file_inference_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1319,7 +1411,7 @@ func (x *DeleteModelResponse) String() string {
 func (*DeleteModelResponse) ProtoMessage() {}
 
 func (x *DeleteModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_inference_proto_msgTypes[15]
+	mi := &file_inference_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1332,7 +1424,7 @@ func (x *DeleteModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteModelResponse.ProtoReflect.Descriptor instead.
 func (*DeleteModelResponse) Descriptor() ([]byte, []int) {
-	return file_inference_proto_rawDescGZIP(), []int{15}
+	return file_inference_proto_rawDescGZIP(), []int{16}
 }
 
 type GetModelPathsRequest struct {
@@ -1343,7 +1435,7 @@ type GetModelPathsRequest struct {
 
 func (x *GetModelPathsRequest) Reset() {
 	*x = GetModelPathsRequest{}
-	mi := &file_inference_proto_msgTypes[16]
+	mi := &file_inference_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1355,7 +1447,7 @@ func (x *GetModelPathsRequest) String() string {
 func (*GetModelPathsRequest) ProtoMessage() {}
 
 func (x *GetModelPathsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_inference_proto_msgTypes[16]
+	mi := &file_inference_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1368,7 +1460,7 @@ func (x *GetModelPathsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelPathsRequest.ProtoReflect.Descriptor instead.
 func (*GetModelPathsRequest) Descriptor() ([]byte, []int) {
-	return file_inference_proto_rawDescGZIP(), []int{16}
+	return file_inference_proto_rawDescGZIP(), []int{17}
 }
 
 type GetModelPathsResponse struct {
@@ -1380,7 +1472,7 @@ type GetModelPathsResponse struct {
 
 func (x *GetModelPathsResponse) Reset() {
 	*x = GetModelPathsResponse{}
-	mi := &file_inference_proto_msgTypes[17]
+	mi := &file_inference_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1392,7 +1484,7 @@ func (x *GetModelPathsResponse) String() string {
 func (*GetModelPathsResponse) ProtoMessage() {}
 
 func (x *GetModelPathsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_inference_proto_msgTypes[17]
+	mi := &file_inference_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1405,7 +1497,7 @@ func (x *GetModelPathsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelPathsResponse.ProtoReflect.Descriptor instead.
 func (*GetModelPathsResponse) Descriptor() ([]byte, []int) {
-	return file_inference_proto_rawDescGZIP(), []int{17}
+	return file_inference_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetModelPathsResponse) GetModelPaths() []string {
@@ -1426,7 +1518,7 @@ type GetModelsRequest struct {
 
 func (x *GetModelsRequest) Reset() {
 	*x = GetModelsRequest{}
-	mi := &file_inference_proto_msgTypes[18]
+	mi := &file_inference_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1438,7 +1530,7 @@ func (x *GetModelsRequest) String() string {
 func (*GetModelsRequest) ProtoMessage() {}
 
 func (x *GetModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_inference_proto_msgTypes[18]
+	mi := &file_inference_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1451,7 +1543,7 @@ func (x *GetModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelsRequest.ProtoReflect.Descriptor instead.
 func (*GetModelsRequest) Descriptor() ([]byte, []int) {
-	return file_inference_proto_rawDescGZIP(), []int{18}
+	return file_inference_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetModelsRequest) GetModelPath() string {
@@ -1481,7 +1573,7 @@ type TensorSpec struct {
 
 func (x *TensorSpec) Reset() {
 	*x = TensorSpec{}
-	mi := &file_inference_proto_msgTypes[19]
+	mi := &file_inference_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1493,7 +1585,7 @@ func (x *TensorSpec) String() string {
 func (*TensorSpec) ProtoMessage() {}
 
 func (x *TensorSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_inference_proto_msgTypes[19]
+	mi := &file_inference_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1506,7 +1598,7 @@ func (x *TensorSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TensorSpec.ProtoReflect.Descriptor instead.
 func (*TensorSpec) Descriptor() ([]byte, []int) {
-	return file_inference_proto_rawDescGZIP(), []int{19}
+	return file_inference_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TensorSpec) GetName() string {
@@ -1580,7 +1672,7 @@ type ModelStatus struct {
 
 func (x *ModelStatus) Reset() {
 	*x = ModelStatus{}
-	mi := &file_inference_proto_msgTypes[20]
+	mi := &file_inference_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1592,7 +1684,7 @@ func (x *ModelStatus) String() string {
 func (*ModelStatus) ProtoMessage() {}
 
 func (x *ModelStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_inference_proto_msgTypes[20]
+	mi := &file_inference_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1605,7 +1697,7 @@ func (x *ModelStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelStatus.ProtoReflect.Descriptor instead.
 func (*ModelStatus) Descriptor() ([]byte, []int) {
-	return file_inference_proto_rawDescGZIP(), []int{20}
+	return file_inference_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ModelStatus) GetModelPath() string {
@@ -1702,7 +1794,7 @@ type GetModelsResponse struct {
 
 func (x *GetModelsResponse) Reset() {
 	*x = GetModelsResponse{}
-	mi := &file_inference_proto_msgTypes[21]
+	mi := &file_inference_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1714,7 +1806,7 @@ func (x *GetModelsResponse) String() string {
 func (*GetModelsResponse) ProtoMessage() {}
 
 func (x *GetModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_inference_proto_msgTypes[21]
+	mi := &file_inference_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1727,7 +1819,7 @@ func (x *GetModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelsResponse.ProtoReflect.Descriptor instead.
 func (*GetModelsResponse) Descriptor() ([]byte, []int) {
-	return file_inference_proto_rawDescGZIP(), []int{21}
+	return file_inference_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetModelsResponse) GetModels() []*ModelStatus {
@@ -1797,12 +1889,21 @@ const file_inference_proto_rawDesc = "" +
 	"\x06output\"9\n" +
 	"\tModelFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
-	"\acontent\x18\x02 \x01(\fR\acontent\"\xa9\x01\n" +
+	"\acontent\x18\x02 \x01(\fR\acontent\"\xb0\x02\n" +
+	"\x10SequenceSettings\x12\x1a\n" +
+	"\bstateful\x18\x01 \x01(\bR\bstateful\x123\n" +
+	"\x13max_sequence_number\x18\x02 \x01(\rH\x00R\x11maxSequenceNumber\x88\x01\x01\x127\n" +
+	"\x15idle_sequence_cleanup\x18\x03 \x01(\bH\x01R\x13idleSequenceCleanup\x88\x01\x01\x12A\n" +
+	"\x1alow_latency_transformation\x18\x04 \x01(\bH\x02R\x18lowLatencyTransformation\x88\x01\x01B\x16\n" +
+	"\x14_max_sequence_numberB\x18\n" +
+	"\x16_idle_sequence_cleanupB\x1d\n" +
+	"\x1b_low_latency_transformation\"\xff\x01\n" +
 	"\x14RegisterModelRequest\x12\x1d\n" +
 	"\n" +
 	"model_path\x18\x01 \x01(\tR\tmodelPath\x126\n" +
 	"\x05files\x18\x02 \x03(\v2 .inferbid.inference.v1.ModelFileR\x05files\x12:\n" +
-	"\x1awarm_up_batch_request_json\x18\x03 \x01(\tR\x16warmUpBatchRequestJson\"j\n" +
+	"\x1awarm_up_batch_request_json\x18\x03 \x01(\tR\x16warmUpBatchRequestJson\x12T\n" +
+	"\x11sequence_settings\x18\x04 \x01(\v2'.inferbid.inference.v1.SequenceSettingsR\x10sequenceSettings\"j\n" +
 	"\x15RegisterModelResponse\x12\x1a\n" +
 	"\breplaced\x18\x01 \x01(\bR\breplaced\x12\x17\n" +
 	"\aload_ms\x18\x02 \x01(\x01R\x06loadMs\x12\x1c\n" +
@@ -1811,12 +1912,13 @@ const file_inference_proto_rawDesc = "" +
 	"\n" +
 	"FileHeader\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
-	"\x04size\x18\x02 \x01(\x03R\x04size\"\xa9\x01\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\"\xff\x01\n" +
 	"\x13RegisterModelHeader\x12\x1d\n" +
 	"\n" +
 	"model_path\x18\x01 \x01(\tR\tmodelPath\x12:\n" +
 	"\x1awarm_up_batch_request_json\x18\x02 \x01(\tR\x16warmUpBatchRequestJson\x127\n" +
-	"\x05files\x18\x03 \x03(\v2!.inferbid.inference.v1.FileHeaderR\x05files\"x\n" +
+	"\x05files\x18\x03 \x03(\v2!.inferbid.inference.v1.FileHeaderR\x05files\x12T\n" +
+	"\x11sequence_settings\x18\x04 \x01(\v2'.inferbid.inference.v1.SequenceSettingsR\x10sequenceSettings\"x\n" +
 	"\x12RegisterModelChunk\x12D\n" +
 	"\x06header\x18\x01 \x01(\v2*.inferbid.inference.v1.RegisterModelHeaderH\x00R\x06header\x12\x14\n" +
 	"\x04data\x18\x02 \x01(\fH\x00R\x04dataB\x06\n" +
@@ -1920,7 +2022,7 @@ func file_inference_proto_rawDescGZIP() []byte {
 }
 
 var file_inference_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_inference_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_inference_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_inference_proto_goTypes = []any{
 	(DataType)(0),                 // 0: inferbid.inference.v1.DataType
 	(ErrorType)(0),                // 1: inferbid.inference.v1.ErrorType
@@ -1935,20 +2037,21 @@ var file_inference_proto_goTypes = []any{
 	(*PredictRequest)(nil),        // 10: inferbid.inference.v1.PredictRequest
 	(*PredictResponse)(nil),       // 11: inferbid.inference.v1.PredictResponse
 	(*ModelFile)(nil),             // 12: inferbid.inference.v1.ModelFile
-	(*RegisterModelRequest)(nil),  // 13: inferbid.inference.v1.RegisterModelRequest
-	(*RegisterModelResponse)(nil), // 14: inferbid.inference.v1.RegisterModelResponse
-	(*FileHeader)(nil),            // 15: inferbid.inference.v1.FileHeader
-	(*RegisterModelHeader)(nil),   // 16: inferbid.inference.v1.RegisterModelHeader
-	(*RegisterModelChunk)(nil),    // 17: inferbid.inference.v1.RegisterModelChunk
-	(*DeleteModelRequest)(nil),    // 18: inferbid.inference.v1.DeleteModelRequest
-	(*DeleteModelResponse)(nil),   // 19: inferbid.inference.v1.DeleteModelResponse
-	(*GetModelPathsRequest)(nil),  // 20: inferbid.inference.v1.GetModelPathsRequest
-	(*GetModelPathsResponse)(nil), // 21: inferbid.inference.v1.GetModelPathsResponse
-	(*GetModelsRequest)(nil),      // 22: inferbid.inference.v1.GetModelsRequest
-	(*TensorSpec)(nil),            // 23: inferbid.inference.v1.TensorSpec
-	(*ModelStatus)(nil),           // 24: inferbid.inference.v1.ModelStatus
-	(*GetModelsResponse)(nil),     // 25: inferbid.inference.v1.GetModelsResponse
-	nil,                           // 26: inferbid.inference.v1.PredictResponse.MetricsEntry
+	(*SequenceSettings)(nil),      // 13: inferbid.inference.v1.SequenceSettings
+	(*RegisterModelRequest)(nil),  // 14: inferbid.inference.v1.RegisterModelRequest
+	(*RegisterModelResponse)(nil), // 15: inferbid.inference.v1.RegisterModelResponse
+	(*FileHeader)(nil),            // 16: inferbid.inference.v1.FileHeader
+	(*RegisterModelHeader)(nil),   // 17: inferbid.inference.v1.RegisterModelHeader
+	(*RegisterModelChunk)(nil),    // 18: inferbid.inference.v1.RegisterModelChunk
+	(*DeleteModelRequest)(nil),    // 19: inferbid.inference.v1.DeleteModelRequest
+	(*DeleteModelResponse)(nil),   // 20: inferbid.inference.v1.DeleteModelResponse
+	(*GetModelPathsRequest)(nil),  // 21: inferbid.inference.v1.GetModelPathsRequest
+	(*GetModelPathsResponse)(nil), // 22: inferbid.inference.v1.GetModelPathsResponse
+	(*GetModelsRequest)(nil),      // 23: inferbid.inference.v1.GetModelsRequest
+	(*TensorSpec)(nil),            // 24: inferbid.inference.v1.TensorSpec
+	(*ModelStatus)(nil),           // 25: inferbid.inference.v1.ModelStatus
+	(*GetModelsResponse)(nil),     // 26: inferbid.inference.v1.GetModelsResponse
+	nil,                           // 27: inferbid.inference.v1.PredictResponse.MetricsEntry
 }
 var file_inference_proto_depIdxs = []int32{
 	0,  // 0: inferbid.inference.v1.Tensor.data_type:type_name -> inferbid.inference.v1.DataType
@@ -1961,32 +2064,34 @@ var file_inference_proto_depIdxs = []int32{
 	7,  // 7: inferbid.inference.v1.BatchResult.responses:type_name -> inferbid.inference.v1.ModelResponse
 	8,  // 8: inferbid.inference.v1.PredictRequest.batch:type_name -> inferbid.inference.v1.Batch
 	9,  // 9: inferbid.inference.v1.PredictResponse.result:type_name -> inferbid.inference.v1.BatchResult
-	26, // 10: inferbid.inference.v1.PredictResponse.metrics:type_name -> inferbid.inference.v1.PredictResponse.MetricsEntry
+	27, // 10: inferbid.inference.v1.PredictResponse.metrics:type_name -> inferbid.inference.v1.PredictResponse.MetricsEntry
 	12, // 11: inferbid.inference.v1.RegisterModelRequest.files:type_name -> inferbid.inference.v1.ModelFile
-	15, // 12: inferbid.inference.v1.RegisterModelHeader.files:type_name -> inferbid.inference.v1.FileHeader
-	16, // 13: inferbid.inference.v1.RegisterModelChunk.header:type_name -> inferbid.inference.v1.RegisterModelHeader
-	0,  // 14: inferbid.inference.v1.TensorSpec.data_type:type_name -> inferbid.inference.v1.DataType
-	3,  // 15: inferbid.inference.v1.ModelStatus.state:type_name -> inferbid.inference.v1.ModelState
-	23, // 16: inferbid.inference.v1.ModelStatus.inputs:type_name -> inferbid.inference.v1.TensorSpec
-	23, // 17: inferbid.inference.v1.ModelStatus.outputs:type_name -> inferbid.inference.v1.TensorSpec
-	24, // 18: inferbid.inference.v1.GetModelsResponse.models:type_name -> inferbid.inference.v1.ModelStatus
-	10, // 19: inferbid.inference.v1.InferenceService.Predict:input_type -> inferbid.inference.v1.PredictRequest
-	13, // 20: inferbid.inference.v1.InferenceService.RegisterModel:input_type -> inferbid.inference.v1.RegisterModelRequest
-	17, // 21: inferbid.inference.v1.InferenceService.RegisterModelStream:input_type -> inferbid.inference.v1.RegisterModelChunk
-	18, // 22: inferbid.inference.v1.InferenceService.DeleteModel:input_type -> inferbid.inference.v1.DeleteModelRequest
-	20, // 23: inferbid.inference.v1.InferenceService.GetModelPaths:input_type -> inferbid.inference.v1.GetModelPathsRequest
-	22, // 24: inferbid.inference.v1.InferenceService.GetModels:input_type -> inferbid.inference.v1.GetModelsRequest
-	11, // 25: inferbid.inference.v1.InferenceService.Predict:output_type -> inferbid.inference.v1.PredictResponse
-	14, // 26: inferbid.inference.v1.InferenceService.RegisterModel:output_type -> inferbid.inference.v1.RegisterModelResponse
-	14, // 27: inferbid.inference.v1.InferenceService.RegisterModelStream:output_type -> inferbid.inference.v1.RegisterModelResponse
-	19, // 28: inferbid.inference.v1.InferenceService.DeleteModel:output_type -> inferbid.inference.v1.DeleteModelResponse
-	21, // 29: inferbid.inference.v1.InferenceService.GetModelPaths:output_type -> inferbid.inference.v1.GetModelPathsResponse
-	25, // 30: inferbid.inference.v1.InferenceService.GetModels:output_type -> inferbid.inference.v1.GetModelsResponse
-	25, // [25:31] is the sub-list for method output_type
-	19, // [19:25] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	13, // 12: inferbid.inference.v1.RegisterModelRequest.sequence_settings:type_name -> inferbid.inference.v1.SequenceSettings
+	16, // 13: inferbid.inference.v1.RegisterModelHeader.files:type_name -> inferbid.inference.v1.FileHeader
+	13, // 14: inferbid.inference.v1.RegisterModelHeader.sequence_settings:type_name -> inferbid.inference.v1.SequenceSettings
+	17, // 15: inferbid.inference.v1.RegisterModelChunk.header:type_name -> inferbid.inference.v1.RegisterModelHeader
+	0,  // 16: inferbid.inference.v1.TensorSpec.data_type:type_name -> inferbid.inference.v1.DataType
+	3,  // 17: inferbid.inference.v1.ModelStatus.state:type_name -> inferbid.inference.v1.ModelState
+	24, // 18: inferbid.inference.v1.ModelStatus.inputs:type_name -> inferbid.inference.v1.TensorSpec
+	24, // 19: inferbid.inference.v1.ModelStatus.outputs:type_name -> inferbid.inference.v1.TensorSpec
+	25, // 20: inferbid.inference.v1.GetModelsResponse.models:type_name -> inferbid.inference.v1.ModelStatus
+	10, // 21: inferbid.inference.v1.InferenceService.Predict:input_type -> inferbid.inference.v1.PredictRequest
+	14, // 22: inferbid.inference.v1.InferenceService.RegisterModel:input_type -> inferbid.inference.v1.RegisterModelRequest
+	18, // 23: inferbid.inference.v1.InferenceService.RegisterModelStream:input_type -> inferbid.inference.v1.RegisterModelChunk
+	19, // 24: inferbid.inference.v1.InferenceService.DeleteModel:input_type -> inferbid.inference.v1.DeleteModelRequest
+	21, // 25: inferbid.inference.v1.InferenceService.GetModelPaths:input_type -> inferbid.inference.v1.GetModelPathsRequest
+	23, // 26: inferbid.inference.v1.InferenceService.GetModels:input_type -> inferbid.inference.v1.GetModelsRequest
+	11, // 27: inferbid.inference.v1.InferenceService.Predict:output_type -> inferbid.inference.v1.PredictResponse
+	15, // 28: inferbid.inference.v1.InferenceService.RegisterModel:output_type -> inferbid.inference.v1.RegisterModelResponse
+	15, // 29: inferbid.inference.v1.InferenceService.RegisterModelStream:output_type -> inferbid.inference.v1.RegisterModelResponse
+	20, // 30: inferbid.inference.v1.InferenceService.DeleteModel:output_type -> inferbid.inference.v1.DeleteModelResponse
+	22, // 31: inferbid.inference.v1.InferenceService.GetModelPaths:output_type -> inferbid.inference.v1.GetModelPathsResponse
+	26, // 32: inferbid.inference.v1.InferenceService.GetModels:output_type -> inferbid.inference.v1.GetModelsResponse
+	27, // [27:33] is the sub-list for method output_type
+	21, // [21:27] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_inference_proto_init() }
@@ -2002,7 +2107,8 @@ func file_inference_proto_init() {
 		(*PredictResponse_OutputJson)(nil),
 		(*PredictResponse_Result)(nil),
 	}
-	file_inference_proto_msgTypes[13].OneofWrappers = []any{
+	file_inference_proto_msgTypes[9].OneofWrappers = []any{}
+	file_inference_proto_msgTypes[14].OneofWrappers = []any{
 		(*RegisterModelChunk_Header)(nil),
 		(*RegisterModelChunk_Data)(nil),
 	}
@@ -2012,7 +2118,7 @@ func file_inference_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_inference_proto_rawDesc), len(file_inference_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   23,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

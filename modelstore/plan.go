@@ -40,8 +40,8 @@ const (
 	// ActCancelGrace stops a grace period: the config lists the model again
 	// with the checksum that is serving (state only).
 	ActCancelGrace
-	// ActRefresh records a listed model's new grace period or warm-up
-	// request; its content is unchanged (state only).
+	// ActRefresh records a listed model's new grace period, warm-up
+	// request or sequence settings; its content is unchanged (state only).
 	ActRefresh
 )
 

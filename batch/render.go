@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/sequence"
 	"github.com/inferbid/inferbid/tensor"
 )
 
@@ -89,6 +90,13 @@ func appendError(dst []byte, err error) []byte {
 		desc = inferr.Sanitize(err.Error())
 	}
 	dst = appendString(dst, desc)
+	if c, ok := sequence.CodeOf(err); ok {
+		// A stateful model's sequence error names its class too, so that a
+		// script can tell "start again" (NOT_FOUND) from "retry later".
+		dst = append(dst, `,"sequence_error":"`...)
+		dst = append(dst, c.String()...)
+		dst = append(dst, '"')
+	}
 	return append(dst, '}')
 }
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/sequence"
 	"github.com/inferbid/inferbid/tensor"
 )
 
@@ -333,5 +334,29 @@ func TestRenderV2OnlyDTypeFailsItsEntry(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A sequence error's class is rendered as error.sequence_error and parsed
+// back; a bad value is refused, naming the field.
+func TestSequenceErrorClassInBatchJSON(t *testing.T) {
+	err := inferr.Wrap(inferr.ModelNotFound, &sequence.Error{Code: sequence.NotFound, Msg: "model \"m/\": gone"}, "")
+	out := Render([]Result{{ModelPath: "m/", Err: err}})
+	if !strings.Contains(string(out), `"sequence_error":"NOT_FOUND"`) {
+		t.Fatalf("render %s has no sequence_error", out)
+	}
+	res, perr := ParseResponse(out)
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	if c, ok := sequence.CodeOf(res[0].Err); !ok || c != sequence.NotFound || inferr.TypeOf(res[0].Err) != inferr.ModelNotFound {
+		t.Fatalf("parsed back %v (class %v %v)", res[0].Err, c, ok)
+	}
+	if out := Render([]Result{{ModelPath: "m/", Err: inferr.Errorf(inferr.InputParsing, "x")}}); strings.Contains(string(out), "sequence_error") {
+		t.Fatalf("a plain error got a sequence_error: %s", out)
+	}
+	bad := `{"response":[{"model_path":"m/","error":{"error_type":"MODEL_NOT_FOUND","description":"d","sequence_error":"GONE"}}]}`
+	if _, perr := ParseResponse([]byte(bad)); perr == nil || !strings.Contains(perr.Error(), "sequence_error") {
+		t.Fatalf("bad sequence_error: %v", perr)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/sequence"
 )
 
 // ParseResponse parses response JSON back into results (for inferctl, tests and benchmarks).
@@ -116,6 +117,13 @@ func parseErrorObject(at *loc, v gjson.Result) (error, error) {
 	}
 	if desc.Exists() && desc.Type != gjson.String {
 		return nil, at.errorf("error.description is %s, want a string", describe(desc))
+	}
+	if seq := v.Get("sequence_error"); seq.Exists() {
+		c, ok := sequence.ParseCode(seq.Str)
+		if seq.Type != gjson.String || !ok {
+			return nil, at.errorf("error.sequence_error is %s, want one of INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS, UNAVAILABLE, FAILED_PRECONDITION", describe(seq))
+		}
+		return &inferr.Error{Type: inferr.ParseType(typ.Str), Err: &sequence.Error{Code: c, Msg: strings.Clone(desc.Str)}}, nil
 	}
 	return &inferr.Error{Type: inferr.ParseType(typ.Str), Msg: strings.Clone(desc.Str)}, nil
 }

@@ -476,8 +476,13 @@ func encodeRaw(t tensor.Tensor) []byte {
 func encodeInferResponse(resp *InferResponse, raw bool) (*kservepb.ModelInferResponse, error) {
 	out := &kservepb.ModelInferResponse{ModelName: resp.ModelName, ModelVersion: resp.ModelVersion, Id: resp.ID}
 	if resp.SequenceID != nil {
-		out.Parameters = map[string]*kservepb.InferParameter{sidecar.SequenceIDName: {
-			ParameterChoice: &kservepb.InferParameter_Int64Param{Int64Param: int64(*resp.SequenceID)}}}
+		var v kservepb.InferParameter
+		if resp.SequenceIDUnsigned || *resp.SequenceID > math.MaxInt64 {
+			v.ParameterChoice = &kservepb.InferParameter_Uint64Param{Uint64Param: *resp.SequenceID}
+		} else {
+			v.ParameterChoice = &kservepb.InferParameter_Int64Param{Int64Param: int64(*resp.SequenceID)}
+		}
+		out.Parameters = map[string]*kservepb.InferParameter{sidecar.SequenceIDName: &v}
 	}
 	for _, t := range resp.Outputs {
 		if t.DType() == tensor.Half {

@@ -21,6 +21,9 @@ import (
 type SequenceParams struct {
 	ID      *uint64 // sequence_id; 0 means absent
 	Control *uint32 // sequence_control_input: 0 none, 1 start, 2 end
+	// IDUnsigned: the gRPC request gave sequence_id as uint64_param, so the
+	// answer does too.
+	IDUnsigned bool
 }
 
 func (p SequenceParams) given() bool { return p.ID != nil || p.Control != nil }
@@ -38,8 +41,9 @@ func sequenceParamJSON(p *SequenceParams, key string, v gjson.Result) error {
 	return setSequenceParam(p, key, n)
 }
 
-// sequenceParamsGRPC reads the sequence parameters of a gRPC request
-// (int64_param).
+// sequenceParamsGRPC reads the sequence parameters of a gRPC request:
+// int64_param or uint64_param (the seed's type, for ids above 2^63-1); the
+// answer gives sequence_id back in the same form.
 func sequenceParamsGRPC(params map[string]*kservepb.InferParameter) (SequenceParams, error) {
 	var p SequenceParams
 	for _, key := range []string{sidecar.SequenceIDName, sidecar.SequenceControlName} {
@@ -47,11 +51,22 @@ func sequenceParamsGRPC(params map[string]*kservepb.InferParameter) (SequencePar
 		if !ok {
 			continue
 		}
-		c, ok := v.GetParameterChoice().(*kservepb.InferParameter_Int64Param)
-		if !ok || c.Int64Param < 0 {
-			return p, fmt.Errorf("parameters: %q must be a non-negative int64_param", key)
+		var n uint64
+		switch c := v.GetParameterChoice().(type) {
+		case *kservepb.InferParameter_Int64Param:
+			if c.Int64Param < 0 {
+				return p, fmt.Errorf("parameters: %q is %d, want a non-negative int64_param or a uint64_param", key, c.Int64Param)
+			}
+			n = uint64(c.Int64Param)
+		case *kservepb.InferParameter_Uint64Param:
+			n = c.Uint64Param
+			if key == sidecar.SequenceIDName {
+				p.IDUnsigned = true
+			}
+		default:
+			return p, fmt.Errorf("parameters: %q must be a non-negative int64_param or a uint64_param", key)
 		}
-		if err := setSequenceParam(&p, key, uint64(c.Int64Param)); err != nil {
+		if err := setSequenceParam(&p, key, n); err != nil {
 			return p, err
 		}
 	}
@@ -79,8 +94,8 @@ func clipRaw(s string) string {
 }
 
 // withSequenceInputs appends the sequence parameters to the inputs as the
-// inputs the sidecar takes (INT64 [1] and INT32 [1]); giving a field both
-// ways is an error.
+// inputs the sidecar takes, in the seed's types (UINT64 [1] and UINT32
+// [1]); giving a field both ways is an error.
 func withSequenceInputs(inputs []tensor.Tensor, p SequenceParams) ([]tensor.Tensor, error) {
 	if !p.given() {
 		return inputs, nil
@@ -92,13 +107,10 @@ func withSequenceInputs(inputs []tensor.Tensor, p SequenceParams) ([]tensor.Tens
 	}
 	out := slices.Clip(inputs)
 	if p.ID != nil {
-		if *p.ID > math.MaxInt64 {
-			return nil, errorf(http.StatusBadRequest, "parameters: %q is %d, above the largest id this server carries (2^63-1)", sidecar.SequenceIDName, *p.ID)
-		}
-		out = append(out, tensor.New(sidecar.SequenceIDName, []int64{1}, []int64{int64(*p.ID)}))
+		out = append(out, tensor.New(sidecar.SequenceIDName, []int64{1}, []uint64{*p.ID}))
 	}
 	if p.Control != nil {
-		out = append(out, tensor.New(sidecar.SequenceControlName, []int64{1}, []int32{int32(*p.Control)}))
+		out = append(out, tensor.New(sidecar.SequenceControlName, []int64{1}, []uint32{*p.Control}))
 	}
 	return out, nil
 }
@@ -111,18 +123,28 @@ func takeSequenceID(outs []tensor.Tensor) ([]tensor.Tensor, *uint64) {
 	if i < 0 {
 		return outs, nil
 	}
-	d, ok := outs[i].Data.([]int64)
-	if !ok || len(d) != 1 {
+	var id uint64
+	switch d := outs[i].Data.(type) {
+	case []uint64: // the form the parameters were sent in
+		if len(d) != 1 {
+			return outs, nil
+		}
+		id = d[0]
+	case []int64: // an assigned id, when the request gave none
+		if len(d) != 1 || d[0] < 0 {
+			return outs, nil
+		}
+		id = uint64(d[0])
+	default:
 		return outs, nil
 	}
-	id := uint64(d[0])
 	return slices.Delete(outs, i, i+1), &id
 }
 
 // sequenceStatus is the HTTP status of a sequence error from the sidecar
-// (its description holds one of OpenVINO Model Server's messages).
+// (its class travels in the sidecar's protocol as sequence_class).
 func sequenceStatus(err error) (int, bool) {
-	c, ok := sequence.ClassOf(err.Error())
+	c, ok := sequence.CodeOf(err)
 	if !ok {
 		return 0, false
 	}

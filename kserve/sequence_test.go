@@ -6,24 +6,30 @@ import (
 	"flag"
 	"log/slog"
 	"maps"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
 
 	"github.com/inferbid/inferbid/batch"
+	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/kserve"
 	"github.com/inferbid/inferbid/modelstore/modelfiles"
 	pb "github.com/inferbid/inferbid/proto/kservepb"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/runtimes/tensorflow"
 	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
+	"github.com/inferbid/inferbid/sequence"
 	"github.com/inferbid/inferbid/sidecar"
 	"github.com/inferbid/inferbid/sidecar/sidecartest"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // statefulModelDir holds the committed stateful model: tfsave's running sum
@@ -69,6 +75,12 @@ func TestStatefulModelIsUpToDate(t *testing.T) {
 // version "1" (model path sum/1/), stateful with at most maxSeq sequences,
 // over a real sidecar socket, behind the v2 API and TF Serving's predict.
 func statefulServer(t *testing.T, maxSeq uint32) (*kserve.Server, string) {
+	return serveBackend(t, statefulClient(t, maxSeq))
+}
+
+// statefulClient is the client of a real sidecar serving the committed
+// running-sum model at sum/1/.
+func statefulClient(t *testing.T, maxSeq uint32) *sidecar.Client {
 	t.Helper()
 	cfg := runtimes.Config{StatefulModels: map[string]runtimes.SequenceSettings{"sum/1/": {Stateful: true, MaxSequenceNumber: &maxSeq}}}
 	rt, err := runtimes.Open(tensorflow.Name, cfg)
@@ -86,8 +98,14 @@ func statefulServer(t *testing.T, maxSeq uint32) (*kserve.Server, string) {
 	if err := client.RegisterModel(ctx, "sum/1/", files, ""); err != nil {
 		t.Fatal(err)
 	}
+	return client
+}
+
+// serveBackend serves b behind the v2 API and TF Serving's predict.
+func serveBackend(t *testing.T, b kserve.Backend) (*kserve.Server, string) {
+	t.Helper()
 	srv := kserve.New(kserve.Options{Limits: batch.Limits{}})
-	srv.SetBackend(client)
+	srv.SetBackend(b)
 	mux := http.NewServeMux()
 	mux.Handle("/v2/", srv.Handler())
 	mux.Handle("POST /v1/models/", srv.TFServingPredictHandler())
@@ -285,4 +303,95 @@ func TestGRPCInferSequences(t *testing.T) {
 	if err != nil || resp.GetOutputs()[0].GetContents().GetFp32Contents()[0] != 7 {
 		t.Fatalf("end: %v %v", resp, err)
 	}
+}
+
+// classBackend is the real sidecar serving sum/1/ for names and
+// signatures, whose Predict answers an entry with x = c a sequence error of
+// class c whose text names no class: the edges must take the class from
+// the error (as the sidecar's client gives it), never from the message. It
+// reaches the class no single real request can produce on demand
+// (FAILED_PRECONDITION needs an end in flight; the sidecar's tests hold one).
+type classBackend struct{ *sidecar.Client }
+
+func (b classBackend) Predict(ctx context.Context, entries []batch.Entry) ([]batch.Result, error) {
+	res := make([]batch.Result, len(entries))
+	for i, e := range entries {
+		x, _ := tensor.Data[float32](e.Tensors[0])
+		c := sequence.Code(x[0])
+		res[i] = batch.Result{ModelPath: e.ModelPath, Err: inferr.Wrap(inferr.ModelExecution, &sequence.Error{Code: c, Msg: "model \"sum/1/\": sequence_id 5: class only in the error"}, "")}
+	}
+	return res, nil
+}
+
+// Every class reaches the v2 REST and gRPC APIs and TF Serving's predict
+// with its HTTP status and gRPC code.
+func TestSequenceClassesReachEveryEdge(t *testing.T) {
+	srv, url := serveBackend(t, classBackend{statefulClient(t, 10)})
+	g := serveGRPC(t, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	for c := sequence.InvalidArgument; c <= sequence.FailedPrecondition; c++ {
+		x := strconv.Itoa(int(c))
+		code, b := call(t, http.MethodPost, url+"/v2/models/sum/versions/1/infer", `{"parameters": {"sequence_id": 5}, "inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [`+x+`]}]}`)
+		wantError(t, "v2 REST "+c.String(), code, b, c.HTTPStatus(), "class only in the error")
+		code, _, b = tfsPredict(t, url, `{"inputs": {"x": [`+x+`], "sequence_id": [5]}}`)
+		wantError(t, "TF Serving "+c.String(), code, b, c.HTTPStatus(), "class only in the error")
+		_, err := g.ModelInfer(ctx, &pb.ModelInferRequest{ModelName: "sum", Inputs: []*pb.ModelInferRequest_InferInputTensor{{
+			Name: "x", Datatype: "FP32", Shape: []int64{1}, Contents: &pb.InferTensorContents{Fp32Contents: []float32{float32(c)}}}}})
+		wantCode(t, "gRPC "+c.String(), err, c.GRPCCode(), "class only in the error")
+	}
+}
+
+// The seed's sequence_id is a uint64: the v2 API takes it as a UINT64
+// input, a JSON parameter or a gRPC uint64_param, and TF Serving's predict
+// as a number, above 2^63-1 too, and answers it in the same form.
+func TestUint64SequenceIDs(t *testing.T) {
+	srv, url := statefulServer(t, 10)
+	infer := url + "/v2/models/sum/versions/1/infer"
+	const maxID = "18446744073709551615"
+	x := func(v int) string {
+		return `{"name": "x", "shape": [1], "datatype": "FP32", "data": [` + strconv.Itoa(v) + `]}`
+	}
+	// As inputs: the answer's sequence_id output is UINT64.
+	code, b := call(t, http.MethodPost, infer, `{"inputs": [`+x(1)+`, {"name": "sequence_id", "shape": [1], "datatype": "UINT64", "data": [`+maxID+`]},
+		{"name": "sequence_control_input", "shape": [1], "datatype": "UINT32", "data": [1]}]}`)
+	if code != http.StatusOK || !strings.Contains(string(b), `{"name":"sequence_id","shape":[1],"datatype":"UINT64","data":[`+maxID+`]}`) {
+		t.Fatalf("start as UINT64 input: %d %s", code, b)
+	}
+	// As a JSON parameter: exact above 2^53 and 2^63.
+	code, b = call(t, http.MethodPost, infer, `{"parameters": {"sequence_id": `+maxID+`}, "inputs": [`+x(2)+`]}`)
+	if code != http.StatusOK || !strings.Contains(string(b), `"parameters":{"sequence_id":`+maxID+`}`) || !strings.Contains(string(b), `"data":[3]`) {
+		t.Fatalf("middle as parameter: %d %s", code, b)
+	}
+	// TF Serving's predict.
+	code, out, b := tfsPredict(t, url, `{"inputs": {"x": [4], "sequence_id": [`+maxID+`]}}`)
+	if code != http.StatusOK || !strings.Contains(string(b), `"sequence_id":[`+maxID+`]`) || out.Outputs.Sum[0] != 7 {
+		t.Fatalf("TF Serving middle: %d %s", code, b)
+	}
+	// gRPC: uint64_param in, uint64_param out; int64_param stays int64_param.
+	g := serveGRPC(t, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	req := func(v float32, id *pb.InferParameter) *pb.ModelInferRequest {
+		return &pb.ModelInferRequest{ModelName: "sum", Parameters: map[string]*pb.InferParameter{"sequence_id": id}, Inputs: []*pb.ModelInferRequest_InferInputTensor{{
+			Name: "x", Datatype: "FP32", Shape: []int64{1}, Contents: &pb.InferTensorContents{Fp32Contents: []float32{v}}}}}
+	}
+	resp, err := g.ModelInfer(ctx, req(8, &pb.InferParameter{ParameterChoice: &pb.InferParameter_Uint64Param{Uint64Param: math.MaxUint64}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := resp.GetParameters()["sequence_id"].GetParameterChoice().(*pb.InferParameter_Uint64Param); !ok || p.Uint64Param != math.MaxUint64 || resp.GetOutputs()[0].GetContents().GetFp32Contents()[0] != 15 {
+		t.Fatalf("gRPC uint64_param: %v", resp)
+	}
+	start := &pb.InferParameter{ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: 1}}
+	r := req(1, &pb.InferParameter{ParameterChoice: &pb.InferParameter_Int64Param{Int64Param: 9}})
+	r.Parameters["sequence_control_input"] = start
+	if resp, err = g.ModelInfer(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := resp.GetParameters()["sequence_id"].GetParameterChoice().(*pb.InferParameter_Int64Param); !ok || p.Int64Param != 9 {
+		t.Fatalf("gRPC int64_param: %v", resp)
+	}
+	_, err = g.ModelInfer(ctx, req(1, &pb.InferParameter{ParameterChoice: &pb.InferParameter_StringParam{StringParam: "9"}}))
+	wantCode(t, "string id", err, codes.InvalidArgument, "uint64_param")
 }

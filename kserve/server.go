@@ -384,6 +384,9 @@ type InferResponse struct {
 	// SequenceID is the sequence's id when the request gave the sequence
 	// fields as parameters (the answer's parameters then carry it).
 	SequenceID *uint64
+	// SequenceIDUnsigned: the gRPC answer gives SequenceID as uint64_param
+	// (the request gave it so).
+	SequenceIDUnsigned bool
 }
 
 // Infer runs a request through the sidecar's typed Predict, the call
@@ -423,6 +426,7 @@ func (s *Server) Infer(ctx context.Context, req *InferRequest) (*InferResponse, 
 	outs := results[0].Tensors
 	if req.Sequence.given() {
 		outs, resp.SequenceID = takeSequenceID(outs)
+		resp.SequenceIDUnsigned = req.Sequence.IDUnsigned
 	}
 	if rename := s.outputNames(ctx, s.getBackend(), r.Path); rename != nil {
 		for i, t := range outs {

@@ -74,7 +74,7 @@ func (s *Server) tfServingPredict(w http.ResponseWriter, r *http.Request) (int, 
 }
 
 // decodeTFServingJSON reads the columnar request: each input's dtype is the
-// signature's (sequence_id INT64, sequence_control_input INT32), its shape
+// signature's (sequence_id UINT64, sequence_control_input UINT32: the seed's types), its shape
 // the nesting of its value.
 func (s *Server) decodeTFServingJSON(body []byte, info sidecar.ModelInfo) ([]tensor.Tensor, error) {
 	if nestingDepth(body) > maxDepth {
@@ -103,7 +103,7 @@ func (s *Server) decodeTFServingJSON(body []byte, info sidecar.ModelInfo) ([]ten
 	if !inputs.IsObject() {
 		return nil, errors.New(`request has no "inputs" object`)
 	}
-	dtypes := map[string]tensor.DType{sidecar.SequenceIDName: tensor.Int64, sidecar.SequenceControlName: tensor.Int32}
+	dtypes := map[string]tensor.DType{sidecar.SequenceIDName: tensor.Uint64, sidecar.SequenceControlName: tensor.Uint32}
 	for _, in := range info.Signature.Inputs {
 		for _, n := range append([]string{in.Name}, in.Aliases...) {
 			dtypes[n] = in.DType
@@ -205,6 +205,12 @@ func setNumber(data any, i int, raw string) error {
 		var n int64
 		n, err = strconv.ParseInt(raw, 10, 8)
 		d[i] = int8(n)
+	case []uint64:
+		d[i], err = strconv.ParseUint(raw, 10, 64)
+	case []uint32:
+		var n uint64
+		n, err = strconv.ParseUint(raw, 10, 32)
+		d[i] = uint32(n)
 	default:
 		return fmt.Errorf("unsupported dtype %T", data)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/runtimes"
 )
 
 // MaxConfigBytes bounds the config object the watcher reads.
@@ -31,6 +32,11 @@ type ModelEntry struct {
 	// EvictionGrace is how long the model keeps serving after it is
 	// delisted or its checksum changes.
 	EvictionGrace time.Duration
+	// Sequences are the entry's stateful-model settings (stateful,
+	// max_sequence_number, idle_sequence_cleanup,
+	// low_latency_transformation); nil when it gives none. Registered with
+	// the model, they replace the runtime config's for it.
+	Sequences *runtimes.SequenceSettings
 }
 
 // IsDir reports whether the entry selects a directory (a key prefix).
@@ -313,6 +319,31 @@ func parseEntry(i int, raw json.RawMessage) (ModelEntry, error) {
 			case "warm_up_batch_request_json":
 				e.WarmUpJSON = s
 			}
+		case "stateful", "idle_sequence_cleanup", "low_latency_transformation":
+			b, ok := vt.(bool)
+			if !ok {
+				return ModelEntry{Path: e.Path}, configErr("%s: %s: want true or false, got %s", where(), f.name, describeToken(vt))
+			}
+			if e.Sequences == nil {
+				e.Sequences = &runtimes.SequenceSettings{}
+			}
+			switch f.name {
+			case "stateful":
+				e.Sequences.Stateful = b
+			case "idle_sequence_cleanup":
+				e.Sequences.IdleSequenceCleanup = &b
+			default:
+				e.Sequences.LowLatencyTransformation = &b
+			}
+		case "max_sequence_number":
+			n, err := parseUint32(vt)
+			if err != nil {
+				return ModelEntry{Path: e.Path}, configErr("%s: max_sequence_number: %v", where(), err)
+			}
+			if e.Sequences == nil {
+				e.Sequences = &runtimes.SequenceSettings{}
+			}
+			e.Sequences.MaxSequenceNumber = &n
 		case "eviction_grace_period_in_ms":
 			ms, err := parseGraceMillis(vt)
 			if err != nil {
@@ -333,7 +364,31 @@ func parseEntry(i int, raw json.RawMessage) (ModelEntry, error) {
 	if e.WarmUpJSON != "" && !json.Valid([]byte(e.WarmUpJSON)) {
 		return ModelEntry{Path: e.Path}, configErr("%s: warm_up_batch_request_json is not valid JSON", where())
 	}
+	if e.Sequences != nil {
+		if err := e.Sequences.Validate(); err != nil {
+			return ModelEntry{Path: e.Path}, configErr("%s: %v", where(), err)
+		}
+	}
 	return e, nil
+}
+
+// parseUint32 reads max_sequence_number: an integer from 0 to 2^32-1, as
+// a number or a decimal string (protobuf JSON's forms of a uint32).
+func parseUint32(t json.Token) (uint32, error) {
+	var text string
+	switch v := t.(type) {
+	case json.Number:
+		text = v.String()
+	case string:
+		text = v
+	default:
+		return 0, fmt.Errorf("want a number, got %s", describeToken(t))
+	}
+	n, err := strconv.ParseUint(text, 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("want an integer from 1 to %d, got %s", uint64(math.MaxUint32), truncate(text, 40))
+	}
+	return uint32(n), nil
 }
 
 // canonicalField maps the snake_case and lowerCamelCase names protobuf JSON
@@ -348,13 +403,26 @@ func canonicalField(key string) string {
 		return "warm_up_batch_request_json"
 	case "eviction_grace_period_in_ms", "evictionGracePeriodInMs":
 		return "eviction_grace_period_in_ms"
+	case "stateful":
+		return "stateful"
+	case "max_sequence_number", "maxSequenceNumber":
+		return "max_sequence_number"
+	case "idle_sequence_cleanup", "idleSequenceCleanup":
+		return "idle_sequence_cleanup"
+	case "low_latency_transformation", "lowLatencyTransformation":
+		return "low_latency_transformation"
 	}
 	return ""
 }
 
 func fieldKind(field string) string {
-	if field == "eviction_grace_period_in_ms" {
+	switch field {
+	case "eviction_grace_period_in_ms":
 		return "number of milliseconds"
+	case "max_sequence_number":
+		return "number"
+	case "stateful", "idle_sequence_cleanup", "low_latency_transformation":
+		return "boolean"
 	}
 	return "string"
 }

@@ -119,6 +119,15 @@ func TestParseConfigRejectsBadEntriesAlone(t *testing.T) {
 		{`{"eviction_grace_period_in_ms":true,"model_path":"a"}`, `model_metadata[0] ("a"): eviction_grace_period_in_ms: want a number of milliseconds`, "a"},
 		{`{"model_path":"a","warm_up_batch_request_json":"{"}`, "warm_up_batch_request_json is not valid JSON", "a"},
 		{`{"model_path":"a","warm_up_batch_request_json":{"request":[]}}`, "warm_up_batch_request_json: want a string, got an object", "a"},
+		{`{"model_path":"a","max_sequence_number":3}`, `model_metadata[0] ("a"): max_sequence_number is set but stateful is not true`, "a"},
+		{`{"model_path":"a","stateful":false,"idle_sequence_cleanup":false}`, `model_metadata[0] ("a"): idle_sequence_cleanup is set but stateful is not true`, "a"},
+		{`{"lowLatencyTransformation":true,"model_path":"a"}`, `model_metadata[0] ("a"): low_latency_transformation is set but stateful is not true`, "a"},
+		{`{"model_path":"a","stateful":true,"max_sequence_number":0}`, `model_metadata[0] ("a"): max_sequence_number is 0`, "a"},
+		{`{"model_path":"a","stateful":true,"max_sequence_number":-1}`, `model_metadata[0] ("a"): max_sequence_number: want an integer from 1 to 4294967295, got -1`, "a"},
+		{`{"model_path":"a","stateful":true,"max_sequence_number":4294967296}`, `max_sequence_number: want an integer from 1`, "a"},
+		{`{"model_path":"a","stateful":true,"max_sequence_number":true}`, `max_sequence_number: want a number, got`, "a"},
+		{`{"model_path":"a","stateful":"yes"}`, `model_metadata[0] ("a"): stateful: want true or false`, "a"},
+		{`{"model_path":"a","stateful":{}}`, `stateful: want a boolean, got an object`, "a"},
 		{`{"model_path":"` + strings.Repeat("p", 1000) + `","checksum":"abc"}`, strings.Repeat("p", 200) + `..."): checksum`, strings.Repeat("p", 1000)},
 	} {
 		data := `{"model_metadata":[` + tc.entry + `,{"model_path":"ok/","eviction_grace_period_in_ms":5},]}`
@@ -142,6 +151,29 @@ func TestParseConfigRejectsBadEntriesAlone(t *testing.T) {
 		if err := cfg.Err(); err == nil || !strings.Contains(err.Error(), tc.want) || inferr.TypeOf(err) != inferr.InputParsing {
 			t.Errorf("ParseConfig(%s): Err() = %v", data, err)
 		}
+	}
+}
+
+// The stateful-model settings of an entry, in both JSON spellings; null is
+// absent, and an entry without them has none (nil).
+func TestParseConfigSequenceSettings(t *testing.T) {
+	cfg, err := ParseConfig([]byte(`{"model_metadata":[
+		{"model_path":"s/","stateful":true,"max_sequence_number":"7","idleSequenceCleanup":false,"low_latency_transformation":true},
+		{"model_path":"off/","stateful":false},
+		{"model_path":"plain/","maxSequenceNumber":null}]}`))
+	if err != nil || len(cfg.Models) != 3 {
+		t.Fatalf("ParseConfig: %v %+v", err, cfg)
+	}
+	s := cfg.Models[0].Sequences
+	if s == nil || !s.Stateful || s.MaxSequenceNumber == nil || *s.MaxSequenceNumber != 7 || s.IdleSequenceCleanup == nil || *s.IdleSequenceCleanup ||
+		s.LowLatencyTransformation == nil || !*s.LowLatencyTransformation {
+		t.Errorf("s/: %+v", s)
+	}
+	if s := cfg.Models[1].Sequences; s == nil || s.Stateful || s.MaxSequenceNumber != nil {
+		t.Errorf("off/: %+v, want stateful false given", s)
+	}
+	if cfg.Models[2].Sequences != nil {
+		t.Errorf("plain/: %+v, want none", cfg.Models[2].Sequences)
 	}
 }
 

@@ -3,6 +3,8 @@ package modelstore
 import (
 	"sort"
 	"time"
+
+	"github.com/inferbid/inferbid/runtimes"
 )
 
 // Loaded is what the watcher knows about a model it registered.
@@ -38,8 +40,8 @@ const (
 	// ActCancelGrace stops a grace period: the config lists the model again
 	// with the checksum that is serving (state only).
 	ActCancelGrace
-	// ActRefresh records a listed model's new grace period or warm-up
-	// request; its content is unchanged (state only).
+	// ActRefresh records a listed model's new grace period, warm-up
+	// request or sequence settings; its content is unchanged (state only).
 	ActRefresh
 )
 
@@ -134,7 +136,7 @@ func Plan(state map[string]Loaded, cfg Config, now time.Time) SyncPlan {
 		case ok && !changed:
 			if !m.EvictAt.IsZero() {
 				plan.Actions = append(plan.Actions, Action{Kind: ActCancelGrace, Path: path, Entry: e})
-			} else if e.EvictionGrace != m.Entry.EvictionGrace || e.WarmUpJSON != m.Entry.WarmUpJSON {
+			} else if e.EvictionGrace != m.Entry.EvictionGrace || e.WarmUpJSON != m.Entry.WarmUpJSON || !sameSequences(e.Sequences, m.Entry.Sequences) {
 				plan.Actions = append(plan.Actions, Action{Kind: ActRefresh, Path: path, Entry: e})
 			}
 		case m.EvictAt.IsZero() && m.Entry.EvictionGrace > 0:
@@ -156,4 +158,18 @@ func Plan(state map[string]Loaded, cfg Config, now time.Time) SyncPlan {
 	}
 	sort.Slice(plan.Actions, func(i, j int) bool { return plan.Actions[i].Path < plan.Actions[j].Path })
 	return plan
+}
+
+// sameSequences reports whether two entries' sequence settings are equal.
+// A change alone is recorded like a warm-up change: it applies at the
+// model's next registration (new content), not to the serving model.
+func sameSequences(a, b *runtimes.SequenceSettings) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	eq := func(x, y *bool) bool { return (x == nil) == (y == nil) && (x == nil || *x == *y) }
+	return a.Stateful == b.Stateful && eq(a.IdleSequenceCleanup, b.IdleSequenceCleanup) &&
+		eq(a.LowLatencyTransformation, b.LowLatencyTransformation) &&
+		(a.MaxSequenceNumber == nil) == (b.MaxSequenceNumber == nil) &&
+		(a.MaxSequenceNumber == nil || *a.MaxSequenceNumber == *b.MaxSequenceNumber)
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/inferbid/inferbid/runtimes"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -112,6 +114,18 @@ func TestPlan(t *testing.T) {
 			state: map[string]Loaded{"a/": {Entry: entry("a/", "", 0), Checksum: sumA}},
 			cfg:   []ModelEntry{entry("a/", "", 0)},
 			want:  ""},
+		{name: "sequence settings change is a refresh, not a reload",
+			state: map[string]Loaded{"a/": loaded(entry("a/", sumA, 0), time.Time{})},
+			cfg:   []ModelEntry{withSequences(entry("a/", sumA, 0), 3)},
+			want:  "refresh a/"},
+		{name: "equal sequence settings do nothing",
+			state: map[string]Loaded{"a/": loaded(withSequences(entry("a/", sumA, 0), 3), time.Time{})},
+			cfg:   []ModelEntry{withSequences(entry("a/", sumA, 0), 3)},
+			want:  ""},
+		{name: "another limit is a refresh",
+			state: map[string]Loaded{"a/": loaded(withSequences(entry("a/", sumA, 0), 3), time.Time{})},
+			cfg:   []ModelEntry{withSequences(entry("a/", sumA, 0), 4)},
+			want:  "refresh a/"},
 		{name: "metadata refresh without reload",
 			state: map[string]Loaded{"a/": loaded(entry("a/", sumA, 0), time.Time{})},
 			cfg:   []ModelEntry{entry("a/", sumA, grace)},
@@ -274,4 +288,11 @@ func TestPlanProperties(t *testing.T) {
 			}
 		}
 	}
+}
+
+// withSequences gives e stateful settings with the limit max (a fresh
+// value each call, so equal settings never share pointers).
+func withSequences(e ModelEntry, max uint32) ModelEntry {
+	e.Sequences = &runtimes.SequenceSettings{Stateful: true, MaxSequenceNumber: &max}
+	return e
 }

@@ -16,8 +16,11 @@ import (
 	"github.com/inferbid/inferbid/modelstore/modelfiles"
 	"github.com/inferbid/inferbid/runtimes"
 	_ "github.com/inferbid/inferbid/runtimes/tensorflow"
+	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
+	"github.com/inferbid/inferbid/sequence"
 	"github.com/inferbid/inferbid/sidecar"
 	"github.com/inferbid/inferbid/sidecar/sidecartest"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // exampleModel reads a SavedModel of the examples bucket and its warm-up
@@ -159,3 +162,58 @@ func TestSyncUnderTrafficWithRealSidecar(t *testing.T) {
 	}
 	t.Logf("%d requests during add, in-place update and removal", requests.Load())
 }
+
+// An entry's stateful-model settings reach a real sidecar with the model:
+// the running sum is served with sequences (the runtime config lists
+// nothing) and the entry's max_sequence_number 1 holds.
+func TestEntrySequenceSettingsReachTheSidecar(t *testing.T) {
+	rt, err := runtimes.Open("tensorflow", runtimes.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := sidecartest.Serve(t, sidecar.ServerOptions{Runtime: rt, SequenceCleanerInterval: -1}, sidecar.ClientOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	files, err := tfsave.RunningSumModel(tfsave.Options{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, backends()[0], func(o *WatcherOptions) { o.Registrar = client })
+	sum := e.putModel("sum/", files)
+	e.putConfig(cfgEntry{path: "sum/", checksum: sum, extra: `"stateful":true,"max_sequence_number":1,"low_latency_transformation":false`})
+	e.mustSync()
+	entry := func(id int64) []batch.Entry {
+		return []batch.Entry{{ModelPath: "sum/", Tensors: []tensor.Tensor{
+			tensor.New("x", []int64{1}, []float32{2}),
+			tensor.New(sidecar.SequenceIDName, []int64{1}, []int64{id}),
+			tensor.New(sidecar.SequenceControlName, []int64{1}, []int32{1})}}}
+	}
+	res, err := client.Predict(ctx, entry(3))
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("start of sequence 3: %v %v", err, res)
+	}
+	res, err = client.Predict(ctx, entry(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, ok := sequence.CodeOf(res[0].Err); !ok || c != sequence.Unavailable {
+		t.Fatalf("a second sequence over the entry's limit of 1: %v, want UNAVAILABLE", res[0].Err)
+	}
+}
+
+// A Registrar that cannot carry the settings fails the entry, naming why.
+func TestEntrySequenceSettingsNeedASequenceRegistrar(t *testing.T) {
+	e := newEnv(t, backends()[0], nil)
+	sum := e.putModel("m/", runtimes.Files{"m": []byte("x")})
+	e.putConfig(cfgEntry{path: "m/", checksum: sum, extra: `"stateful":true`})
+	if err := e.sync(); err == nil || !strings.Contains(err.Error(), "cannot carry them") {
+		t.Fatalf("sync: %v, want the entry failed for its settings", err)
+	}
+}
+
+// The sidecar's Supervisor (what bidding-server passes) and Client carry
+// an entry's settings.
+var (
+	_ SequenceRegistrar = (*sidecar.Supervisor)(nil)
+	_ SequenceRegistrar = (*sidecar.Client)(nil)
+)

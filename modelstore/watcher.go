@@ -30,6 +30,13 @@ type Registrar interface {
 	DeleteModel(ctx context.Context, modelPath string) error
 }
 
+// SequenceRegistrar is a Registrar that can carry an entry's sequence
+// settings with the model (the sidecar Supervisor and Client are). An
+// entry with settings fails, naming them, under a Registrar that is not.
+type SequenceRegistrar interface {
+	RegisterModelWithSequences(ctx context.Context, modelPath string, files runtimes.Files, warmUpJSON string, seq *runtimes.SequenceSettings) error
+}
+
 // WatcherOptions configure a Watcher; zero fields mean defaults.
 type WatcherOptions struct {
 	// BucketURL is a gocloud.dev/blob URL: file:///dir, s3://bucket?...,
@@ -531,7 +538,7 @@ func (w *Watcher) load(ctx context.Context, a Action) error {
 	}
 	rctx, cancel := context.WithTimeout(ctx, w.opts.OpTimeout)
 	start := time.Now()
-	err = w.opts.Registrar.RegisterModel(rctx, e.Path, files, e.WarmUpJSON)
+	err = w.register(rctx, e, files)
 	elapsed := time.Since(start)
 	cancel()
 	files = nil
@@ -593,4 +600,17 @@ func jitter(d time.Duration) time.Duration {
 // because of the model.
 func sidecarUnavailable(err error) bool {
 	return inferr.TypeOf(err) == inferr.GRPC || errors.Is(err, context.DeadlineExceeded)
+}
+
+// register sends the entry's model, with its sequence settings when it has
+// them.
+func (w *Watcher) register(ctx context.Context, e ModelEntry, files runtimes.Files) error {
+	if e.Sequences == nil {
+		return w.opts.Registrar.RegisterModel(ctx, e.Path, files, e.WarmUpJSON)
+	}
+	sr, ok := w.opts.Registrar.(SequenceRegistrar)
+	if !ok {
+		return inferr.Errorf(inferr.InputParsing, "the entry sets stateful-model settings, but the registrar (%T) cannot carry them", w.opts.Registrar)
+	}
+	return sr.RegisterModelWithSequences(ctx, e.Path, files, e.WarmUpJSON, e.Sequences)
 }

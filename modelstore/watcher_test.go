@@ -245,6 +245,7 @@ func randomBytes(t testing.TB, n int) []byte {
 type cfgEntry struct {
 	path, checksum, warmUp string
 	graceMs                int
+	extra                  string // more fields, as JSON text after a comma
 }
 
 func (e *env) putConfig(entries ...cfgEntry) {
@@ -254,6 +255,9 @@ func (e *env) putConfig(entries ...cfgEntry) {
 		s := fmt.Sprintf(`{"model_path":%q,"checksum":%q,"eviction_grace_period_in_ms":%d`, c.path, c.checksum, c.graceMs)
 		if c.warmUp != "" {
 			s += fmt.Sprintf(`,"warm_up_batch_request_json":%q`, c.warmUp)
+		}
+		if c.extra != "" {
+			s += "," + c.extra
 		}
 		parts = append(parts, s+"}")
 	}

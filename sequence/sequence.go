@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -45,6 +44,22 @@ var codeNames = map[Code]string{
 	AlreadyExists:      "ALREADY_EXISTS",
 	Unavailable:        "UNAVAILABLE",
 	FailedPrecondition: "FAILED_PRECONDITION",
+}
+
+// Valid reports whether c is one of the five classes.
+func (c Code) Valid() bool {
+	_, ok := codeNames[c]
+	return ok
+}
+
+// ParseCode maps a class name ("NOT_FOUND") back to its Code.
+func ParseCode(name string) (Code, bool) {
+	for c, n := range codeNames {
+		if n == name {
+			return c, true
+		}
+	}
+	return 0, false
 }
 
 func (c Code) String() string {
@@ -334,26 +349,4 @@ func (m *Manager) Close() {
 		s.removed = true
 		delete(m.seqs, id)
 	}
-}
-
-// ClassOf finds the class of a sequence error from its text (one of the
-// messages above), for the edges that receive it from the sidecar as a
-// description under one of the six error types.
-func ClassOf(description string) (Code, bool) {
-	for _, c := range []struct {
-		msg  string
-		code Code
-	}{
-		{MsgNotFound, NotFound},
-		{MsgAlreadyExists, AlreadyExists},
-		{MsgTerminating, FailedPrecondition},
-		{MsgLimit, Unavailable},
-		{MsgNoID, InvalidArgument},
-		{MsgBadControlValue, InvalidArgument},
-	} {
-		if strings.Contains(description, c.msg) {
-			return c.code, true
-		}
-	}
-	return 0, false
 }

@@ -299,3 +299,14 @@ func TestWaitRespectsContext(t *testing.T) {
 	}
 	close(release)
 }
+
+func TestParseCode(t *testing.T) {
+	for c := sequence.InvalidArgument; c <= sequence.FailedPrecondition; c++ {
+		if got, ok := sequence.ParseCode(c.String()); !ok || got != c || !c.Valid() {
+			t.Errorf("sequence.ParseCode(%q) = %v %v", c.String(), got, ok)
+		}
+	}
+	if _, ok := sequence.ParseCode("OK"); ok || sequence.Code(0).Valid() || sequence.Code(6).Valid() {
+		t.Error("unknown classes must not parse or be valid")
+	}
+}

@@ -192,6 +192,14 @@ func (c *Client) PredictJSON(ctx context.Context, batchJSON []byte) ([]byte, err
 // registration stream; it returns once the model is loaded, warmed and
 // serving (or failed to).
 func (c *Client) RegisterModel(ctx context.Context, modelPath string, files runtimes.Files, warmUpJSON string) error {
+	return c.RegisterModelWithSequences(ctx, modelPath, files, warmUpJSON, nil)
+}
+
+// RegisterModelWithSequences is RegisterModel with the model's sequence
+// settings (its model_metadata entry's); nil means none, and the runtime
+// config's stateful_models apply. Set, they replace the runtime config's
+// for this model.
+func (c *Client) RegisterModelWithSequences(ctx context.Context, modelPath string, files runtimes.Files, warmUpJSON string, seq *runtimes.SequenceSettings) error {
 	names := slices.Sorted(func(yield func(string) bool) {
 		for name := range files {
 			if !yield(name) {
@@ -203,7 +211,7 @@ func (c *Client) RegisterModel(ctx context.Context, modelPath string, files runt
 	for i, name := range names {
 		headers[i] = &inferencepb.FileHeader{Path: name, Size: int64(len(files[name]))}
 	}
-	return c.registerStream(ctx, modelPath, warmUpJSON, headers, func(i int, send func([]byte) bool) error {
+	return c.registerStream(ctx, modelPath, warmUpJSON, seq, headers, func(i int, send func([]byte) bool) error {
 		data := files[names[i]]
 		for off := 0; off < len(data); off += streamChunkBytes {
 			if !send(data[off:min(off+streamChunkBytes, len(data))]) {
@@ -219,8 +227,8 @@ func (c *Client) RegisterModel(ctx context.Context, modelPath string, files runt
 // each handed to send (false once the stream has ended: body then stops).
 // An error from body abandons the registration (the sidecar registers
 // nothing) and is returned as is.
-func (c *Client) registerStream(ctx context.Context, modelPath, warmUpJSON string, files []*inferencepb.FileHeader, body func(i int, send func([]byte) bool) error) error {
-	header := &inferencepb.RegisterModelHeader{ModelPath: modelPath, WarmUpBatchRequestJson: warmUpJSON, Files: files}
+func (c *Client) registerStream(ctx context.Context, modelPath, warmUpJSON string, seq *runtimes.SequenceSettings, files []*inferencepb.FileHeader, body func(i int, send func([]byte) bool) error) error {
+	header := &inferencepb.RegisterModelHeader{ModelPath: modelPath, WarmUpBatchRequestJson: warmUpJSON, Files: files, SequenceSettings: sequenceSettingsToProto(seq)}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := c.api.RegisterModelStream(ctx)

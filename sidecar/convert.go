@@ -8,6 +8,7 @@ import (
 	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/proto/inferencepb"
+	"github.com/inferbid/inferbid/sequence"
 	"github.com/inferbid/inferbid/tensor"
 )
 
@@ -20,14 +21,26 @@ func dtypeToProto(d tensor.DType) inferencepb.DataType { return inferencepb.Data
 // errorToProto sanitises the description (inferr.Sanitize): protobuf
 // refuses to marshal a string field that is not UTF-8, which would fail the
 // whole answer instead of one entry.
+// A sequence error's class travels in its own field (numbered like
+// sequence.Code), so that the edges never read it from the text.
 func errorToProto(err error) *inferencepb.Error {
-	return &inferencepb.Error{Type: inferencepb.ErrorType(inferr.TypeOf(err)), Description: inferr.Sanitize(err.Error())}
+	e := &inferencepb.Error{Type: inferencepb.ErrorType(inferr.TypeOf(err)), Description: inferr.Sanitize(err.Error())}
+	if c, ok := sequence.CodeOf(err); ok {
+		e.SequenceClass = inferencepb.SequenceErrorClass(c)
+	}
+	return e
 }
 
+// errorFromProto gives a sequence error's class back as a *sequence.Error
+// under the type; an unknown class is dropped (the type still holds).
 func errorFromProto(e *inferencepb.Error) error {
 	t := inferr.Type(e.GetType())
 	if t.String() != e.GetType().String() {
 		t = inferr.Unknown
+	}
+	c := sequence.Code(e.GetSequenceClass())
+	if c.Valid() {
+		return &inferr.Error{Type: t, Err: &sequence.Error{Code: c, Msg: e.GetDescription()}}
 	}
 	return &inferr.Error{Type: t, Msg: e.GetDescription()}
 }

@@ -8,7 +8,9 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/proto/inferencepb"
+	"github.com/inferbid/inferbid/sequence"
 	"github.com/inferbid/inferbid/tensor"
 )
 
@@ -101,5 +103,40 @@ func BenchmarkTensorWire(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// A sequence error's class crosses the wire in Error.sequence_class (the
+// enum numbers sequence.Code's values), not in the text; an unknown class
+// from a newer peer is dropped, leaving the type.
+func TestSequenceErrorClassRoundTrips(t *testing.T) {
+	for c := sequence.InvalidArgument; c <= sequence.FailedPrecondition; c++ {
+		if got, want := inferencepb.SequenceErrorClass(c).String(), "SEQUENCE_"+c.String(); got != want {
+			t.Errorf("enum value %d is %s, want %s", c, got, want)
+		}
+		in := inferr.Wrap(inferr.ModelExecution, &sequence.Error{Code: c, Msg: "model \"m/\": the text says nothing"}, "")
+		b, err := proto.Marshal(errorToProto(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pe inferencepb.Error
+		if err := proto.Unmarshal(b, &pe); err != nil {
+			t.Fatal(err)
+		}
+		out := errorFromProto(&pe)
+		if got, ok := sequence.CodeOf(out); !ok || got != c {
+			t.Errorf("%v came back as class %v (%v)", c, got, ok)
+		}
+		if inferr.TypeOf(out) != inferr.ModelExecution || out.Error() != in.Error() {
+			t.Errorf("%v: came back as %v %q, want MODEL_EXECUTION %q", c, inferr.TypeOf(out), out, in)
+		}
+	}
+	plain := errorFromProto(errorToProto(inferr.Errorf(inferr.InputParsing, "no class")))
+	if _, ok := sequence.CodeOf(plain); ok {
+		t.Errorf("an error without a class came back with one: %v", plain)
+	}
+	odd := errorFromProto(&inferencepb.Error{Type: inferencepb.ErrorType_MODEL_EXECUTION, Description: "d", SequenceClass: 42})
+	if _, ok := sequence.CodeOf(odd); ok || inferr.TypeOf(odd) != inferr.ModelExecution {
+		t.Errorf("an unknown class must be dropped, keeping the type: %v", odd)
 	}
 }

@@ -153,6 +153,12 @@ type modelMeta struct {
 // register validates, loads and warms a model, then publishes it under
 // path, replacing (and closing in the background) any model there.
 func (r *registry) register(ctx context.Context, path string, files runtimes.Files, warmUpJSON string) (registerResult, error) {
+	return r.registerWith(ctx, path, files, warmUpJSON, nil)
+}
+
+// registerWith is register with the registration's sequence settings (nil:
+// the runtime config's apply).
+func (r *registry) registerWith(ctx context.Context, path string, files runtimes.Files, warmUpJSON string, seq *runtimes.SequenceSettings) (registerResult, error) {
 	var res registerResult
 	if err := validateModel(path, files, r.maxBytes); err != nil {
 		return res, err
@@ -193,7 +199,7 @@ func (r *registry) register(ctx context.Context, path string, files runtimes.Fil
 
 	meta := modelMeta{checksum: modelfiles.Checksum(files), load: res.load, warmUp: res.warmUp,
 		files: len(files), bytes: files.Size()}
-	if err := r.startSequences(path, m); err != nil {
+	if err := r.startSequences(path, m, seq); err != nil {
 		r.closeInBackground(m)
 		return res, err
 	}

@@ -7,9 +7,11 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/proto/inferencepb"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/sequence"
 	"github.com/inferbid/inferbid/tensor"
@@ -22,19 +24,27 @@ const (
 	SequenceControlName = "sequence_control_input"
 )
 
-// startSequences gives m a sequence manager when the runtime config lists
-// path as stateful (before m is published). A model that cannot keep one
-// state per sequence is refused, naming the setting.
-func (r *registry) startSequences(path string, m *runtimes.Model) error {
+// startSequences gives m a sequence manager when its settings make it
+// stateful (before m is published): the registration's own settings (its
+// model_metadata entry) when it carries them, else the runtime config's
+// stateful_models entry for path. The entry wins because it is per model.
+// A model that cannot keep one state per sequence is refused, naming the
+// setting.
+func (r *registry) startSequences(path string, m *runtimes.Model, own *runtimes.SequenceSettings) error {
 	set, ok := r.rt.Config().StatefulModels[path]
+	field := fmt.Sprintf("runtime config stateful_models[%q].stateful", path)
+	if own != nil {
+		set, ok = *own, true
+		field = "the registration's (model_metadata entry's) stateful"
+	}
 	if !ok || !set.Stateful {
 		return nil
 	}
 	if !m.SupportsSequences() {
-		return inferr.Errorf(inferr.InputParsing, "register model %s: runtime config stateful_models[%q].stateful is true, but the %s runtime keeps no per-sequence state", inferr.Quote(path), path, r.rt.Name())
+		return inferr.Errorf(inferr.InputParsing, "register model %s: %s is true, but the %s runtime keeps no per-sequence state", inferr.Quote(path), field, r.rt.Name())
 	}
 	if !m.Stateful() {
-		return inferr.Errorf(inferr.InputParsing, "register model %s: runtime config stateful_models[%q].stateful is true, but the model has no state (it assigns no variables)", inferr.Quote(path), path)
+		return inferr.Errorf(inferr.InputParsing, "register model %s: %s is true, but the model has no state (it assigns no variables)", inferr.Quote(path), field)
 	}
 	opts := sequence.Options{Name: path}
 	if set.MaxSequenceNumber != nil {
@@ -43,6 +53,28 @@ func (r *registry) startSequences(path string, m *runtimes.Model) error {
 	opts.NoIdleCleanup = set.IdleSequenceCleanup != nil && !*set.IdleSequenceCleanup
 	r.sequences.Store(m, sequence.NewManager(opts, m.NewSequenceState))
 	return nil
+}
+
+// sequenceSettingsFromProto reads a registration's sequence settings (nil
+// when it has none) and validates them as the runtime config's are.
+func sequenceSettingsFromProto(path string, p *inferencepb.SequenceSettings) (*runtimes.SequenceSettings, error) {
+	if p == nil {
+		return nil, nil
+	}
+	s := &runtimes.SequenceSettings{Stateful: p.GetStateful(), MaxSequenceNumber: p.MaxSequenceNumber,
+		IdleSequenceCleanup: p.IdleSequenceCleanup, LowLatencyTransformation: p.LowLatencyTransformation}
+	if err := s.Validate(); err != nil {
+		return nil, inferr.Errorf(inferr.InputParsing, "register model %s: sequence_settings: %w", inferr.Quote(path), err)
+	}
+	return s, nil
+}
+
+func sequenceSettingsToProto(s *runtimes.SequenceSettings) *inferencepb.SequenceSettings {
+	if s == nil {
+		return nil
+	}
+	return &inferencepb.SequenceSettings{Stateful: s.Stateful, MaxSequenceNumber: s.MaxSequenceNumber,
+		IdleSequenceCleanup: s.IdleSequenceCleanup, LowLatencyTransformation: s.LowLatencyTransformation}
 }
 
 // stopSequences drops m's sequences (m was replaced, deleted or never
@@ -86,8 +118,8 @@ func (r *registry) runSequenceCleaner(interval time.Duration, stop <-chan struct
 // special inputs are taken out, the rest runs on the sequence's state, and
 // sequence_id is appended to the outputs in the form it came in (INT64 [1]
 // when it was absent). Sequence errors keep OpenVINO Model Server's
-// messages, which name their class (sequence.ClassOf), under the closest
-// of the six types: INVALID_ARGUMENT is INPUT_PARSING, NOT_FOUND
+// messages and their class (a *sequence.Error, sent as Error.sequence_class)
+// under the closest of the six types: INVALID_ARGUMENT is INPUT_PARSING, NOT_FOUND
 // MODEL_NOT_FOUND, the others MODEL_EXECUTION.
 func (r *registry) callSequence(ctx context.Context, m *runtimes.Model, mgr *sequence.Manager, inputs []tensor.Tensor) ([]tensor.Tensor, error) {
 	path := m.Path()
@@ -148,41 +180,58 @@ func sequenceInputs(path string, inputs []tensor.Tensor) (id uint64, ctl sequenc
 			return 0, 0, nil, nil, inferr.Errorf(inferr.InputParsing, "model %s: input %s is given twice", inferr.Quote(path), in.Name)
 		}
 		seen[in.Name] = true
-		v, err := oneInteger(in)
+		v, neg, err := oneInteger(in)
 		if err != nil {
 			return 0, 0, nil, nil, inferr.Errorf(inferr.InputParsing, "model %s: input %s: %w", inferr.Quote(path), in.Name, err)
 		}
 		if in.Name == SequenceIDName {
-			if v < 0 {
-				return 0, 0, nil, nil, inferr.Errorf(inferr.InputParsing, "model %s: input %s is %d, want a uint64 (0 for none)", inferr.Quote(path), in.Name, v)
+			if neg {
+				return 0, 0, nil, nil, inferr.Errorf(inferr.InputParsing, "model %s: input %s is %d, want a uint64 (0 for none)", inferr.Quote(path), in.Name, int64(v))
 			}
-			id, idIn = uint64(v), in
+			id, idIn = v, in
 			continue
 		}
-		if v < 0 || v > 1<<32-1 {
-			return 0, 0, nil, nil, inferr.Errorf(inferr.InputParsing, "model %s: input %s is %d, want 0 (none), 1 (start) or 2 (end): %s", inferr.Quote(path), in.Name, v, sequence.MsgBadControlValue)
+		if neg || v > math.MaxUint32 {
+			shown := strconv.FormatUint(v, 10)
+			if neg {
+				shown = strconv.FormatInt(int64(v), 10)
+			}
+			msg := fmt.Sprintf("model %s: input %s is %s, want 0 (none), 1 (start) or 2 (end): %s", inferr.Quote(path), in.Name, shown, sequence.MsgBadControlValue)
+			return 0, 0, nil, nil, inferr.Wrap(inferr.InputParsing, &sequence.Error{Code: sequence.InvalidArgument, Msg: msg}, "")
 		}
 		ctl = sequence.Control(v)
 	}
 	return id, ctl, idIn, rest, nil
 }
 
-// oneInteger reads the value of an integer tensor of one element.
-func oneInteger(t *tensor.Tensor) (int64, error) {
+// oneInteger reads the value of an integer tensor of one element, signed
+// (INT8 to INT64) or unsigned (UINT8 to UINT64: the seed's sequence_id is a
+// UINT64, so ids above 2^63-1 come this way). neg reports a negative
+// signed value, whose bits v then holds.
+func oneInteger(t *tensor.Tensor) (v uint64, neg bool, err error) {
 	if t.Len() != 1 || len(t.Shape) > 1 {
-		return 0, fmt.Errorf("shape %v, want [1] (one value)", t.Shape)
+		return 0, false, fmt.Errorf("shape %v, want [1] (one value)", t.Shape)
 	}
+	signed := func(n int64) (uint64, bool, error) { return uint64(n), n < 0, nil }
 	switch d := t.Data.(type) {
 	case []int64:
-		return d[0], nil
+		return signed(d[0])
 	case []int32:
-		return int64(d[0]), nil
+		return signed(int64(d[0]))
 	case []int16:
-		return int64(d[0]), nil
+		return signed(int64(d[0]))
 	case []int8:
-		return int64(d[0]), nil
+		return signed(int64(d[0]))
+	case []uint64:
+		return d[0], false, nil
+	case []uint32:
+		return uint64(d[0]), false, nil
+	case []uint16:
+		return uint64(d[0]), false, nil
+	case []uint8:
+		return uint64(d[0]), false, nil
 	}
-	return 0, fmt.Errorf("dtype %v, want an integer", t.DType())
+	return 0, false, fmt.Errorf("dtype %v, want an integer", t.DType())
 }
 
 // setInteger stores id in a one-element integer tensor and reports whether
@@ -201,6 +250,18 @@ func setInteger(t tensor.Tensor, id uint64) bool {
 	case []int8:
 		d[0] = int8(id)
 		return id <= math.MaxInt8
+	case []uint64:
+		d[0] = id
+		return true
+	case []uint32:
+		d[0] = uint32(id)
+		return id <= math.MaxUint32
+	case []uint16:
+		d[0] = uint16(id)
+		return id <= math.MaxUint16
+	case []uint8:
+		d[0] = uint8(id)
+		return id <= math.MaxUint8
 	}
 	return false
 }

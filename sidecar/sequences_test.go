@@ -164,7 +164,8 @@ func wantSequenceError(t *testing.T, what string, r batch.Result, typ inferr.Typ
 		t.Fatalf("%s: no error", what)
 	}
 	errType(t, what, r.Err, typ, msg, `"sum/"`)
-	if got, ok := sequence.ClassOf(r.Err.Error()); !ok || got != code {
+	// The class comes over the wire in Error.sequence_class, not from the text.
+	if got, ok := sequence.CodeOf(r.Err); !ok || got != code {
 		t.Errorf("%s: %q has class %v, want %v", what, r.Err, got, code)
 	}
 }
@@ -384,6 +385,116 @@ func BenchmarkSequenceCall(b *testing.B) {
 					b.Fatal(err, res[0].Err)
 				}
 			}
+		})
+	}
+}
+
+// The seed's sequence_id is a UINT64: ids above 2^63-1 work and come back
+// as UINT64; an unsigned control works too, and a UINT64 control above
+// 2^32-1 is the seed's bad-control error.
+func TestUnsignedSequenceFields(t *testing.T) {
+	_, c, _ := startSequenceServer(t, 10, -1)
+	const big = uint64(1)<<63 + 12345
+	entry := func(x float32, id uint64, ctl uint32) batch.Entry {
+		return batch.Entry{ModelPath: "sum/", Tensors: []tensor.Tensor{
+			tensor.New("x", []int64{1}, []float32{x}),
+			tensor.New(SequenceIDName, []int64{1}, []uint64{id}),
+			tensor.New(SequenceControlName, []int64{1}, []uint32{ctl}),
+		}}
+	}
+	for i, s := range []struct {
+		x    float32
+		ctl  uint32
+		want float32
+	}{{1, 1, 1}, {2, 0, 3}, {4, 2, 7}} {
+		r := predictOne(t, c, entry(s.x, big, s.ctl))
+		if r.Err != nil {
+			t.Fatalf("step %d: %v", i, r.Err)
+		}
+		last := r.Tensors[len(r.Tensors)-1]
+		if d, ok := tensor.Data[uint64](last); last.Name != SequenceIDName || !ok || d[0] != big {
+			t.Fatalf("step %d: sequence_id output %+v, want UINT64 [%d]", i, last, big)
+		}
+		if sum, _ := tensor.Data[float32](r.Tensors[0]); sum[0] != s.want {
+			t.Fatalf("step %d: sum %v, want %v", i, sum[0], s.want)
+		}
+	}
+	r := predictOne(t, c, batch.Entry{ModelPath: "sum/", Tensors: []tensor.Tensor{
+		tensor.New("x", []int64{1}, []float32{1}),
+		tensor.New(SequenceIDName, []int64{1}, []uint64{big}),
+		tensor.New(SequenceControlName, []int64{1}, []uint64{1 << 32}),
+	}})
+	wantSequenceError(t, "control 2^32", r, inferr.InputParsing, sequence.InvalidArgument, sequence.MsgBadControlValue)
+}
+
+// serveSum serves the running-sum model at sum/ under the runtime config
+// cfg, registered with the settings seq (nil: none).
+func serveSum(t *testing.T, cfg runtimes.Config, seq *runtimes.SequenceSettings) (*Client, error) {
+	t.Helper()
+	rt, err := runtimes.Open(tensorflow.Name, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := serveOnSocket(t, rt)
+	files, err := tfsave.RunningSumModel(tfsave.Options{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return c, c.RegisterModelWithSequences(ctx, "sum/", files, "", seq)
+}
+
+// A registration's own sequence settings (a model_metadata entry's) make
+// a model stateful without the runtime config, and replace the runtime
+// config's settings for the model: the entry wins, being per model.
+func TestRegistrationSequenceSettings(t *testing.T) {
+	t.Run("entry alone", func(t *testing.T) {
+		c, err := serveSum(t, runtimes.Config{}, &runtimes.SequenceSettings{Stateful: true, MaxSequenceNumber: ptr(uint32(1)), LowLatencyTransformation: ptr(true)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sumAndID(t, predictOne(t, c, seqEntry(1, 3, 1)))
+		wantSequenceError(t, "second sequence over the entry's limit 1", predictOne(t, c, seqEntry(1, 4, 1)), inferr.ModelExecution, sequence.Unavailable, sequence.MsgLimit)
+	})
+	t.Run("entry wins over the runtime config", func(t *testing.T) {
+		cfg := runtimes.Config{StatefulModels: map[string]runtimes.SequenceSettings{"sum/": {Stateful: true, MaxSequenceNumber: ptr(uint32(10))}}}
+		c, err := serveSum(t, cfg, &runtimes.SequenceSettings{Stateful: true, MaxSequenceNumber: ptr(uint32(1))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sumAndID(t, predictOne(t, c, seqEntry(1, 3, 1)))
+		wantSequenceError(t, "limit 1 from the entry, not 10", predictOne(t, c, seqEntry(1, 4, 1)), inferr.ModelExecution, sequence.Unavailable, sequence.MsgLimit)
+	})
+	t.Run("entry turns sequences off", func(t *testing.T) {
+		cfg := runtimes.Config{StatefulModels: map[string]runtimes.SequenceSettings{"sum/": {Stateful: true}}}
+		c, err := serveSum(t, cfg, &runtimes.SequenceSettings{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// One shared state: no sequence inputs needed, the sum goes on.
+		for i, want := range []float32{2, 4} {
+			r := predictOne(t, c, batch.Entry{ModelPath: "sum/", Tensors: []tensor.Tensor{tensor.New("x", []int64{1}, []float32{2})}})
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+			if d, _ := tensor.Data[float32](r.Tensors[0]); d[0] != want {
+				t.Fatalf("call %d: sum %v, want %v (shared state)", i, d[0], want)
+			}
+		}
+	})
+	for _, c := range []struct {
+		what string
+		seq  runtimes.SequenceSettings
+		want string
+	}{
+		{"limit without stateful", runtimes.SequenceSettings{MaxSequenceNumber: ptr(uint32(3))}, "max_sequence_number is set but stateful is not true"},
+		{"cleanup without stateful", runtimes.SequenceSettings{IdleSequenceCleanup: ptr(false)}, "idle_sequence_cleanup is set but stateful is not true"},
+		{"limit 0", runtimes.SequenceSettings{Stateful: true, MaxSequenceNumber: ptr(uint32(0))}, "max_sequence_number is 0"},
+	} {
+		t.Run(c.what, func(t *testing.T) {
+			_, err := serveSum(t, runtimes.Config{}, &c.seq)
+			errType(t, c.what, err, inferr.InputParsing, `"sum/"`, "sequence_settings", c.want)
 		})
 	}
 }

@@ -454,16 +454,20 @@ func (s *Server) RegisterModel(ctx context.Context, req *inferencepb.RegisterMod
 		}
 		files[f.GetPath()] = f.GetContent()
 	}
-	return s.register(ctx, req.GetModelPath(), files, req.GetWarmUpBatchRequestJson())
+	seq, err := sequenceSettingsFromProto(req.GetModelPath(), req.GetSequenceSettings())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return s.register(ctx, req.GetModelPath(), files, req.GetWarmUpBatchRequestJson(), seq)
 }
 
-func (s *Server) register(ctx context.Context, path string, files runtimes.Files, warmUp string) (*inferencepb.RegisterModelResponse, error) {
+func (s *Server) register(ctx context.Context, path string, files runtimes.Files, warmUp string, seq *runtimes.SequenceSettings) (*inferencepb.RegisterModelResponse, error) {
 	if files.Size() >= releaseAfterBytes {
 		// The files and what the runtime decoded them through are
 		// garbage once the model is loaded.
 		defer s.releaseMemorySoon()
 	}
-	res, err := s.reg.register(ctx, path, files, warmUp)
+	res, err := s.reg.registerWith(ctx, path, files, warmUp, seq)
 	if err != nil {
 		s.log.Warn("model registration failed", "model_path", inferr.Clip(path), "err", formatErrType(err))
 		return nil, toStatus(err)
@@ -478,12 +482,12 @@ func (s *Server) register(ctx context.Context, path string, files runtimes.Files
 // declared sizes before anything is allocated; each file gets one buffer of
 // exactly its declared size.
 func (s *Server) RegisterModelStream(stream inferencepb.InferenceService_RegisterModelStreamServer) error {
-	path, files, warmUp, err := receiveModel(stream, s.opts.MaxModelBytes)
+	path, files, warmUp, seq, err := receiveModel(stream, s.opts.MaxModelBytes)
 	if err != nil {
 		s.log.Warn("streamed model registration failed", "model_path", inferr.Clip(path), "err", formatErrType(err))
 		return toStatus(err)
 	}
-	resp, err := s.register(stream.Context(), path, files, warmUp)
+	resp, err := s.register(stream.Context(), path, files, warmUp, seq)
 	if err != nil {
 		return err
 	}
@@ -492,38 +496,38 @@ func (s *Server) RegisterModelStream(stream inferencepb.InferenceService_Registe
 
 // receiveModel reads a streamed registration. Errors are INPUT_PARSING,
 // or GRPC when the stream itself fails.
-func receiveModel(stream inferencepb.InferenceService_RegisterModelStreamServer, maxBytes int64) (string, runtimes.Files, string, error) {
+func receiveModel(stream inferencepb.InferenceService_RegisterModelStreamServer, maxBytes int64) (string, runtimes.Files, string, *runtimes.SequenceSettings, error) {
 	first, err := stream.Recv()
 	if errors.Is(err, io.EOF) {
-		return "", nil, "", inferr.Errorf(inferr.InputParsing, "register model stream: ended before the header")
+		return "", nil, "", nil, inferr.Errorf(inferr.InputParsing, "register model stream: ended before the header")
 	}
 	if err != nil {
-		return "", nil, "", inferr.Wrap(inferr.GRPC, err, "register model stream: no header")
+		return "", nil, "", nil, inferr.Wrap(inferr.GRPC, err, "register model stream: no header")
 	}
 	h := first.GetHeader()
 	if h == nil {
-		return "", nil, "", inferr.Errorf(inferr.InputParsing, "register model stream: the first message must be the header")
+		return "", nil, "", nil, inferr.Errorf(inferr.InputParsing, "register model stream: the first message must be the header")
 	}
 	path := h.GetModelPath()
 	if path == "" {
-		return "", nil, "", inferr.Errorf(inferr.InputParsing, "register model stream: model_path is empty")
+		return "", nil, "", nil, inferr.Errorf(inferr.InputParsing, "register model stream: model_path is empty")
 	}
 	decl := h.GetFiles()
 	if len(decl) == 0 {
-		return path, nil, "", inferr.Errorf(inferr.InputParsing, "register model %q: the header declares no files", path)
+		return path, nil, "", nil, inferr.Errorf(inferr.InputParsing, "register model %q: the header declares no files", path)
 	}
 	var total int64
 	seen := make(map[string]bool, len(decl))
 	for i, f := range decl {
 		if err := validateFilePath(f.GetPath()); err != nil {
-			return path, nil, "", inferr.Errorf(inferr.InputParsing, "register model %q: files[%d]: %w", path, i, err)
+			return path, nil, "", nil, inferr.Errorf(inferr.InputParsing, "register model %q: files[%d]: %w", path, i, err)
 		}
 		if seen[f.GetPath()] {
-			return path, nil, "", inferr.Errorf(inferr.InputParsing, "register model %q: files[%d]: path %q declared twice", path, i, f.GetPath())
+			return path, nil, "", nil, inferr.Errorf(inferr.InputParsing, "register model %q: files[%d]: path %q declared twice", path, i, f.GetPath())
 		}
 		seen[f.GetPath()] = true
 		if f.GetSize() < 0 || f.GetSize() > maxBytes-total {
-			return path, nil, "", inferr.Errorf(inferr.InputParsing, "register model %q: files[%d] %q declares %d bytes; the model would exceed the limit of %d bytes", path, i, f.GetPath(), f.GetSize(), maxBytes)
+			return path, nil, "", nil, inferr.Errorf(inferr.InputParsing, "register model %q: files[%d] %q declares %d bytes; the model would exceed the limit of %d bytes", path, i, f.GetPath(), f.GetSize(), maxBytes)
 		}
 		total += f.GetSize()
 	}
@@ -546,28 +550,32 @@ func receiveModel(stream inferencepb.InferenceService_RegisterModelStreamServer,
 			if errors.Is(err, io.EOF) {
 				break
 			}
-			return path, nil, "", inferr.Wrap(inferr.GRPC, err, fmt.Sprintf("register model %q: stream failed", path))
+			return path, nil, "", nil, inferr.Wrap(inferr.GRPC, err, fmt.Sprintf("register model %q: stream failed", path))
 		}
 		if msg.GetHeader() != nil {
-			return path, nil, "", inferr.Errorf(inferr.InputParsing, "register model %q: a second header arrived", path)
+			return path, nil, "", nil, inferr.Errorf(inferr.InputParsing, "register model %q: a second header arrived", path)
 		}
 		data := msg.GetData()
 		if cur == len(decl) {
 			if len(data) == 0 {
 				continue
 			}
-			return path, nil, "", inferr.Errorf(inferr.InputParsing, "register model %q: %d bytes of data after the last declared file", path, len(data))
+			return path, nil, "", nil, inferr.Errorf(inferr.InputParsing, "register model %q: %d bytes of data after the last declared file", path, len(data))
 		}
 		if room := decl[cur].GetSize() - int64(len(bufs[cur])); int64(len(data)) > room {
-			return path, nil, "", inferr.Errorf(inferr.InputParsing, "register model %q: file %q: a chunk of %d bytes overruns its declared size of %d bytes (%d bytes left)", path, decl[cur].GetPath(), len(data), decl[cur].GetSize(), room)
+			return path, nil, "", nil, inferr.Errorf(inferr.InputParsing, "register model %q: file %q: a chunk of %d bytes overruns its declared size of %d bytes (%d bytes left)", path, decl[cur].GetPath(), len(data), decl[cur].GetSize(), room)
 		}
 		bufs[cur] = append(bufs[cur], data...)
 		skipComplete()
 	}
 	if cur < len(decl) {
-		return path, nil, "", inferr.Errorf(inferr.InputParsing, "register model %q: file %q is short: %d of its declared %d bytes arrived", path, decl[cur].GetPath(), len(bufs[cur]), decl[cur].GetSize())
+		return path, nil, "", nil, inferr.Errorf(inferr.InputParsing, "register model %q: file %q is short: %d of its declared %d bytes arrived", path, decl[cur].GetPath(), len(bufs[cur]), decl[cur].GetSize())
 	}
-	return path, files, h.GetWarmUpBatchRequestJson(), nil
+	seq, err := sequenceSettingsFromProto(path, h.GetSequenceSettings())
+	if err != nil {
+		return path, nil, "", nil, err
+	}
+	return path, files, h.GetWarmUpBatchRequestJson(), seq, nil
 }
 
 // DeleteModel unpublishes a model; calls in flight finish on it.

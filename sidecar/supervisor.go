@@ -105,9 +105,10 @@ type Supervisor struct {
 }
 
 type modelRecord struct {
-	seq    uint64
-	stored *storedModel
-	warmUp string
+	seq       uint64
+	stored    *storedModel
+	warmUp    string
+	sequences *runtimes.SequenceSettings // replayed with the model
 }
 
 type child struct {
@@ -223,20 +224,26 @@ func (s *Supervisor) Pid() int {
 // restart brings back. Once it returns, the supervisor holds none of the
 // files' bytes.
 func (s *Supervisor) RegisterModel(ctx context.Context, modelPath string, files runtimes.Files, warmUpJSON string) error {
+	return s.RegisterModelWithSequences(ctx, modelPath, files, warmUpJSON, nil)
+}
+
+// RegisterModelWithSequences is RegisterModel with the model's sequence
+// settings (Client.RegisterModelWithSequences); a replay carries them too.
+func (s *Supervisor) RegisterModelWithSequences(ctx context.Context, modelPath string, files runtimes.Files, warmUpJSON string, seq *runtimes.SequenceSettings) error {
 	s.replayMu.RLock()
 	defer s.replayMu.RUnlock()
 	stored, err := s.store.put(modelPath, files)
 	if err != nil {
 		return inferr.Errorf(inferr.GRPC, "sidecar supervisor: %w", err)
 	}
-	if err := s.client.RegisterModel(ctx, modelPath, files, warmUpJSON); err != nil {
+	if err := s.client.RegisterModelWithSequences(ctx, modelPath, files, warmUpJSON, seq); err != nil {
 		s.store.remove(stored)
 		return err
 	}
 	s.modelsMu.Lock()
 	s.seq++
 	old := s.models[modelPath]
-	s.models[modelPath] = modelRecord{seq: s.seq, stored: stored, warmUp: warmUpJSON}
+	s.models[modelPath] = modelRecord{seq: s.seq, stored: stored, warmUp: warmUpJSON, sequences: seq}
 	s.modelsMu.Unlock()
 	s.store.remove(old.stored)
 	return nil
@@ -556,7 +563,7 @@ func (s *Supervisor) replay(ctx context.Context) {
 		wg.Go(func() {
 			for it := range work {
 				t := time.Now()
-				err := s.client.registerStream(ctx, it.path, it.warmUp, it.stored.headers(), it.stored.stream)
+				err := s.client.registerStream(ctx, it.path, it.warmUp, it.sequences, it.stored.headers(), it.stored.stream)
 				s.gate.finish(gen, it.path, err == nil)
 				if err != nil {
 					s.log.Error("replaying model after restart failed", "model_path", it.path, "err", formatErrType(err))

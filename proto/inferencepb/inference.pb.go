@@ -172,6 +172,67 @@ func (ErrorType) EnumDescriptor() ([]byte, []int) {
 	return file_inference_proto_rawDescGZIP(), []int{1}
 }
 
+// SequenceErrorClass is the class of a stateful model's sequence error, as
+// OpenVINO Model Server's error table gives it (numbered like
+// sequence.Code); the edges answer its HTTP status or gRPC code.
+type SequenceErrorClass int32
+
+const (
+	SequenceErrorClass_SEQUENCE_ERROR_CLASS_UNSPECIFIED SequenceErrorClass = 0 // not a sequence error
+	SequenceErrorClass_SEQUENCE_INVALID_ARGUMENT        SequenceErrorClass = 1
+	SequenceErrorClass_SEQUENCE_NOT_FOUND               SequenceErrorClass = 2
+	SequenceErrorClass_SEQUENCE_ALREADY_EXISTS          SequenceErrorClass = 3
+	SequenceErrorClass_SEQUENCE_UNAVAILABLE             SequenceErrorClass = 4
+	SequenceErrorClass_SEQUENCE_FAILED_PRECONDITION     SequenceErrorClass = 5
+)
+
+// Enum value maps for SequenceErrorClass.
+var (
+	SequenceErrorClass_name = map[int32]string{
+		0: "SEQUENCE_ERROR_CLASS_UNSPECIFIED",
+		1: "SEQUENCE_INVALID_ARGUMENT",
+		2: "SEQUENCE_NOT_FOUND",
+		3: "SEQUENCE_ALREADY_EXISTS",
+		4: "SEQUENCE_UNAVAILABLE",
+		5: "SEQUENCE_FAILED_PRECONDITION",
+	}
+	SequenceErrorClass_value = map[string]int32{
+		"SEQUENCE_ERROR_CLASS_UNSPECIFIED": 0,
+		"SEQUENCE_INVALID_ARGUMENT":        1,
+		"SEQUENCE_NOT_FOUND":               2,
+		"SEQUENCE_ALREADY_EXISTS":          3,
+		"SEQUENCE_UNAVAILABLE":             4,
+		"SEQUENCE_FAILED_PRECONDITION":     5,
+	}
+)
+
+func (x SequenceErrorClass) Enum() *SequenceErrorClass {
+	p := new(SequenceErrorClass)
+	*p = x
+	return p
+}
+
+func (x SequenceErrorClass) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (SequenceErrorClass) Descriptor() protoreflect.EnumDescriptor {
+	return file_inference_proto_enumTypes[2].Descriptor()
+}
+
+func (SequenceErrorClass) Type() protoreflect.EnumType {
+	return &file_inference_proto_enumTypes[2]
+}
+
+func (x SequenceErrorClass) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use SequenceErrorClass.Descriptor instead.
+func (SequenceErrorClass) EnumDescriptor() ([]byte, []int) {
+	return file_inference_proto_rawDescGZIP(), []int{2}
+}
+
 // ModelState is what the sidecar holds at a path.
 type ModelState int32
 
@@ -208,11 +269,11 @@ func (x ModelState) String() string {
 }
 
 func (ModelState) Descriptor() protoreflect.EnumDescriptor {
-	return file_inference_proto_enumTypes[2].Descriptor()
+	return file_inference_proto_enumTypes[3].Descriptor()
 }
 
 func (ModelState) Type() protoreflect.EnumType {
-	return &file_inference_proto_enumTypes[2]
+	return &file_inference_proto_enumTypes[3]
 }
 
 func (x ModelState) Number() protoreflect.EnumNumber {
@@ -221,7 +282,7 @@ func (x ModelState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ModelState.Descriptor instead.
 func (ModelState) EnumDescriptor() ([]byte, []int) {
-	return file_inference_proto_rawDescGZIP(), []int{2}
+	return file_inference_proto_rawDescGZIP(), []int{3}
 }
 
 // Tensor is a dense row-major tensor. Exactly one data field is used, the
@@ -361,9 +422,11 @@ func (x *Tensor) GetBytesData() [][]byte {
 }
 
 type Error struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Type          ErrorType              `protobuf:"varint,1,opt,name=type,proto3,enum=inferbid.inference.v1.ErrorType" json:"type,omitempty"`
-	Description   string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Type        ErrorType              `protobuf:"varint,1,opt,name=type,proto3,enum=inferbid.inference.v1.ErrorType" json:"type,omitempty"`
+	Description string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// Set for a sequence error only.
+	SequenceClass SequenceErrorClass `protobuf:"varint,3,opt,name=sequence_class,json=sequenceClass,proto3,enum=inferbid.inference.v1.SequenceErrorClass" json:"sequence_class,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -410,6 +473,13 @@ func (x *Error) GetDescription() string {
 		return x.Description
 	}
 	return ""
+}
+
+func (x *Error) GetSequenceClass() SequenceErrorClass {
+	if x != nil {
+		return x.SequenceClass
+	}
+	return SequenceErrorClass_SEQUENCE_ERROR_CLASS_UNSPECIFIED
 }
 
 // ModelRequest is one entry of a batch: inputs for one model.
@@ -863,6 +933,78 @@ func (x *ModelFile) GetContent() []byte {
 	return nil
 }
 
+// SequenceSettings are a stateful model's settings from its model_metadata
+// entry (OpenVINO Model Server's names); unset optional fields take their
+// defaults. Every field but stateful is refused unless stateful is true.
+type SequenceSettings struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	Stateful            bool                   `protobuf:"varint,1,opt,name=stateful,proto3" json:"stateful,omitempty"`
+	MaxSequenceNumber   *uint32                `protobuf:"varint,2,opt,name=max_sequence_number,json=maxSequenceNumber,proto3,oneof" json:"max_sequence_number,omitempty"`
+	IdleSequenceCleanup *bool                  `protobuf:"varint,3,opt,name=idle_sequence_cleanup,json=idleSequenceCleanup,proto3,oneof" json:"idle_sequence_cleanup,omitempty"`
+	// Accepted, no effect (an OpenVINO graph rewrite).
+	LowLatencyTransformation *bool `protobuf:"varint,4,opt,name=low_latency_transformation,json=lowLatencyTransformation,proto3,oneof" json:"low_latency_transformation,omitempty"`
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
+}
+
+func (x *SequenceSettings) Reset() {
+	*x = SequenceSettings{}
+	mi := &file_inference_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SequenceSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SequenceSettings) ProtoMessage() {}
+
+func (x *SequenceSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_inference_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SequenceSettings.ProtoReflect.Descriptor instead.
+func (*SequenceSettings) Descriptor() ([]byte, []int) {
+	return file_inference_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SequenceSettings) GetStateful() bool {
+	if x != nil {
+		return x.Stateful
+	}
+	return false
+}
+
+func (x *SequenceSettings) GetMaxSequenceNumber() uint32 {
+	if x != nil && x.MaxSequenceNumber != nil {
+		return *x.MaxSequenceNumber
+	}
+	return 0
+}
+
+func (x *SequenceSettings) GetIdleSequenceCleanup() bool {
+	if x != nil && x.IdleSequenceCleanup != nil {
+		return *x.IdleSequenceCleanup
+	}
+	return false
+}
+
+func (x *SequenceSettings) GetLowLatencyTransformation() bool {
+	if x != nil && x.LowLatencyTransformation != nil {
+		return *x.LowLatencyTransformation
+	}
+	return false
+}
+
 type RegisterModelRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	ModelPath string                 `protobuf:"bytes,1,opt,name=model_path,json=modelPath,proto3" json:"model_path,omitempty"`
@@ -870,13 +1012,17 @@ type RegisterModelRequest struct {
 	// A batch JSON run against the model before it is published; a failure
 	// fails the registration.
 	WarmUpBatchRequestJson string `protobuf:"bytes,3,opt,name=warm_up_batch_request_json,json=warmUpBatchRequestJson,proto3" json:"warm_up_batch_request_json,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// The model's sequence settings; when set they replace the runtime
+	// config's stateful_models entry for the path (the registration is per
+	// model).
+	SequenceSettings *SequenceSettings `protobuf:"bytes,4,opt,name=sequence_settings,json=sequenceSettings,proto3" json:"sequence_settings,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *RegisterModelRequest) Reset() {
 	*x = RegisterModelRequest{}
-	mi := &file_inference_proto_msgTypes[9]
+	mi := &file_inference_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -888,7 +1034,7 @@ func (x *RegisterModelRequest) String() string {
 func (*RegisterModelRequest) ProtoMessage() {}
 
 func (x *RegisterModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_inference_proto_msgTypes[9]
+	mi := &file_inference_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -901,7 +1047,7 @@ func (x *RegisterModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterModelRequest.ProtoReflect.Descriptor instead.
 func (*RegisterModelRequest) Descriptor() ([]byte, []int) {
-	return file_inference_proto_rawDescGZIP(), []int{9}
+	return file_inference_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RegisterModelRequest) GetModelPath() string {
@@ -925,6 +1071,13 @@ func (x *RegisterModelRequest) GetWarmUpBatchRequestJson() string {
 	return ""
 }
 
+func (x *RegisterModelRequest) GetSequenceSettings() *SequenceSettings {
+	if x != nil {
+		return x.SequenceSettings
+	}
+	return nil
+}
+
 type RegisterModelResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// True when an existing model at the path was replaced.
@@ -937,7 +1090,7 @@ type RegisterModelResponse struct {
 
 func (x *RegisterModelResponse) Reset() {
 	*x = RegisterModelResponse{}
-	mi := &file_inference_proto_msgTypes[10]
+	mi := &file_inference_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -949,7 +1102,7 @@ func (x *RegisterModelResponse) String() string {
 func (*RegisterModelResponse) ProtoMessage() {}
 
 func (x *RegisterModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_inference_proto_msgTypes[10]
+	mi := &file_inference_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -962,7 +1115,7 @@ func (x *RegisterModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterModelResponse.ProtoReflect.Descriptor instead.
 func (*RegisterModelResponse) Descriptor() ([]byte, []int) {
-	return file_inference_proto_rawDescGZIP(), []int{10}
+	return file_inference_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RegisterModelResponse) GetReplaced() bool {
@@ -997,7 +1150,7 @@ type FileHeader struct {
 
 func (x *FileHeader) Reset() {
 	*x = FileHeader{}
-	mi := &file_inference_proto_msgTypes[11]
+	mi := &file_inference_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1009,7 +1162,7 @@ func (x *FileHeader) String() string {
 func (*FileHeader) ProtoMessage() {}
 
 func (x *FileHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_inference_proto_msgTypes[11]
+	mi := &file_inference_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1022,7 +1175,7 @@ func (x *FileHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileHeader.ProtoReflect.Descriptor instead.
 func (*FileHeader) Descriptor() ([]byte, []int) {
-	return file_inference_proto_rawDescGZIP(), []int{11}
+	return file_inference_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *FileHeader) GetPath() string {
@@ -1044,14 +1197,16 @@ type RegisterModelHeader struct {
 	ModelPath              string                 `protobuf:"bytes,1,opt,name=model_path,json=modelPath,proto3" json:"model_path,omitempty"`
 	WarmUpBatchRequestJson string                 `protobuf:"bytes,2,opt,name=warm_up_batch_request_json,json=warmUpBatchRequestJson,proto3" json:"warm_up_batch_request_json,omitempty"`
 	// Every file that follows, in the order its chunks will arrive.
-	Files         []*FileHeader `protobuf:"bytes,3,rep,name=files,proto3" json:"files,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Files []*FileHeader `protobuf:"bytes,3,rep,name=files,proto3" json:"files,omitempty"`
+	// As in RegisterModelRequest.
+	SequenceSettings *SequenceSettings `protobuf:"bytes,4,opt,name=sequence_settings,json=sequenceSettings,proto3" json:"sequence_settings,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *RegisterModelHeader) Reset() {
 	*x = RegisterModelHeader{}
-	mi := &file_inference_proto_msgTypes[12]
+	mi := &file_inference_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1063,7 +1218,7 @@ func (x *RegisterModelHeader) String() string {
 func (*RegisterModelHeader) ProtoMessage() {}
 
 func (x *RegisterModelHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_inference_proto_msgTypes[12]
+	mi := &file_inference_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1076,7 +1231,7 @@ func (x *RegisterModelHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterModelHeader.ProtoReflect.Descriptor instead.
 func (*RegisterModelHeader) Descriptor() ([]byte, []int) {
-	return file_inference_proto_rawDescGZIP(), []int{12}
+	return file_inference_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RegisterModelHeader) GetModelPath() string {
@@ -1100,6 +1255,13 @@ func (x *RegisterModelHeader) GetFiles() []*FileHeader {
 	return nil
 }
 
+func (x *RegisterModelHeader) GetSequenceSettings() *SequenceSettings {
+	if x != nil {
+		return x.SequenceSettings
+	}
+	return nil
+}
+
 type RegisterModelChunk struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Part:
@@ -1113,7 +1275,7 @@ type RegisterModelChunk struct {
 
 func (x *RegisterModelChunk) Reset() {
 	*x = RegisterModelChunk{}
-	mi := &file_inference_proto_msgTypes[13]
+	mi := &file_inference_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1125,7 +1287,7 @@ func (x *RegisterModelChunk) String() string {
 func (*RegisterModelChunk) ProtoMessage() {}
 
 func (x *RegisterModelChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_inference_proto_msgTypes[13]
+	mi := &file_inference_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1138,7 +1300,7 @@ func (x *RegisterModelChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterModelChunk.ProtoReflect.Descriptor instead.
 func (*RegisterModelChunk) Descriptor() ([]byte, []int) {
-	return file_inference_proto_rawDescGZIP(), []int{13}
+	return file_inference_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RegisterModelChunk) GetPart() isRegisterModelChunk_Part {
@@ -1194,7 +1356,7 @@ type DeleteModelRequest struct {
 
 func (x *DeleteModelRequest) Reset() {
 	*x = DeleteModelRequest{}
-	mi := &file_inference_proto_msgTypes[14]
+	mi := &file_inference_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1206,7 +1368,7 @@ func (x *DeleteModelRequest) String() string {
 func (*DeleteModelRequest) ProtoMessage() {}
 
 func (x *DeleteModelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_inference_proto_msgTypes[14]
+	mi := &file_inference_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1219,7 +1381,7 @@ func (x *DeleteModelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteModelRequest.ProtoReflect.Descriptor instead.
 func (*DeleteModelRequest) Descriptor() ([]byte, []int) {
-	return file_inference_proto_rawDescGZIP(), []int{14}
+	return file_inference_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteModelRequest) GetModelPath() string {
@@ -1237,7 +1399,7 @@ type DeleteModelResponse struct {
 
 func (x *DeleteModelResponse) Reset() {
 	*x = DeleteModelResponse{}
-	mi := &file_inference_proto_msgTypes[15]
+	mi := &file_inference_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1249,7 +1411,7 @@ func (x *DeleteModelResponse) String() string {
 func (*DeleteModelResponse) ProtoMessage() {}
 
 func (x *DeleteModelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_inference_proto_msgTypes[15]
+	mi := &file_inference_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1262,7 +1424,7 @@ func (x *DeleteModelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteModelResponse.ProtoReflect.Descriptor instead.
 func (*DeleteModelResponse) Descriptor() ([]byte, []int) {
-	return file_inference_proto_rawDescGZIP(), []int{15}
+	return file_inference_proto_rawDescGZIP(), []int{16}
 }
 
 type GetModelPathsRequest struct {
@@ -1273,7 +1435,7 @@ type GetModelPathsRequest struct {
 
 func (x *GetModelPathsRequest) Reset() {
 	*x = GetModelPathsRequest{}
-	mi := &file_inference_proto_msgTypes[16]
+	mi := &file_inference_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1285,7 +1447,7 @@ func (x *GetModelPathsRequest) String() string {
 func (*GetModelPathsRequest) ProtoMessage() {}
 
 func (x *GetModelPathsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_inference_proto_msgTypes[16]
+	mi := &file_inference_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1298,7 +1460,7 @@ func (x *GetModelPathsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelPathsRequest.ProtoReflect.Descriptor instead.
 func (*GetModelPathsRequest) Descriptor() ([]byte, []int) {
-	return file_inference_proto_rawDescGZIP(), []int{16}
+	return file_inference_proto_rawDescGZIP(), []int{17}
 }
 
 type GetModelPathsResponse struct {
@@ -1310,7 +1472,7 @@ type GetModelPathsResponse struct {
 
 func (x *GetModelPathsResponse) Reset() {
 	*x = GetModelPathsResponse{}
-	mi := &file_inference_proto_msgTypes[17]
+	mi := &file_inference_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1322,7 +1484,7 @@ func (x *GetModelPathsResponse) String() string {
 func (*GetModelPathsResponse) ProtoMessage() {}
 
 func (x *GetModelPathsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_inference_proto_msgTypes[17]
+	mi := &file_inference_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1335,7 +1497,7 @@ func (x *GetModelPathsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelPathsResponse.ProtoReflect.Descriptor instead.
 func (*GetModelPathsResponse) Descriptor() ([]byte, []int) {
-	return file_inference_proto_rawDescGZIP(), []int{17}
+	return file_inference_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetModelPathsResponse) GetModelPaths() []string {
@@ -1356,7 +1518,7 @@ type GetModelsRequest struct {
 
 func (x *GetModelsRequest) Reset() {
 	*x = GetModelsRequest{}
-	mi := &file_inference_proto_msgTypes[18]
+	mi := &file_inference_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1368,7 +1530,7 @@ func (x *GetModelsRequest) String() string {
 func (*GetModelsRequest) ProtoMessage() {}
 
 func (x *GetModelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_inference_proto_msgTypes[18]
+	mi := &file_inference_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1381,7 +1543,7 @@ func (x *GetModelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelsRequest.ProtoReflect.Descriptor instead.
 func (*GetModelsRequest) Descriptor() ([]byte, []int) {
-	return file_inference_proto_rawDescGZIP(), []int{18}
+	return file_inference_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetModelsRequest) GetModelPath() string {
@@ -1411,7 +1573,7 @@ type TensorSpec struct {
 
 func (x *TensorSpec) Reset() {
 	*x = TensorSpec{}
-	mi := &file_inference_proto_msgTypes[19]
+	mi := &file_inference_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1423,7 +1585,7 @@ func (x *TensorSpec) String() string {
 func (*TensorSpec) ProtoMessage() {}
 
 func (x *TensorSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_inference_proto_msgTypes[19]
+	mi := &file_inference_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1436,7 +1598,7 @@ func (x *TensorSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TensorSpec.ProtoReflect.Descriptor instead.
 func (*TensorSpec) Descriptor() ([]byte, []int) {
-	return file_inference_proto_rawDescGZIP(), []int{19}
+	return file_inference_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TensorSpec) GetName() string {
@@ -1510,7 +1672,7 @@ type ModelStatus struct {
 
 func (x *ModelStatus) Reset() {
 	*x = ModelStatus{}
-	mi := &file_inference_proto_msgTypes[20]
+	mi := &file_inference_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1522,7 +1684,7 @@ func (x *ModelStatus) String() string {
 func (*ModelStatus) ProtoMessage() {}
 
 func (x *ModelStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_inference_proto_msgTypes[20]
+	mi := &file_inference_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1535,7 +1697,7 @@ func (x *ModelStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelStatus.ProtoReflect.Descriptor instead.
 func (*ModelStatus) Descriptor() ([]byte, []int) {
-	return file_inference_proto_rawDescGZIP(), []int{20}
+	return file_inference_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ModelStatus) GetModelPath() string {
@@ -1632,7 +1794,7 @@ type GetModelsResponse struct {
 
 func (x *GetModelsResponse) Reset() {
 	*x = GetModelsResponse{}
-	mi := &file_inference_proto_msgTypes[21]
+	mi := &file_inference_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1644,7 +1806,7 @@ func (x *GetModelsResponse) String() string {
 func (*GetModelsResponse) ProtoMessage() {}
 
 func (x *GetModelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_inference_proto_msgTypes[21]
+	mi := &file_inference_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1657,7 +1819,7 @@ func (x *GetModelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelsResponse.ProtoReflect.Descriptor instead.
 func (*GetModelsResponse) Descriptor() ([]byte, []int) {
-	return file_inference_proto_rawDescGZIP(), []int{21}
+	return file_inference_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetModelsResponse) GetModels() []*ModelStatus {
@@ -1690,10 +1852,11 @@ const file_inference_proto_rawDesc = "" +
 	"uint64Data\x12\x1b\n" +
 	"\tfp16_data\x18\v \x01(\fR\bfp16Data\x12\x1d\n" +
 	"\n" +
-	"bytes_data\x18\f \x03(\fR\tbytesData\"_\n" +
+	"bytes_data\x18\f \x03(\fR\tbytesData\"\xb1\x01\n" +
 	"\x05Error\x124\n" +
 	"\x04type\x18\x01 \x01(\x0e2 .inferbid.inference.v1.ErrorTypeR\x04type\x12 \n" +
-	"\vdescription\x18\x02 \x01(\tR\vdescription\"f\n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12P\n" +
+	"\x0esequence_class\x18\x03 \x01(\x0e2).inferbid.inference.v1.SequenceErrorClassR\rsequenceClass\"f\n" +
 	"\fModelRequest\x12\x1d\n" +
 	"\n" +
 	"model_path\x18\x01 \x01(\tR\tmodelPath\x127\n" +
@@ -1726,12 +1889,21 @@ const file_inference_proto_rawDesc = "" +
 	"\x06output\"9\n" +
 	"\tModelFile\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x18\n" +
-	"\acontent\x18\x02 \x01(\fR\acontent\"\xa9\x01\n" +
+	"\acontent\x18\x02 \x01(\fR\acontent\"\xb0\x02\n" +
+	"\x10SequenceSettings\x12\x1a\n" +
+	"\bstateful\x18\x01 \x01(\bR\bstateful\x123\n" +
+	"\x13max_sequence_number\x18\x02 \x01(\rH\x00R\x11maxSequenceNumber\x88\x01\x01\x127\n" +
+	"\x15idle_sequence_cleanup\x18\x03 \x01(\bH\x01R\x13idleSequenceCleanup\x88\x01\x01\x12A\n" +
+	"\x1alow_latency_transformation\x18\x04 \x01(\bH\x02R\x18lowLatencyTransformation\x88\x01\x01B\x16\n" +
+	"\x14_max_sequence_numberB\x18\n" +
+	"\x16_idle_sequence_cleanupB\x1d\n" +
+	"\x1b_low_latency_transformation\"\xff\x01\n" +
 	"\x14RegisterModelRequest\x12\x1d\n" +
 	"\n" +
 	"model_path\x18\x01 \x01(\tR\tmodelPath\x126\n" +
 	"\x05files\x18\x02 \x03(\v2 .inferbid.inference.v1.ModelFileR\x05files\x12:\n" +
-	"\x1awarm_up_batch_request_json\x18\x03 \x01(\tR\x16warmUpBatchRequestJson\"j\n" +
+	"\x1awarm_up_batch_request_json\x18\x03 \x01(\tR\x16warmUpBatchRequestJson\x12T\n" +
+	"\x11sequence_settings\x18\x04 \x01(\v2'.inferbid.inference.v1.SequenceSettingsR\x10sequenceSettings\"j\n" +
 	"\x15RegisterModelResponse\x12\x1a\n" +
 	"\breplaced\x18\x01 \x01(\bR\breplaced\x12\x17\n" +
 	"\aload_ms\x18\x02 \x01(\x01R\x06loadMs\x12\x1c\n" +
@@ -1740,12 +1912,13 @@ const file_inference_proto_rawDesc = "" +
 	"\n" +
 	"FileHeader\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
-	"\x04size\x18\x02 \x01(\x03R\x04size\"\xa9\x01\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\"\xff\x01\n" +
 	"\x13RegisterModelHeader\x12\x1d\n" +
 	"\n" +
 	"model_path\x18\x01 \x01(\tR\tmodelPath\x12:\n" +
 	"\x1awarm_up_batch_request_json\x18\x02 \x01(\tR\x16warmUpBatchRequestJson\x127\n" +
-	"\x05files\x18\x03 \x03(\v2!.inferbid.inference.v1.FileHeaderR\x05files\"x\n" +
+	"\x05files\x18\x03 \x03(\v2!.inferbid.inference.v1.FileHeaderR\x05files\x12T\n" +
+	"\x11sequence_settings\x18\x04 \x01(\v2'.inferbid.inference.v1.SequenceSettingsR\x10sequenceSettings\"x\n" +
 	"\x12RegisterModelChunk\x12D\n" +
 	"\x06header\x18\x01 \x01(\v2*.inferbid.inference.v1.RegisterModelHeaderH\x00R\x06header\x12\x14\n" +
 	"\x04data\x18\x02 \x01(\fH\x00R\x04dataB\x06\n" +
@@ -1815,7 +1988,14 @@ const file_inference_proto_rawDesc = "" +
 	"\x0fMODEL_NOT_FOUND\x10\x02\x12\x13\n" +
 	"\x0fMODEL_EXECUTION\x10\x03\x12\x12\n" +
 	"\x0eOUTPUT_PARSING\x10\x04\x12\b\n" +
-	"\x04GRPC\x10\x05*C\n" +
+	"\x04GRPC\x10\x05*\xca\x01\n" +
+	"\x12SequenceErrorClass\x12$\n" +
+	" SEQUENCE_ERROR_CLASS_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19SEQUENCE_INVALID_ARGUMENT\x10\x01\x12\x16\n" +
+	"\x12SEQUENCE_NOT_FOUND\x10\x02\x12\x1b\n" +
+	"\x17SEQUENCE_ALREADY_EXISTS\x10\x03\x12\x18\n" +
+	"\x14SEQUENCE_UNAVAILABLE\x10\x04\x12 \n" +
+	"\x1cSEQUENCE_FAILED_PRECONDITION\x10\x05*C\n" +
 	"\n" +
 	"ModelState\x12\x1b\n" +
 	"\x17MODEL_STATE_UNSPECIFIED\x10\x00\x12\v\n" +
@@ -1841,72 +2021,77 @@ func file_inference_proto_rawDescGZIP() []byte {
 	return file_inference_proto_rawDescData
 }
 
-var file_inference_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_inference_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_inference_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_inference_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_inference_proto_goTypes = []any{
 	(DataType)(0),                 // 0: inferbid.inference.v1.DataType
 	(ErrorType)(0),                // 1: inferbid.inference.v1.ErrorType
-	(ModelState)(0),               // 2: inferbid.inference.v1.ModelState
-	(*Tensor)(nil),                // 3: inferbid.inference.v1.Tensor
-	(*Error)(nil),                 // 4: inferbid.inference.v1.Error
-	(*ModelRequest)(nil),          // 5: inferbid.inference.v1.ModelRequest
-	(*ModelResponse)(nil),         // 6: inferbid.inference.v1.ModelResponse
-	(*Batch)(nil),                 // 7: inferbid.inference.v1.Batch
-	(*BatchResult)(nil),           // 8: inferbid.inference.v1.BatchResult
-	(*PredictRequest)(nil),        // 9: inferbid.inference.v1.PredictRequest
-	(*PredictResponse)(nil),       // 10: inferbid.inference.v1.PredictResponse
-	(*ModelFile)(nil),             // 11: inferbid.inference.v1.ModelFile
-	(*RegisterModelRequest)(nil),  // 12: inferbid.inference.v1.RegisterModelRequest
-	(*RegisterModelResponse)(nil), // 13: inferbid.inference.v1.RegisterModelResponse
-	(*FileHeader)(nil),            // 14: inferbid.inference.v1.FileHeader
-	(*RegisterModelHeader)(nil),   // 15: inferbid.inference.v1.RegisterModelHeader
-	(*RegisterModelChunk)(nil),    // 16: inferbid.inference.v1.RegisterModelChunk
-	(*DeleteModelRequest)(nil),    // 17: inferbid.inference.v1.DeleteModelRequest
-	(*DeleteModelResponse)(nil),   // 18: inferbid.inference.v1.DeleteModelResponse
-	(*GetModelPathsRequest)(nil),  // 19: inferbid.inference.v1.GetModelPathsRequest
-	(*GetModelPathsResponse)(nil), // 20: inferbid.inference.v1.GetModelPathsResponse
-	(*GetModelsRequest)(nil),      // 21: inferbid.inference.v1.GetModelsRequest
-	(*TensorSpec)(nil),            // 22: inferbid.inference.v1.TensorSpec
-	(*ModelStatus)(nil),           // 23: inferbid.inference.v1.ModelStatus
-	(*GetModelsResponse)(nil),     // 24: inferbid.inference.v1.GetModelsResponse
-	nil,                           // 25: inferbid.inference.v1.PredictResponse.MetricsEntry
+	(SequenceErrorClass)(0),       // 2: inferbid.inference.v1.SequenceErrorClass
+	(ModelState)(0),               // 3: inferbid.inference.v1.ModelState
+	(*Tensor)(nil),                // 4: inferbid.inference.v1.Tensor
+	(*Error)(nil),                 // 5: inferbid.inference.v1.Error
+	(*ModelRequest)(nil),          // 6: inferbid.inference.v1.ModelRequest
+	(*ModelResponse)(nil),         // 7: inferbid.inference.v1.ModelResponse
+	(*Batch)(nil),                 // 8: inferbid.inference.v1.Batch
+	(*BatchResult)(nil),           // 9: inferbid.inference.v1.BatchResult
+	(*PredictRequest)(nil),        // 10: inferbid.inference.v1.PredictRequest
+	(*PredictResponse)(nil),       // 11: inferbid.inference.v1.PredictResponse
+	(*ModelFile)(nil),             // 12: inferbid.inference.v1.ModelFile
+	(*SequenceSettings)(nil),      // 13: inferbid.inference.v1.SequenceSettings
+	(*RegisterModelRequest)(nil),  // 14: inferbid.inference.v1.RegisterModelRequest
+	(*RegisterModelResponse)(nil), // 15: inferbid.inference.v1.RegisterModelResponse
+	(*FileHeader)(nil),            // 16: inferbid.inference.v1.FileHeader
+	(*RegisterModelHeader)(nil),   // 17: inferbid.inference.v1.RegisterModelHeader
+	(*RegisterModelChunk)(nil),    // 18: inferbid.inference.v1.RegisterModelChunk
+	(*DeleteModelRequest)(nil),    // 19: inferbid.inference.v1.DeleteModelRequest
+	(*DeleteModelResponse)(nil),   // 20: inferbid.inference.v1.DeleteModelResponse
+	(*GetModelPathsRequest)(nil),  // 21: inferbid.inference.v1.GetModelPathsRequest
+	(*GetModelPathsResponse)(nil), // 22: inferbid.inference.v1.GetModelPathsResponse
+	(*GetModelsRequest)(nil),      // 23: inferbid.inference.v1.GetModelsRequest
+	(*TensorSpec)(nil),            // 24: inferbid.inference.v1.TensorSpec
+	(*ModelStatus)(nil),           // 25: inferbid.inference.v1.ModelStatus
+	(*GetModelsResponse)(nil),     // 26: inferbid.inference.v1.GetModelsResponse
+	nil,                           // 27: inferbid.inference.v1.PredictResponse.MetricsEntry
 }
 var file_inference_proto_depIdxs = []int32{
 	0,  // 0: inferbid.inference.v1.Tensor.data_type:type_name -> inferbid.inference.v1.DataType
 	1,  // 1: inferbid.inference.v1.Error.type:type_name -> inferbid.inference.v1.ErrorType
-	3,  // 2: inferbid.inference.v1.ModelRequest.tensors:type_name -> inferbid.inference.v1.Tensor
-	3,  // 3: inferbid.inference.v1.ModelResponse.tensors:type_name -> inferbid.inference.v1.Tensor
-	4,  // 4: inferbid.inference.v1.ModelResponse.error:type_name -> inferbid.inference.v1.Error
-	5,  // 5: inferbid.inference.v1.Batch.requests:type_name -> inferbid.inference.v1.ModelRequest
-	6,  // 6: inferbid.inference.v1.BatchResult.responses:type_name -> inferbid.inference.v1.ModelResponse
-	7,  // 7: inferbid.inference.v1.PredictRequest.batch:type_name -> inferbid.inference.v1.Batch
-	8,  // 8: inferbid.inference.v1.PredictResponse.result:type_name -> inferbid.inference.v1.BatchResult
-	25, // 9: inferbid.inference.v1.PredictResponse.metrics:type_name -> inferbid.inference.v1.PredictResponse.MetricsEntry
-	11, // 10: inferbid.inference.v1.RegisterModelRequest.files:type_name -> inferbid.inference.v1.ModelFile
-	14, // 11: inferbid.inference.v1.RegisterModelHeader.files:type_name -> inferbid.inference.v1.FileHeader
-	15, // 12: inferbid.inference.v1.RegisterModelChunk.header:type_name -> inferbid.inference.v1.RegisterModelHeader
-	0,  // 13: inferbid.inference.v1.TensorSpec.data_type:type_name -> inferbid.inference.v1.DataType
-	2,  // 14: inferbid.inference.v1.ModelStatus.state:type_name -> inferbid.inference.v1.ModelState
-	22, // 15: inferbid.inference.v1.ModelStatus.inputs:type_name -> inferbid.inference.v1.TensorSpec
-	22, // 16: inferbid.inference.v1.ModelStatus.outputs:type_name -> inferbid.inference.v1.TensorSpec
-	23, // 17: inferbid.inference.v1.GetModelsResponse.models:type_name -> inferbid.inference.v1.ModelStatus
-	9,  // 18: inferbid.inference.v1.InferenceService.Predict:input_type -> inferbid.inference.v1.PredictRequest
-	12, // 19: inferbid.inference.v1.InferenceService.RegisterModel:input_type -> inferbid.inference.v1.RegisterModelRequest
-	16, // 20: inferbid.inference.v1.InferenceService.RegisterModelStream:input_type -> inferbid.inference.v1.RegisterModelChunk
-	17, // 21: inferbid.inference.v1.InferenceService.DeleteModel:input_type -> inferbid.inference.v1.DeleteModelRequest
-	19, // 22: inferbid.inference.v1.InferenceService.GetModelPaths:input_type -> inferbid.inference.v1.GetModelPathsRequest
-	21, // 23: inferbid.inference.v1.InferenceService.GetModels:input_type -> inferbid.inference.v1.GetModelsRequest
-	10, // 24: inferbid.inference.v1.InferenceService.Predict:output_type -> inferbid.inference.v1.PredictResponse
-	13, // 25: inferbid.inference.v1.InferenceService.RegisterModel:output_type -> inferbid.inference.v1.RegisterModelResponse
-	13, // 26: inferbid.inference.v1.InferenceService.RegisterModelStream:output_type -> inferbid.inference.v1.RegisterModelResponse
-	18, // 27: inferbid.inference.v1.InferenceService.DeleteModel:output_type -> inferbid.inference.v1.DeleteModelResponse
-	20, // 28: inferbid.inference.v1.InferenceService.GetModelPaths:output_type -> inferbid.inference.v1.GetModelPathsResponse
-	24, // 29: inferbid.inference.v1.InferenceService.GetModels:output_type -> inferbid.inference.v1.GetModelsResponse
-	24, // [24:30] is the sub-list for method output_type
-	18, // [18:24] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	2,  // 2: inferbid.inference.v1.Error.sequence_class:type_name -> inferbid.inference.v1.SequenceErrorClass
+	4,  // 3: inferbid.inference.v1.ModelRequest.tensors:type_name -> inferbid.inference.v1.Tensor
+	4,  // 4: inferbid.inference.v1.ModelResponse.tensors:type_name -> inferbid.inference.v1.Tensor
+	5,  // 5: inferbid.inference.v1.ModelResponse.error:type_name -> inferbid.inference.v1.Error
+	6,  // 6: inferbid.inference.v1.Batch.requests:type_name -> inferbid.inference.v1.ModelRequest
+	7,  // 7: inferbid.inference.v1.BatchResult.responses:type_name -> inferbid.inference.v1.ModelResponse
+	8,  // 8: inferbid.inference.v1.PredictRequest.batch:type_name -> inferbid.inference.v1.Batch
+	9,  // 9: inferbid.inference.v1.PredictResponse.result:type_name -> inferbid.inference.v1.BatchResult
+	27, // 10: inferbid.inference.v1.PredictResponse.metrics:type_name -> inferbid.inference.v1.PredictResponse.MetricsEntry
+	12, // 11: inferbid.inference.v1.RegisterModelRequest.files:type_name -> inferbid.inference.v1.ModelFile
+	13, // 12: inferbid.inference.v1.RegisterModelRequest.sequence_settings:type_name -> inferbid.inference.v1.SequenceSettings
+	16, // 13: inferbid.inference.v1.RegisterModelHeader.files:type_name -> inferbid.inference.v1.FileHeader
+	13, // 14: inferbid.inference.v1.RegisterModelHeader.sequence_settings:type_name -> inferbid.inference.v1.SequenceSettings
+	17, // 15: inferbid.inference.v1.RegisterModelChunk.header:type_name -> inferbid.inference.v1.RegisterModelHeader
+	0,  // 16: inferbid.inference.v1.TensorSpec.data_type:type_name -> inferbid.inference.v1.DataType
+	3,  // 17: inferbid.inference.v1.ModelStatus.state:type_name -> inferbid.inference.v1.ModelState
+	24, // 18: inferbid.inference.v1.ModelStatus.inputs:type_name -> inferbid.inference.v1.TensorSpec
+	24, // 19: inferbid.inference.v1.ModelStatus.outputs:type_name -> inferbid.inference.v1.TensorSpec
+	25, // 20: inferbid.inference.v1.GetModelsResponse.models:type_name -> inferbid.inference.v1.ModelStatus
+	10, // 21: inferbid.inference.v1.InferenceService.Predict:input_type -> inferbid.inference.v1.PredictRequest
+	14, // 22: inferbid.inference.v1.InferenceService.RegisterModel:input_type -> inferbid.inference.v1.RegisterModelRequest
+	18, // 23: inferbid.inference.v1.InferenceService.RegisterModelStream:input_type -> inferbid.inference.v1.RegisterModelChunk
+	19, // 24: inferbid.inference.v1.InferenceService.DeleteModel:input_type -> inferbid.inference.v1.DeleteModelRequest
+	21, // 25: inferbid.inference.v1.InferenceService.GetModelPaths:input_type -> inferbid.inference.v1.GetModelPathsRequest
+	23, // 26: inferbid.inference.v1.InferenceService.GetModels:input_type -> inferbid.inference.v1.GetModelsRequest
+	11, // 27: inferbid.inference.v1.InferenceService.Predict:output_type -> inferbid.inference.v1.PredictResponse
+	15, // 28: inferbid.inference.v1.InferenceService.RegisterModel:output_type -> inferbid.inference.v1.RegisterModelResponse
+	15, // 29: inferbid.inference.v1.InferenceService.RegisterModelStream:output_type -> inferbid.inference.v1.RegisterModelResponse
+	20, // 30: inferbid.inference.v1.InferenceService.DeleteModel:output_type -> inferbid.inference.v1.DeleteModelResponse
+	22, // 31: inferbid.inference.v1.InferenceService.GetModelPaths:output_type -> inferbid.inference.v1.GetModelPathsResponse
+	26, // 32: inferbid.inference.v1.InferenceService.GetModels:output_type -> inferbid.inference.v1.GetModelsResponse
+	27, // [27:33] is the sub-list for method output_type
+	21, // [21:27] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_inference_proto_init() }
@@ -1922,7 +2107,8 @@ func file_inference_proto_init() {
 		(*PredictResponse_OutputJson)(nil),
 		(*PredictResponse_Result)(nil),
 	}
-	file_inference_proto_msgTypes[13].OneofWrappers = []any{
+	file_inference_proto_msgTypes[9].OneofWrappers = []any{}
+	file_inference_proto_msgTypes[14].OneofWrappers = []any{
 		(*RegisterModelChunk_Header)(nil),
 		(*RegisterModelChunk_Data)(nil),
 	}
@@ -1931,8 +2117,8 @@ func file_inference_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_inference_proto_rawDesc), len(file_inference_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   23,
+			NumEnums:      4,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -699,6 +699,7 @@ type InferParameter struct {
 	//	*InferParameter_BoolParam
 	//	*InferParameter_Int64Param
 	//	*InferParameter_StringParam
+	//	*InferParameter_Uint64Param
 	ParameterChoice isInferParameter_ParameterChoice `protobuf_oneof:"parameter_choice"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
@@ -768,6 +769,15 @@ func (x *InferParameter) GetStringParam() string {
 	return ""
 }
 
+func (x *InferParameter) GetUint64Param() uint64 {
+	if x != nil {
+		if x, ok := x.ParameterChoice.(*InferParameter_Uint64Param); ok {
+			return x.Uint64Param
+		}
+	}
+	return 0
+}
+
 type isInferParameter_ParameterChoice interface {
 	isInferParameter_ParameterChoice()
 }
@@ -784,11 +794,19 @@ type InferParameter_StringParam struct {
 	StringParam string `protobuf:"bytes,3,opt,name=string_param,json=stringParam,proto3,oneof"`
 }
 
+type InferParameter_Uint64Param struct {
+	// As KServe numbers it (double_param = 4 is not taken here): the
+	// seed's sequence_id is a uint64.
+	Uint64Param uint64 `protobuf:"varint,5,opt,name=uint64_param,json=uint64Param,proto3,oneof"`
+}
+
 func (*InferParameter_BoolParam) isInferParameter_ParameterChoice() {}
 
 func (*InferParameter_Int64Param) isInferParameter_ParameterChoice() {}
 
 func (*InferParameter_StringParam) isInferParameter_ParameterChoice() {}
+
+func (*InferParameter_Uint64Param) isInferParameter_ParameterChoice() {}
 
 // One repeated field per element type; INT8 and INT16 travel in
 // int_contents, UINT8 and UINT16 in uint_contents.
@@ -1250,13 +1268,14 @@ const file_kserve_grpc_predict_v2_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\v2\x19.inference.InferParameterR\x05value:\x028\x01\x1aX\n" +
 	"\x0fParametersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12/\n" +
-	"\x05value\x18\x02 \x01(\v2\x19.inference.InferParameterR\x05value:\x028\x01\"\x8d\x01\n" +
+	"\x05value\x18\x02 \x01(\v2\x19.inference.InferParameterR\x05value:\x028\x01\"\xb2\x01\n" +
 	"\x0eInferParameter\x12\x1f\n" +
 	"\n" +
 	"bool_param\x18\x01 \x01(\bH\x00R\tboolParam\x12!\n" +
 	"\vint64_param\x18\x02 \x01(\x03H\x00R\n" +
 	"int64Param\x12#\n" +
-	"\fstring_param\x18\x03 \x01(\tH\x00R\vstringParamB\x12\n" +
+	"\fstring_param\x18\x03 \x01(\tH\x00R\vstringParam\x12#\n" +
+	"\fuint64_param\x18\x05 \x01(\x04H\x00R\vuint64ParamB\x12\n" +
 	"\x10parameter_choice\"\xc3\x02\n" +
 	"\x13InferTensorContents\x12#\n" +
 	"\rbool_contents\x18\x01 \x03(\bR\fboolContents\x12!\n" +
@@ -1362,6 +1381,7 @@ func file_kserve_grpc_predict_v2_proto_init() {
 		(*InferParameter_BoolParam)(nil),
 		(*InferParameter_Int64Param)(nil),
 		(*InferParameter_StringParam)(nil),
+		(*InferParameter_Uint64Param)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

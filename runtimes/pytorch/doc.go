@@ -55,6 +55,19 @@
 // CPU kernels (MKL, oneDNN, vectorized ATen) already use fused
 // multiply-adds where the CPU has them.
 //
+// # Stateful models
+//
+// The runtime keeps no per-sequence state (driver.SequenceModel), so a model
+// listed as stateful in the runtime config is refused at registration. A
+// TorchScript module cannot keep state in attributes (see Loading), and
+// state as explicit inputs and outputs has nothing to start a sequence
+// from: a saved module's forward() schema declares neither the shape nor
+// the dtype of a tensor argument (torch.jit.save keeps annotations like
+// "Tensor" only, even for traced modules), and its outputs are unnamed, so
+// the runtime can neither make a zero initial state nor pair outputs with
+// inputs by name. Serving such models needs a convention the model states
+// itself (e.g. an exported initial_state() method), which is not built.
+//
 // Inputs are copied into libtorch tensors (a model may write into its inputs
 // in place) and outputs are copied into Go slices, so no Go memory outlives
 // a call on the C side.

@@ -31,6 +31,12 @@ func sidecarBinary(t testing.TB) string {
 // socket in a short private directory.
 func startSidecar(t testing.TB) *sidecar.Supervisor {
 	t.Helper()
+	return startSidecarWith(t, `{"num_intraop_threads":1,"num_interop_threads":1,"module_name":"pytorch"}`)
+}
+
+// startSidecarWith is startSidecar with the runtime config runtimeConfig.
+func startSidecarWith(t testing.TB, runtimeConfig string) *sidecar.Supervisor {
+	t.Helper()
 	bin := sidecarBinary(t)
 	dir, err := os.MkdirTemp("", "pts")
 	if err != nil {
@@ -41,7 +47,7 @@ func startSidecar(t testing.TB) *sidecar.Supervisor {
 	defer cancel()
 	sup, err := sidecar.StartSupervisor(ctx, sidecar.SupervisorOptions{
 		BinaryPath:    bin,
-		RuntimeConfig: `{"num_intraop_threads":1,"num_interop_threads":1,"module_name":"pytorch"}`,
+		RuntimeConfig: runtimeConfig,
 		SocketPath:    filepath.Join(dir, "s.sock"),
 	})
 	if err != nil {
@@ -62,6 +68,29 @@ func affineJSON(path string, x []float32) string {
 	}
 	b.WriteString(`]}]}]}`)
 	return b.String()
+}
+
+// PyTorch keeps no per-sequence state (doc.go says why): a model listed as
+// stateful is refused at registration, naming the setting, and is never
+// published.
+func TestStatefulSequencesRefused(t *testing.T) {
+	sup := startSidecarWith(t, `{"num_intraop_threads":1,"num_interop_threads":1,"module_name":"pytorch","stateful_models":{"affine/":{"stateful":true}}}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	err := sup.RegisterModel(ctx, "affine/", readTestdata(t, "affine_v1.pt"), "")
+	if err == nil || !strings.Contains(err.Error(), `stateful_models["affine/"].stateful`) || !strings.Contains(err.Error(), "per-sequence state") {
+		t.Fatalf("registering a stateful PyTorch model: %v, want an error naming stateful_models[\"affine/\"].stateful", err)
+	}
+	if inferr.TypeOf(err) != inferr.InputParsing {
+		t.Errorf("error type %v, want INPUT_PARSING", inferr.TypeOf(err))
+	}
+	out, err := sup.Client().PredictJSON(ctx, []byte(affineJSON("affine/", []float32{1, 2, 3})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := batch.ParseResponse(out); err != nil || len(res) != 1 || res[0].Err == nil {
+		t.Fatalf("the refused model answered %s (%v)", out, err)
+	}
 }
 
 func TestSidecarOverSocket(t *testing.T) {

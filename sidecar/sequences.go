@@ -34,7 +34,7 @@ func (r *registry) startSequences(path string, m *runtimes.Model) error {
 		return inferr.Errorf(inferr.InputParsing, "register model %s: runtime config stateful_models[%q].stateful is true, but the %s runtime keeps no per-sequence state", inferr.Quote(path), path, r.rt.Name())
 	}
 	if !m.Stateful() {
-		return inferr.Errorf(inferr.InputParsing, "register model %s: runtime config stateful_models[%q].stateful is true, but the model has no state (a TensorFlow model assigns no variables; an ONNX model has no <name>_in input fed back from a <name>_out output)", inferr.Quote(path), path)
+		return inferr.Errorf(inferr.InputParsing, "register model %s: runtime config stateful_models[%q].stateful is true, but the model has no state (a TensorFlow model assigns no variables; an ONNX model has no <name>_in input fed back from a <name>_out output; a PyTorch model has no forward() argument <name>_in or no initial_state())", inferr.Quote(path), path)
 	}
 	// A state the runtime cannot make (an ONNX state of dynamic shape) is
 	// refused now, not at every sequence start.

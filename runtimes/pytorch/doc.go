@@ -57,16 +57,22 @@
 //
 // # Stateful models
 //
-// The runtime keeps no per-sequence state (driver.SequenceModel), so a model
-// listed as stateful in the runtime config is refused at registration. A
-// TorchScript module cannot keep state in attributes (see Loading), and
-// state as explicit inputs and outputs has nothing to start a sequence
-// from: a saved module's forward() schema declares neither the shape nor
-// the dtype of a tensor argument (torch.jit.save keeps annotations like
-// "Tensor" only, even for traced modules), and its outputs are unnamed, so
-// the runtime can neither make a zero initial state nor pair outputs with
-// inputs by name. Serving such models needs a convention the model states
-// itself (e.g. an exported initial_state() method), which is not built.
+// A module cannot keep state in attributes (see Loading); a stateful model
+// (driver.SequenceModel, the runtime config's stateful_models) carries its
+// state as explicit inputs and outputs, by this convention: forward()'s
+// arguments named "<name>_in" are the state; the module exports (with
+// @torch.jit.export) initial_state(), taking no arguments and returning the
+// initial value of each state argument, in argument order (a tensor or a
+// tuple); forward() returns a tuple whose last elements are the new states,
+// in the same order. A saved module declares neither shapes nor dtypes of
+// its arguments and names no outputs, so the runtime can neither make a
+// zero state nor pair outputs by name: initial_state() and positions say
+// it. freeze keeps initial_state() (it is checked for side effects like
+// forward()). In a sequence, the request gives the other arguments in
+// order; the state is fed from the sequence's copy and the state outputs
+// are left out of the answer. Outside a sequence the state arguments may
+// be left out too (initial_state() is used) or given; all outputs are
+// returned. A model with state arguments is never batched.
 //
 // Inputs are copied into libtorch tensors (a model may write into its inputs
 // in place) and outputs are copied into Go slices, so no Go memory outlives

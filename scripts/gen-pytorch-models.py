@@ -240,6 +240,17 @@ class RunningSum(nn.Module):
         return torch.zeros(1, dtype=torch.float32)
 
 
+class BadInitialState(nn.Module):
+    """Breaks the state convention: two state arguments, initial_state() gives one."""
+
+    def forward(self, x: Tensor, a_in: Tensor, b_in: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+        return x + a_in + b_in, a_in + x, b_in - x
+
+    @torch.jit.export
+    def initial_state(self) -> Tensor:
+        return torch.zeros(1, dtype=torch.float32)
+
+
 class InPlace(nn.Module):
     """Writes into its input in place (the runtime must not let that reach the caller's data)."""
 
@@ -284,6 +295,7 @@ def main() -> int:
     save("side_effect_save.pt", SaverSubmodule())
     save("stateful.pt", Counter())
     save("running_sum.pt", RunningSum())
+    save("bad_initial_state.pt", BadInitialState())
     return 0
 
 

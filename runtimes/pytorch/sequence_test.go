@@ -117,3 +117,12 @@ func TestSequenceStateRefused(t *testing.T) {
 		t.Fatalf("NewSequenceState of affine_v1.pt: %v, want an error naming the convention", err)
 	}
 }
+
+// initial_state() must give one tensor per state argument.
+func TestSequenceInitialStateChecked(t *testing.T) {
+	m := load(t, openRuntime(t), "bad_initial_state.pt")
+	_, err := m.NewSequenceState()
+	if err == nil || !strings.Contains(err.Error(), "initial_state() returned 1 tensors, want 2") || !strings.Contains(err.Error(), "bad_initial_state.pt") {
+		t.Fatalf("NewSequenceState: %v, want an error naming the model and the counts", err)
+	}
+}

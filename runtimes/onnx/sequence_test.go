@@ -4,6 +4,7 @@ package onnx
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -135,4 +136,32 @@ func TestSequenceStateRefused(t *testing.T) {
 	if _, err := m.NewSequenceState(); err == nil || !strings.Contains(err.Error(), "no state") {
 		t.Fatalf("NewSequenceState of affine_v1.onnx: %v, want an error saying it has no state", err)
 	}
+}
+
+// BenchmarkRunningSum compares a sequence call with a plain call of the
+// same model (state given by the caller).
+func BenchmarkRunningSum(b *testing.B) {
+	requireLibrary(b)
+	m := loadModel(b, openRuntime(b, driver.Config{NumIntraopThreads: 1}), "running_sum.onnx")
+	ctx := context.Background()
+	x := []tensor.Tensor{tensor.New("x", []int64{1}, []float32{1})}
+	b.Run("sequence", func(b *testing.B) {
+		st, err := m.NewSequenceState()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			if _, err := m.PredictSequence(ctx, st, x); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("plain", func(b *testing.B) {
+		in := append(slices.Clone(x), tensor.New("sum_in", []int64{1}, []float32{0}))
+		for b.Loop() {
+			if _, err := m.Predict(ctx, in); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

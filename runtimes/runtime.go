@@ -326,6 +326,37 @@ func typed(err error, msg string) error {
 	return inferr.Wrap(ErrorType(err), driver.NativeError(err), msg)
 }
 
+// requiredInputs counts the inputs a positional model cannot do without.
+func (m *Model) requiredInputs() int {
+	n := 0
+	for _, spec := range m.sig.Inputs {
+		if !spec.Optional {
+			n++
+		}
+	}
+	return n
+}
+
+// withAbsentOptional places the inputs of a positional model given without
+// its optional ones (a PyTorch sequence's state) at the required positions,
+// in order; the optional positions get nil Data.
+func (m *Model) withAbsentOptional(inputs []tensor.Tensor) ([]tensor.Tensor, error) {
+	ordered := make([]tensor.Tensor, len(m.sig.Inputs))
+	next := 0
+	for i, spec := range m.sig.Inputs {
+		if spec.Optional {
+			ordered[i] = tensor.Tensor{Name: spec.Name}
+			continue
+		}
+		if err := checkSpec(spec, inputs[next]); err != nil {
+			return nil, err
+		}
+		ordered[i] = inputs[next]
+		next++
+	}
+	return ordered, nil
+}
+
 // bind checks inputs against the signature and orders them like it.
 func (m *Model) bind(inputs []tensor.Tensor) ([]tensor.Tensor, error) {
 	for _, t := range inputs {
@@ -335,6 +366,9 @@ func (m *Model) bind(inputs []tensor.Tensor) ([]tensor.Tensor, error) {
 	}
 	if m.sig.Positional {
 		if n := len(m.sig.Inputs); n > 0 && len(inputs) != n {
+			if len(inputs) == m.requiredInputs() {
+				return m.withAbsentOptional(inputs)
+			}
 			return nil, fmt.Errorf("model takes %d input tensors, got %d", n, len(inputs))
 		}
 		for i, t := range inputs {

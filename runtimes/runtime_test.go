@@ -300,3 +300,28 @@ func TestOpenChecksRegistryAndModuleName(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A positional model may be given its required inputs only: they fill the
+// required positions in order, and the optional ones are absent (a PyTorch
+// sequence's state).
+func TestPositionalOptionalInputsMayBeLeftOut(t *testing.T) {
+	m := loadEcho(t, Signature{Positional: true, Inputs: []TensorSpec{{Name: "x"}, {Name: "h_in", Optional: true}, {Name: "y", DType: tensor.Int64}}})
+	a := tensor.New("a", []int64{1}, []float32{1})
+	b := tensor.New("b", []int64{1}, []int64{2})
+	got, err := m.Bind([]tensor.Tensor{a, b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || got[0].Name != "a" || got[1].Name != "h_in" || got[1].Data != nil || got[2].Name != "b" {
+		t.Fatalf("bound %+v, want a, absent h_in, b", got)
+	}
+	if got, err := m.Bind([]tensor.Tensor{a, a, b}); err != nil || len(got) != 3 || got[1].Data == nil {
+		t.Fatalf("all three given: %+v %v", got, err)
+	}
+	if _, err := m.Bind([]tensor.Tensor{b, a}); err == nil || !strings.Contains(err.Error(), `"y"`) {
+		t.Fatalf("a wrong dtype at a required position: %v, want an error naming y", err)
+	}
+	if _, err := m.Bind([]tensor.Tensor{a}); err == nil || !strings.Contains(err.Error(), "takes 3 input tensors, got 1") {
+		t.Fatalf("one input: %v", err)
+	}
+}

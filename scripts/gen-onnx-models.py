@@ -31,6 +31,11 @@ Models (opset 13, IR version 7: both well inside what ONNX Runtime 1.30 accepts)
                      z = Identity(x), r = Reshape(x, [-1,3]), d = Flatten(x) (all no-ops on the data):
                      outputs ONNX Runtime may alias, optimize away or never compute
   no_inputs.onnx     no inputs, y = a constant FLOAT [2]
+  running_sum.onnx   a stateful model by the state convention (runtimes/onnx/doc.go): x FLOAT [1] and
+                     state "sum_in" FLOAT [1] -> sum = x + sum_in, and "sum_out" = sum, the state fed
+                     back as sum_in on the sequence's next call
+  dynamic_state.onnx running_sum.onnx with every shape [n] (a dynamic dimension): a state the
+                     runtime cannot start from zeros
 
 And, in bench/testdata/ (the model of the peer comparison, bench/doc.go):
   pctr.onnx          a small pCTR-style MLP with one input of each dtype the comparison covers:
@@ -263,6 +268,26 @@ def no_inputs():
     return model(g)
 
 
+def running_sum(state_dims=(1,), name="running_sum"):
+    nodes = [
+        helper.make_node("Add", ["x", "sum_in"], ["sum"], name="add"),
+        helper.make_node("Identity", ["sum"], ["sum_out"], name="state"),
+    ]
+    g = helper.make_graph(
+        nodes,
+        name,
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, list(state_dims)),
+            helper.make_tensor_value_info("sum_in", TensorProto.FLOAT, list(state_dims)),
+        ],
+        [
+            helper.make_tensor_value_info("sum", TensorProto.FLOAT, list(state_dims)),
+            helper.make_tensor_value_info("sum_out", TensorProto.FLOAT, list(state_dims)),
+        ],
+    )
+    return model(g)
+
+
 def pctr():
     buckets, dim = 64, 4
     # Weights from fixed formulas, computed in float64 and rounded once to float32.
@@ -319,6 +344,8 @@ def main():
     save(lying_shape(), "lying_shape.onnx")
     save(passthrough(), "passthrough.onnx")
     save(no_inputs(), "no_inputs.onnx")
+    save(running_sum(), "running_sum.onnx")
+    save(running_sum(("n",), "dynamic_state"), "dynamic_state.onnx")
     save(pctr(), "pctr.onnx", OUT_BENCH)
     return 0
 

@@ -226,6 +226,31 @@ class Counter(nn.Module):
         return x + self.count
 
 
+class RunningSum(nn.Module):
+    """Stateful by the state convention (runtimes/pytorch/doc.go): the argument
+    sum_in is the state, initial_state() its start value, and forward()
+    returns the new state last."""
+
+    def forward(self, x: Tensor, sum_in: Tensor) -> Tuple[Tensor, Tensor]:
+        s = x + sum_in
+        return s, s.clone()
+
+    @torch.jit.export
+    def initial_state(self) -> Tensor:
+        return torch.zeros(1, dtype=torch.float32)
+
+
+class BadInitialState(nn.Module):
+    """Breaks the state convention: two state arguments, initial_state() gives one."""
+
+    def forward(self, x: Tensor, a_in: Tensor, b_in: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+        return x + a_in + b_in, a_in + x, b_in - x
+
+    @torch.jit.export
+    def initial_state(self) -> Tensor:
+        return torch.zeros(1, dtype=torch.float32)
+
+
 class InPlace(nn.Module):
     """Writes into its input in place (the runtime must not let that reach the caller's data)."""
 
@@ -269,6 +294,8 @@ def main() -> int:
     save("side_effect_print.pt", Prints())
     save("side_effect_save.pt", SaverSubmodule())
     save("stateful.pt", Counter())
+    save("running_sum.pt", RunningSum())
+    save("bad_initial_state.pt", BadInitialState())
     return 0
 
 

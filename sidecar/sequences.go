@@ -44,7 +44,12 @@ func (r *registry) startSequences(path string, m *runtimes.Model, own *runtimes.
 		return inferr.Errorf(inferr.InputParsing, "register model %s: %s is true, but the %s runtime keeps no per-sequence state", inferr.Quote(path), field, r.rt.Name())
 	}
 	if !m.Stateful() {
-		return inferr.Errorf(inferr.InputParsing, "register model %s: %s is true, but the model has no state (it assigns no variables)", inferr.Quote(path), field)
+		return inferr.Errorf(inferr.InputParsing, "register model %s: %s is true, but the model has no state (a TensorFlow model assigns no variables; an ONNX model has no <name>_in input fed back from a <name>_out output; a PyTorch model has no forward() argument <name>_in or no initial_state())", inferr.Quote(path), field)
+	}
+	// A state the runtime cannot make (an ONNX state of dynamic shape) is
+	// refused now, not at every sequence start.
+	if _, err := m.NewSequenceState(); err != nil {
+		return inferr.Errorf(inferr.InputParsing, "register model %s: %s is true, but a sequence cannot start: %w", inferr.Quote(path), field, err)
 	}
 	opts := sequence.Options{Name: path}
 	if set.MaxSequenceNumber != nil {

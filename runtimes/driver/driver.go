@@ -171,7 +171,9 @@ type TensorSpec struct {
 	// Shape is nil when even the rank is unknown; -1 marks an unknown
 	// dimension.
 	Shape []int64
-	// Optional inputs may be left out (TensorFlow PlaceholderWithDefault).
+	// Optional inputs may be left out (TensorFlow PlaceholderWithDefault,
+	// the state inputs of ONNX and PyTorch stateful models); a positional
+	// model then takes its required inputs in order.
 	Optional bool
 }
 

@@ -48,7 +48,21 @@
 // preallocating; it never yields a wrong answer. For a model whose fastest
 // run takes 1 ms or more, a request whose context ends stops its run through
 // ORT's terminate flag (a GRPC error); faster models are not worth the
-// microsecond that arming the flag costs. The build without cgo
+// microsecond that arming the flag costs.
+//
+// Stateful models (driver.SequenceModel, the runtime config's
+// stateful_models): ONNX has no variables, so a model's state is a graph
+// input "<name>_in" fed back from the graph output "<name>_out" of the same
+// dtype and fixed shape (the pair OpenVINO's MakeStateful turns into a
+// model state; e.g. an RNN's h_in/h_out). Each sequence starts from zeros
+// of every state and keeps its own copy; its calls feed the state inputs
+// and leave the state outputs out of the answer (a client feeding a state
+// input in a sequence gets INPUT_PARSING). Outside a sequence a state input
+// is optional: absent, it is zeros; the state outputs are returned. A pair
+// whose input has a dynamic dimension (or no shape, or is a scalar or
+// STRING) is no state: the input stays required and starting a sequence
+// names it. Sequences run in parallel; a model with state pairs is never
+// batched. The build without cgo
 // registers a backend whose Load explains how to rebuild.
 package onnx
 

@@ -119,11 +119,19 @@ func (b *backend) Load(ctx context.Context, files driver.Files) (driver.Model, e
 		return nil, fmt.Errorf("onnx: session options: %w", err)
 	}
 	defer opts.Destroy()
+	states, stateProblem := findStates(sig)
+	for _, st := range states {
+		// A state input may be left out: outside a sequence it starts
+		// from zeros, in a sequence the server feeds it.
+		sig.Inputs[st.input].Optional = true
+	}
 	m := &model{
-		sig:         sig,
-		inputNames:  make([]string, len(sig.Inputs)),
-		outputNames: make([]string, len(sig.Outputs)),
-		runOptions:  make(chan *runOptions, runOptionsKept),
+		states:       states,
+		stateProblem: stateProblem,
+		sig:          sig,
+		inputNames:   make([]string, len(sig.Inputs)),
+		outputNames:  make([]string, len(sig.Outputs)),
+		runOptions:   make(chan *runOptions, runOptionsKept),
 	}
 	for i, in := range sig.Inputs {
 		m.inputNames[i] = in.Name
@@ -210,6 +218,10 @@ type model struct {
 	fastestRun atomic.Int64
 	// cancelableRun is the package's cancelableRun in ns (tests lower it).
 	cancelableRun int64
+	// states are the model's state pairs (sequence.go); stateProblem names
+	// a pair that cannot be a state (dynamic shape), "" if none.
+	states       []stateSlot
+	stateProblem string
 }
 
 // observeRun records the duration of a run.
@@ -230,6 +242,7 @@ func (m *model) Signature() driver.Signature { return m.sig }
 // memory, and ONNX Runtime writes into them directly; the others ONNX
 // Runtime allocates, and onnxruntime_go copies them once into Go memory.
 func (m *model) Predict(ctx context.Context, inputs []tensor.Tensor) ([]tensor.Tensor, error) {
+	inputs = m.withZeroStates(inputs)
 	values := make([]ort.Value, len(inputs)+len(m.outputNames))
 	ins, outs := values[:len(inputs)], values[len(inputs):]
 	defer destroyValues(values)

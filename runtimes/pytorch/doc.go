@@ -55,6 +55,25 @@
 // CPU kernels (MKL, oneDNN, vectorized ATen) already use fused
 // multiply-adds where the CPU has them.
 //
+// # Stateful models
+//
+// A module cannot keep state in attributes (see Loading); a stateful model
+// (driver.SequenceModel, the runtime config's stateful_models) carries its
+// state as explicit inputs and outputs, by this convention: forward()'s
+// arguments named "<name>_in" are the state; the module exports (with
+// @torch.jit.export) initial_state(), taking no arguments and returning the
+// initial value of each state argument, in argument order (a tensor or a
+// tuple); forward() returns a tuple whose last elements are the new states,
+// in the same order. A saved module declares neither shapes nor dtypes of
+// its arguments and names no outputs, so the runtime can neither make a
+// zero state nor pair outputs by name: initial_state() and positions say
+// it. freeze keeps initial_state() (it is checked for side effects like
+// forward()). In a sequence, the request gives the other arguments in
+// order; the state is fed from the sequence's copy and the state outputs
+// are left out of the answer. Outside a sequence the state arguments may
+// be left out too (initial_state() is used) or given; all outputs are
+// returned. A model with state arguments is never batched.
+//
 // Inputs are copied into libtorch tensors (a model may write into its inputs
 // in place) and outputs are copied into Go slices, so no Go memory outlives
 // a call on the C side.

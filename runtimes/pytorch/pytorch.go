@@ -83,6 +83,7 @@ func (*backend) Load(ctx context.Context, files driver.Files) (driver.Model, err
 			m.sig.Inputs[i] = driver.TensorSpec{Name: strings.ToValidUTF8(C.GoString(C.pt_input_name(cm, C.int32_t(i))), "\uFFFD")}
 		}
 	}
+	m.findStates()
 	return m, nil
 }
 
@@ -116,6 +117,8 @@ func modelFile(files driver.Files) (string, []byte, error) {
 type model struct {
 	c   *C.pt_model
 	sig driver.Signature
+	// states are the positions of the state arguments (sequence.go).
+	states []int
 }
 
 func (m *model) Signature() driver.Signature { return m.sig }
@@ -132,6 +135,15 @@ func (m *model) Close() error {
 
 // Predict runs forward() on inputs in order.
 func (m *model) Predict(_ context.Context, inputs []tensor.Tensor) ([]tensor.Tensor, error) {
+	if len(m.states) > 0 && m.absentStates(inputs) {
+		// Outside a sequence, absent state arguments start from
+		// initial_state().
+		vals, err := m.initialState()
+		if err != nil {
+			return nil, err
+		}
+		inputs = m.withStates(inputs, vals)
+	}
 	// The input descriptors are Go memory holding pointers to the tensors'
 	// data and shapes; cgo allows that only when those are pinned.
 	var pinner runtime.Pinner

@@ -130,9 +130,14 @@ int32_t interop_threads_set = 0;
 
 }  // namespace
 
+static char* take_outputs(const c10::IValue& result, const std::string& what, pt_outputs* out, int32_t* kind);
+
 struct pt_model {
   torch::jit::Module module;
   std::optional<torch::jit::Method> forward;
+  // initial_state is the module's exported initial_state() method, if any
+  // (the state convention of stateful models, doc.go).
+  std::optional<torch::jit::Method> initial_state;
   std::vector<std::string> input_names;
   int32_t num_inputs = -1;
 };
@@ -175,7 +180,11 @@ char* pt_load(const void* data, size_t len, pt_model** out) {
   }
   try {
     if (!loaded.find_method("forward")) return dup_string("the module has no forward() method");
-    m->module = torch::jit::freeze(loaded);
+    if (loaded.find_method("initial_state")) {
+      m->module = torch::jit::freeze(loaded, std::vector<std::string>{"initial_state"});
+    } else {
+      m->module = torch::jit::freeze(loaded);
+    }
   } catch (const std::exception& e) {
     return dup_string("the module cannot be frozen (torch::jit::freeze): " + message(e));
   } catch (...) {
@@ -217,6 +226,17 @@ char* pt_load(const void* data, size_t len, pt_model** out) {
     }
     m->num_inputs = fixed ? static_cast<int32_t>(m->input_names.size()) : -1;
     m->forward.emplace(*method);
+    if (auto init = m->module.find_method("initial_state")) {
+      std::vector<std::string> bad_init;
+      find_side_effects(init->graph()->block(), &bad_init);
+      if (!bad_init.empty()) {
+        return dup_string("initial_state() has side-effect operations (" + join(bad_init) + ")");
+      }
+      if (init->function().getSchema().arguments().size() != 1) {
+        return dup_string("initial_state() must take no arguments");
+      }
+      m->initial_state.emplace(*init);
+    }
   } catch (const std::exception& e) {
     return dup_string("validating the frozen module: " + message(e));
   } catch (...) {
@@ -256,15 +276,48 @@ char* pt_forward(pt_model* m, const pt_input* inputs, int32_t n, pt_outputs* out
     }
     *kind = PT_ERR_EXECUTION;
     c10::IValue result = (*m->forward)(std::move(args));
-
     *kind = PT_ERR_OUTPUT;
+    return take_outputs(result, "forward()", out, kind);
+  } catch (const std::exception& e) {
+    return dup_string(message(e));
+  } catch (...) {
+    return dup_string("unknown C++ exception");
+  }
+}
+
+int32_t pt_has_initial_state(const pt_model* m) { return m->initial_state.has_value() ? 1 : 0; }
+
+char* pt_initial_state(pt_model* m, pt_outputs* out, int32_t* kind) {
+  out->n = 0;
+  out->tensors = nullptr;
+  out->priv = nullptr;
+  *kind = PT_ERR_EXECUTION;
+  if (!m->initial_state) return dup_string("the module has no initial_state() method");
+  try {
+    c10::InferenceMode guard;
+    c10::IValue result = (*m->initial_state)(std::vector<c10::IValue>{});
+    *kind = PT_ERR_OUTPUT;
+    return take_outputs(result, "initial_state()", out, kind);
+  } catch (const std::exception& e) {
+    return dup_string(message(e));
+  } catch (...) {
+    return dup_string("unknown C++ exception");
+  }
+}
+
+}  // extern "C"
+
+// take_outputs converts a method's result (a tensor or a flat tuple of
+// tensors) into out.
+static char* take_outputs(const c10::IValue& result, const std::string& what, pt_outputs* out, int32_t* kind) {
+  try {
     std::vector<c10::IValue> items;
     if (result.isTensor()) {
       items.push_back(result);
     } else if (result.isTuple()) {
       for (const auto& e : result.toTupleRef().elements()) items.push_back(e);
     } else {
-      return dup_string("forward() returned " + result.type()->str() +
+      return dup_string(what + " returned " + result.type()->str() +
                         ": only a tensor or a flat tuple of tensors can be returned");
     }
     std::unique_ptr<Outputs> o(new Outputs());
@@ -306,6 +359,8 @@ char* pt_forward(pt_model* m, const pt_input* inputs, int32_t n, pt_outputs* out
     return dup_string("unknown C++ exception");
   }
 }
+
+extern "C" {
 
 void pt_free_outputs(pt_outputs* out) {
   if (out == nullptr) return;

@@ -80,6 +80,11 @@ const char* pt_input_name(const pt_model* m, int32_t i);
 // *kind to one of PT_ERR_*.
 char* pt_forward(pt_model* m, const pt_input* inputs, int32_t n, pt_outputs* out, int32_t* kind);
 
+// pt_has_initial_state reports whether the module exports initial_state().
+int32_t pt_has_initial_state(const pt_model* m);
+// pt_initial_state runs initial_state() as pt_forward runs forward().
+char* pt_initial_state(pt_model* m, pt_outputs* out, int32_t* kind);
+
 void pt_free_outputs(pt_outputs* out);
 void pt_free_model(pt_model* m);
 void pt_free_string(char* s);

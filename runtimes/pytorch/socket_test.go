@@ -31,6 +31,12 @@ func sidecarBinary(t testing.TB) string {
 // socket in a short private directory.
 func startSidecar(t testing.TB) *sidecar.Supervisor {
 	t.Helper()
+	return startSidecarWith(t, `{"num_intraop_threads":1,"num_interop_threads":1,"module_name":"pytorch"}`)
+}
+
+// startSidecarWith is startSidecar with the runtime config runtimeConfig.
+func startSidecarWith(t testing.TB, runtimeConfig string) *sidecar.Supervisor {
+	t.Helper()
 	bin := sidecarBinary(t)
 	dir, err := os.MkdirTemp("", "pts")
 	if err != nil {
@@ -41,7 +47,7 @@ func startSidecar(t testing.TB) *sidecar.Supervisor {
 	defer cancel()
 	sup, err := sidecar.StartSupervisor(ctx, sidecar.SupervisorOptions{
 		BinaryPath:    bin,
-		RuntimeConfig: `{"num_intraop_threads":1,"num_interop_threads":1,"module_name":"pytorch"}`,
+		RuntimeConfig: runtimeConfig,
 		SocketPath:    filepath.Join(dir, "s.sock"),
 	})
 	if err != nil {
@@ -62,6 +68,60 @@ func affineJSON(path string, x []float32) string {
 	}
 	b.WriteString(`]}]}]}`)
 	return b.String()
+}
+
+// The real sidecar serves sequences of running_sum.pt: interleaved
+// sequences keep their own sums (start, middle, end), and a model without
+// the state convention is refused when listed as stateful.
+func TestSequencesOverSocket(t *testing.T) {
+	sup := startSidecarWith(t, `{"num_intraop_threads":1,"num_interop_threads":1,"module_name":"pytorch","stateful_models":{"sum/":{"stateful":true},"affine/":{"stateful":true}}}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := sup.RegisterModel(ctx, "sum/", readTestdata(t, "running_sum.pt"), ""); err != nil {
+		t.Fatal(err)
+	}
+	call := func(x float32, id int64, ctl int32) (float32, int64) {
+		t.Helper()
+		ts := []tensor.Tensor{tensor.New("x", []int64{1}, []float32{x}), tensor.New(sidecar.SequenceIDName, []int64{1}, []int64{id})}
+		if ctl >= 0 {
+			ts = append(ts, tensor.New(sidecar.SequenceControlName, []int64{1}, []int32{ctl}))
+		}
+		res, err := sup.Client().Predict(ctx, []batch.Entry{{ModelPath: "sum/", Tensors: ts}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := res[0]
+		if r.Err != nil || len(r.Tensors) != 2 || r.Tensors[1].Name != sidecar.SequenceIDName {
+			t.Fatalf("sequence %d +%v: %+v, want the sum and sequence_id (the state hidden)", id, x, r)
+		}
+		return r.Tensors[0].Data.([]float32)[0], r.Tensors[1].Data.([]int64)[0]
+	}
+	_, a := call(1, 0, 1)
+	if a <= 0 {
+		t.Fatalf("assigned id %d", a)
+	}
+	call(100, 9, 1)
+	for i, s := range []struct {
+		x    float32
+		id   int64
+		ctl  int32
+		want float32
+	}{{2, a, -1, 3}, {200, 9, 0, 300}, {3, a, 2, 6}, {300, 9, 2, 600}} {
+		if sum, id := call(s.x, s.id, s.ctl); sum != s.want || id != s.id {
+			t.Fatalf("step %d: sum %v id %d, want %v and %d", i, sum, id, s.want, s.id)
+		}
+	}
+	if sum, _ := call(5, 9, 1); sum != 5 {
+		t.Fatalf("restart of 9: sum %v, want 5", sum)
+	}
+
+	err := sup.RegisterModel(ctx, "affine/", readTestdata(t, "affine_v1.pt"), "")
+	if err == nil || !strings.Contains(err.Error(), `stateful_models["affine/"].stateful`) || !strings.Contains(err.Error(), "no state") {
+		t.Fatalf("registering affine_v1.pt as stateful: %v, want an error naming stateful_models[\"affine/\"].stateful", err)
+	}
+	if inferr.TypeOf(err) != inferr.InputParsing {
+		t.Errorf("error type %v, want INPUT_PARSING", inferr.TypeOf(err))
+	}
 }
 
 func TestSidecarOverSocket(t *testing.T) {

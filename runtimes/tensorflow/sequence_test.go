@@ -213,3 +213,41 @@ func TestSequenceStateOfAStatelessModelIsRefused(t *testing.T) {
 		t.Fatal("a model without variables it assigns got a sequence state")
 	}
 }
+
+// TF1 ref variables (VariableV2 read by its output, Assign) keep separate
+// values per sequence too: sum = Assign(v, v + x).
+func TestSequencesRefVariables(t *testing.T) {
+	b := tfsave.NewBuilderWith(tfsave.Options{Variables: tfsave.RefVariables})
+	v := b.Variable("running_sum", tensor.New("", []int64{1}, []float32{1000}))
+	x := b.Placeholder("serving_default_x", tensor.Float, []int64{1})
+	add := b.OpNamed("add", "AddV2", []string{v.Handle, x}, nil)
+	assign := b.OpNamed("assign_sum", "Assign", []string{v.Handle, add}, nil)
+	y := b.OpNamed("sum", "Identity", []string{assign}, nil)
+	b.Signature(tfsave.ServingSignature, map[string]string{"x": x}, map[string]string{"sum": y})
+	files, err := b.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := loadFiles(t, files, driver.Config{})
+	if !m.SupportsSequences() {
+		t.Fatal("the ref-variable running sum does not support sequences")
+	}
+	a, err := m.NewSequenceState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := m.NewSequenceState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		st   any
+		x    float32
+		want float32
+	}{{a, 1, 1001}, {c, 10, 1010}, {nil, 5, 1005}, {a, 2, 1003}, {c, 20, 1030}, {nil, 1, 1006}}
+	for i, s := range steps {
+		if got := sumStep(t, m, s.st, s.x); got != s.want {
+			t.Fatalf("step %d: %v, want %v", i, got, s.want)
+		}
+	}
+}

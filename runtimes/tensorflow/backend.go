@@ -209,7 +209,8 @@ type model struct {
 	defaults []int // slot of the default value per input, -1 if none
 	outNames []string
 
-	// Stateful models run one call at a time and may be reset.
+	// Stateful models run one shared-state call at a time and may be reset
+	// (sequences, which have their own variables, take no lock).
 	stateful  bool
 	mu        sync.Mutex
 	restore   *program

@@ -135,7 +135,11 @@
 // Models whose serving subgraph assigns variables are stateful: their calls
 // run one at a time, and with probability Config.ModelResetProbability a
 // call first restores every variable from the checkpoint (by rerunning the
-// restore op), so no state outlives a reset.
+// restore op), so no state outlives a reset. Served with sequences
+// (driver.SequenceModel), each sequence has its own copy of the variables,
+// which its calls carry in their context (sequence.go, variables.go): calls
+// of different sequences run in parallel, with each other and with the
+// shared-state calls.
 //
 // # Op coverage
 //

@@ -413,14 +413,14 @@ func (c *compiler) build(sc *scope, nd *ndpb.NodeDef, ins []int) ([]int, error) 
 		// A ref variable's output is both its value and the ref Assign
 		// takes: before the restore assigns it, it holds an empty tensor of
 		// no dtype (kernels reject it), which Assign ignores.
-		c.emit(nd, ins, []int{out}, func(vals []*dense) error {
-			if v.value == nil {
+		c.emitVar(nd, ins, []int{out}, v, func(val **dense, vals []*dense) error {
+			if *val == nil {
 				vals[out] = &dense{}
 				return nil
 			}
-			vals[out] = v.value
+			vals[out] = *val
 			return nil
-		}, false).readVar = v
+		}).readVar = v
 		return []int{out}, nil
 	case "Assign":
 		if len(ins) != 2 {
@@ -432,13 +432,13 @@ func (c *compiler) build(sc *scope, nd *ndpb.NodeDef, ins []int) ([]int, error) 
 		}
 		val := ins[1]
 		out := newSlot(p, p.types[val], nil)
-		c.emit(nd, ins, []int{out}, func(vals []*dense) error {
-			if err := v.assign(vals[val]); err != nil {
+		c.emitVar(nd, ins, []int{out}, v, func(dst **dense, vals []*dense) error {
+			if err := v.assignTo(dst, vals[val]); err != nil {
 				return err
 			}
-			vals[out] = v.value
+			vals[out] = *dst
 			return nil
-		}, false).writes = v
+		}).writes = v
 		return []int{out}, nil
 	case "ReadVariableOp", "AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp", "ResourceGather", "DestroyResourceOp", "VarIsInitializedOp":
 		return c.resourceOp(nd, a, ins)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/runtimes/driver"
@@ -79,33 +80,126 @@ func TestSequencesKeepSeparateVariables(t *testing.T) {
 	}
 }
 
-// Concurrent calls on different sequences neither lose updates nor mix
-// states (run under -race).
+// Many goroutines drive many interleaved sequences at once, each sequence
+// by one goroutine at a time (as the sequence manager serialises them),
+// while others call the shared state: nobody loses an update or sees
+// another's sum (run under -race).
 func TestSequencesConcurrent(t *testing.T) {
-	m := runningSumModel(t, tfsave.Options{})
-	states := make([]any, 4)
-	for i := range states {
-		var err error
-		if states[i], err = m.NewSequenceState(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var wg sync.WaitGroup
-	for i, st := range states {
-		wg.Go(func() {
-			for range 50 {
-				if _, err := m.PredictSequence(context.Background(), st, []tensor.Tensor{tensor.New("x", []int64{1}, []float32{float32(i + 1)})}); err != nil {
-					t.Error(err)
-					return
+	for name, opts := range map[string]tfsave.Options{"main": {}, "function": {FunctionCall: true}} {
+		t.Run(name, func(t *testing.T) {
+			m := runningSumModel(t, opts)
+			const workers, perWorker, steps = 8, 6, 40
+			var wg sync.WaitGroup
+			for w := range workers {
+				wg.Go(func() {
+					// Each worker starts its sequences while others run
+					// and interleaves its calls across them.
+					states := make([]any, perWorker)
+					for i := range states {
+						var err error
+						if states[i], err = m.NewSequenceState(); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+					sums := make([]float32, perWorker)
+					for i := range sums {
+						sums[i] = 1000
+					}
+					for step := range steps {
+						for i, st := range states {
+							x := float32(w*100 + i*10 + step%3 + 1)
+							out, err := m.PredictSequence(context.Background(), st, []tensor.Tensor{tensor.New("x", []int64{1}, []float32{x})})
+							if err != nil {
+								t.Error(err)
+								return
+							}
+							sums[i] += x
+							if got, _ := tensor.Data[float32](out[0]); got[0] != sums[i] {
+								t.Errorf("worker %d sequence %d step %d: %v, want %v", w, i, step, got[0], sums[i])
+								return
+							}
+						}
+					}
+				})
+			}
+			// The shared state runs alongside and is not touched by them.
+			wg.Go(func() {
+				for range steps {
+					if _, err := m.Predict(context.Background(), []tensor.Tensor{tensor.New("x", []int64{1}, []float32{1})}); err != nil {
+						t.Error(err)
+						return
+					}
 				}
+			})
+			wg.Wait()
+			if got := sumStep(t, m, nil, 0); got != 1000+steps {
+				t.Errorf("shared state: %v, want %v", got, 1000+steps)
 			}
 		})
 	}
-	wg.Wait()
-	for i, st := range states {
-		if got, want := sumStep(t, m, st, 0), float32(1000+50*(i+1)); got != want {
-			t.Errorf("sequence %d: %v, want %v", i, got, want)
+}
+
+// Calls of two sequences of one model are inside the serving program at
+// the same time: the hook, called by each variable step a sequence's call
+// runs, holds each call until both are in. Were calls serialised across
+// sequences, the first would never see the second and the test would fail
+// at its hang guard.
+func TestSequenceCallsOverlap(t *testing.T) {
+	m := runningSumModel(t, tfsave.Options{})
+	a, err := m.NewSequenceState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := m.NewSequenceState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu      sync.Mutex
+		inside  int
+		both    = make(chan struct{})
+		timeout = time.After(30 * time.Second) // a hang guard only
+		failed  bool
+	)
+	sequenceVarHook = func() {
+		mu.Lock()
+		inside++
+		if inside == 2 {
+			close(both)
 		}
+		mu.Unlock()
+		select {
+		case <-both:
+		case <-timeout:
+			mu.Lock()
+			failed = true
+			mu.Unlock()
+		}
+	}
+	defer func() { sequenceVarHook = nil }()
+	var wg sync.WaitGroup
+	results := make([]float32, 2)
+	for i, st := range []any{a, b} {
+		wg.Go(func() {
+			out, err := m.PredictSequence(context.Background(), st, []tensor.Tensor{tensor.New("x", []int64{1}, []float32{float32(i + 1)})})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			v, _ := tensor.Data[float32](out[0])
+			results[i] = v[0]
+		})
+	}
+	wg.Wait()
+	if inside < 2 {
+		t.Fatalf("the hook saw %d variable steps of sequence calls, want at least 2", inside)
+	}
+	if failed {
+		t.Fatal("the two sequences' calls were never inside the program at the same time: calls of different sequences are serialised")
+	}
+	if results[0] != 1001 || results[1] != 1002 {
+		t.Fatalf("sums %v, want [1001 1002]", results)
 	}
 }
 
@@ -117,5 +211,43 @@ func TestSequenceStateOfAStatelessModelIsRefused(t *testing.T) {
 	m := loadFiles(t, files, driver.Config{})
 	if _, err := m.NewSequenceState(); err == nil {
 		t.Fatal("a model without variables it assigns got a sequence state")
+	}
+}
+
+// TF1 ref variables (VariableV2 read by its output, Assign) keep separate
+// values per sequence too: sum = Assign(v, v + x).
+func TestSequencesRefVariables(t *testing.T) {
+	b := tfsave.NewBuilderWith(tfsave.Options{Variables: tfsave.RefVariables})
+	v := b.Variable("running_sum", tensor.New("", []int64{1}, []float32{1000}))
+	x := b.Placeholder("serving_default_x", tensor.Float, []int64{1})
+	add := b.OpNamed("add", "AddV2", []string{v.Handle, x}, nil)
+	assign := b.OpNamed("assign_sum", "Assign", []string{v.Handle, add}, nil)
+	y := b.OpNamed("sum", "Identity", []string{assign}, nil)
+	b.Signature(tfsave.ServingSignature, map[string]string{"x": x}, map[string]string{"sum": y})
+	files, err := b.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := loadFiles(t, files, driver.Config{})
+	if !m.SupportsSequences() {
+		t.Fatal("the ref-variable running sum does not support sequences")
+	}
+	a, err := m.NewSequenceState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := m.NewSequenceState()
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		st   any
+		x    float32
+		want float32
+	}{{a, 1, 1001}, {c, 10, 1010}, {nil, 5, 1005}, {a, 2, 1003}, {c, 20, 1030}, {nil, 1, 1006}}
+	for i, s := range steps {
+		if got := sumStep(t, m, s.st, s.x); got != s.want {
+			t.Fatalf("step %d: %v, want %v", i, got, s.want)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package tensorflow
 
 import (
+	"context"
 	"fmt"
 
 	apb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
@@ -8,30 +9,70 @@ import (
 )
 
 // variable is a TensorFlow variable (TF2 resource or TF1 ref). value is
-// replaced, never written in place, so a reader keeps a consistent tensor.
+// the model's shared (non-sequence) value; a sequence's value is entry idx
+// of its varEnv. Values are replaced, never written in place, so a reader
+// keeps a consistent tensor and sequences may share unchanged tensors.
 type variable struct {
 	name  string
+	idx   int // position in varStore.order and in a varEnv
 	dt    dtype
 	value *dense
 }
 
-// assign replaces the variable's value with a copy of t, or with t itself
-// when t is a restored checkpoint tensor, which nothing writes.
-func (v *variable) assign(t *dense) error {
+// varEnv is one sequence's values of the model's variables, indexed by
+// variable.idx. A call carries it in its context (withVarEnv), so the same
+// compiled program serves every sequence, and calls of different sequences
+// run in parallel: each call reads and replaces only its own env's entries.
+type varEnv struct {
+	vals []*dense
+}
+
+type varEnvKey struct{}
+
+// withVarEnv returns ctx carrying env: the variable steps of a call run
+// with it use env's values instead of the shared ones.
+func withVarEnv(ctx context.Context, env *varEnv) context.Context {
+	return context.WithValue(ctx, varEnvKey{}, env)
+}
+
+// sequenceVarHook, when set (by tests only), is called by every variable
+// step that runs on a sequence's env: it lets a test see calls of different
+// sequences inside the program at the same time.
+var sequenceVarHook func()
+
+// slot returns where v's value lives for the call with context ctx: the
+// entry of the call's varEnv, or the shared value when there is none.
+func (v *variable) slot(ctx context.Context) **dense {
+	if ctx != nil {
+		if env, ok := ctx.Value(varEnvKey{}).(*varEnv); ok {
+			if sequenceVarHook != nil {
+				sequenceVarHook()
+			}
+			return &env.vals[v.idx]
+		}
+	}
+	return &v.value
+}
+
+// assignTo replaces the value at dst (a slot of v) with a copy of t, or
+// with t itself when t is a restored checkpoint tensor, which nothing
+// writes.
+func (v *variable) assignTo(dst **dense, t *dense) error {
 	if t.dt != v.dt {
 		return fmt.Errorf("variable %s is %s, assigned a %s", v.name, dtypeName(v.dt), dtypeName(t.dt))
 	}
 	if t.restored {
-		v.value = t
+		*dst = t
 		return nil
 	}
-	v.value = t.clone()
+	*dst = t.clone()
 	return nil
 }
 
 // varStore holds a model's variables by container/shared_name.
 type varStore struct {
-	vars map[string]*variable
+	vars  map[string]*variable
+	order []*variable // by idx
 }
 
 func newVarStore() *varStore { return &varStore{vars: map[string]*variable{}} }
@@ -40,9 +81,23 @@ func (s *varStore) get(key string, dt dtype) *variable {
 	if v, ok := s.vars[key]; ok {
 		return v
 	}
-	v := &variable{name: key, dt: baseType(dt)}
+	v := &variable{name: key, idx: len(s.order), dt: baseType(dt)}
 	s.vars[key] = v
+	s.order = append(s.order, v)
 	return v
+}
+
+// varKernel is a kernel of a step that reads or assigns a variable; val
+// is where the variable's value lives for this call.
+type varKernel func(val **dense, vals []*dense) error
+
+// emitVar emits a step over variable v: run (used at load and when folding)
+// works on the shared value, runCtx on the value of the call's sequence, if
+// any.
+func (c *compiler) emitVar(nd *ndpb.NodeDef, ins, outs []int, v *variable, k varKernel) *step {
+	st := c.emit(nd, ins, outs, func(vals []*dense) error { return k(&v.value, vals) }, false)
+	st.runCtx = func(ctx context.Context, vals []*dense) error { return k(v.slot(ctx), vals) }
+	return st
 }
 
 // resourceVar returns the variable a resource input names; the handle must
@@ -67,22 +122,22 @@ func (c *compiler) resourceOp(nd *ndpb.NodeDef, a attrs, ins []int) ([]int, erro
 	switch nd.Op {
 	case "ReadVariableOp":
 		out := n.out(v.dt)
-		c.emit(nd, ins, n.outs, func(vals []*dense) error {
-			if v.value == nil {
+		c.emitVar(nd, ins, n.outs, v, func(val **dense, vals []*dense) error {
+			if *val == nil {
 				return fmt.Errorf("variable %s is read before it is initialized", v.name)
 			}
-			vals[out] = v.value
+			vals[out] = *val
 			return nil
-		}, false).readVar = v
+		}).readVar = v
 	case "VarIsInitializedOp":
 		out := n.out(dtBool)
-		c.emit(nd, ins, n.outs, func(vals []*dense) error {
+		c.emitVar(nd, ins, n.outs, v, func(val **dense, vals []*dense) error {
 			o := vals[out]
 			o.dt = dtBool
 			o.setShape(nil)
-			o.b = append(o.b[:0], v.value != nil)
+			o.b = append(o.b[:0], *val != nil)
 			return nil
-		}, false).readVar = v
+		}).readVar = v
 	case "DestroyResourceOp":
 		c.emit(nd, ins, nil, func([]*dense) error { return nil }, false)
 	case "AssignVariableOp":
@@ -90,7 +145,7 @@ func (c *compiler) resourceOp(nd *ndpb.NodeDef, a attrs, ins []int) ([]int, erro
 			return nil, err
 		}
 		val := ins[1]
-		c.emit(nd, ins, nil, func(vals []*dense) error { return v.assign(vals[val]) }, false).writes = v
+		c.emitVar(nd, ins, nil, v, func(dst **dense, vals []*dense) error { return v.assignTo(dst, vals[val]) }).writes = v
 	case "AssignAddVariableOp", "AssignSubVariableOp":
 		if err := n.wantInputs(2); err != nil {
 			return nil, err
@@ -110,8 +165,8 @@ func (c *compiler) resourceOp(nd *ndpb.NodeDef, a attrs, ins []int) ([]int, erro
 		default:
 			return nil, fmt.Errorf("variables of dtype %s are not supported", dtypeName(v.dt))
 		}
-		c.emit(nd, ins, nil, func(vals []*dense) error {
-			if v.value == nil {
+		c.emitVar(nd, ins, nil, v, func(cur **dense, vals []*dense) error {
+			if *cur == nil {
 				return fmt.Errorf("variable %s is updated before it is initialized", v.name)
 			}
 			d := vals[val]
@@ -123,12 +178,12 @@ func (c *compiler) resourceOp(nd *ndpb.NodeDef, a attrs, ins []int) ([]int, erro
 				negateInPlace(d)
 			}
 			nv := &dense{}
-			if err := upd(nv, v.value, d); err != nil {
+			if err := upd(nv, *cur, d); err != nil {
 				return fmt.Errorf("variable %s: %w", v.name, err)
 			}
-			v.value = nv
+			*cur = nv
 			return nil
-		}, false).writes = v
+		}).writes = v
 	case "ResourceGather":
 		if err := n.wantInputs(2); err != nil {
 			return nil, err
@@ -142,12 +197,12 @@ func (c *compiler) resourceOp(nd *ndpb.NodeDef, a attrs, ins []int) ([]int, erro
 		}
 		idx := ins[1]
 		out := n.out(v.dt)
-		c.emit(nd, ins, n.outs, func(vals []*dense) error {
-			if v.value == nil {
+		c.emitVar(nd, ins, n.outs, v, func(val **dense, vals []*dense) error {
+			if *val == nil {
 				return fmt.Errorf("variable %s is read before it is initialized", v.name)
 			}
-			return g(vals[out], v.value, vals[idx], 0)
-		}, false).readVar = v
+			return g(vals[out], *val, vals[idx], 0)
+		}).readVar = v
 	}
 	return n.outs, nil
 }

@@ -331,7 +331,9 @@ func layer(files []file, epoch time.Time, withTmp bool) (v1.Layer, error) {
 	sort.Slice(entries, func(i, j int) bool { return entries[i].path < entries[j].path })
 	var compressed bytes.Buffer
 	// No name or time in the gzip header: the same tar gives the same bytes.
-	zw := gzip.NewWriter(&compressed)
+	// BestSpeed, as go-containerregistry compresses (the same digests): at
+	// the default level libtorch's layer is 10% smaller but 3x slower.
+	zw, _ := gzip.NewWriterLevel(&compressed, gzip.BestSpeed)
 	tw := tar.NewWriter(zw)
 	for _, e := range entries {
 		h := &tar.Header{Name: strings.TrimPrefix(e.path, "/"), ModTime: epoch}

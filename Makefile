@@ -85,15 +85,17 @@ build: deps-onnx deps-pytorch
 # docker-load tarball of each. Same commit, same digests.
 IMAGE_TAG ?= $(if $(GIT_REV),$(shell git rev-parse --short=12 HEAD),devel)
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
-image: deps-onnx
+image: deps-onnx deps-pytorch
 	@mkdir -p $(BIN)/image/bin
 	@$(STEP) "building $(PURE_CMDS) for the image (CGO_ENABLED=0, -trimpath; about 3 min cold on 2 cores, seconds when cached)" \
 	  env CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/image/bin/ $(addprefix ./cmd/,$(PURE_CMDS))
 	@$(STEP) "building inference-sidecar-onnx for the image (cgo, -trimpath; about 1 min cold)" \
 	  $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/image/bin/ ./cmd/inference-sidecar-onnx
-	@$(STEP) "writing the OCI layout and tarballs into $(BIN)/image/ (about 1 min)" \
+	@$(STEP) "building inference-sidecar-pytorch for the image (cgo, -tags pytorch, -trimpath; a few minutes cold)" \
+	  $(GO) build -trimpath -ldflags "$(LDFLAGS)" -tags pytorch -o $(BIN)/image/bin/ ./cmd/inference-sidecar-pytorch
+	@$(STEP) "writing the OCI layout and tarballs into $(BIN)/image/ (about 1 min: gzip of libtorch's 490 MB dominates)" \
 	  env SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) -C deploy run ./cmd/mkimage --bin ../$(BIN)/image/bin \
-	  --onnxruntime ../lib/onnxruntime/libonnxruntime.so.1 --out ../$(BIN)/image --tag $(IMAGE_TAG)
+	  --onnxruntime ../lib/onnxruntime/libonnxruntime.so.1 --pytorch --out ../$(BIN)/image --tag $(IMAGE_TAG)
 
 # demo: the README's main command (TensorFlow sidecar, file:// bucket); it
 # also builds bin/inferctl and ends with three commands to try next.
@@ -138,7 +140,7 @@ test: deps lint proto-check testsummary test-deploy
 # go-containerregistry out of the main one): the images built, unpacked and
 # run; the Helm chart linted, rendered and decoded strictly; the KServe
 # manifests decoded.
-test-deploy: deps-onnx deps-helm
+test-deploy: deps-onnx deps-pytorch deps-helm
 	@$(STEP) "go vet in deploy/ (about 1 min cold)" $(GO) -C deploy vet ./...
 	@# No -race: these tests build and gzip images in one goroutine, and the
 	@# detector would make that several times slower for nothing.

@@ -27,26 +27,40 @@ import (
 const repoRoot = "../.."
 
 // buildBinaries builds what `make image` builds, as it builds them.
-func buildBinaries(t *testing.T, dir string, withONNX bool) string {
+// It reports whether the PyTorch sidecar built: it needs libtorch (make
+// deps-pytorch), which INFERBID_REQUIRE_NATIVE=1 requires.
+func buildBinaries(t *testing.T, dir string, withONNX bool) (bin string, withPyTorch bool) {
 	t.Helper()
 	abs := filepath.Join(dir, "bin")
 	var pkgs []string
 	for _, b := range PureBinaries {
 		pkgs = append(pkgs, "./cmd/"+b)
 	}
-	goBuild := func(cgo string, pkgs ...string) {
-		cmd := exec.Command("go", append([]string{"build", "-trimpath", "-o", abs + "/"}, pkgs...)...)
+	goBuild := func(cgo string, args ...string) error {
+		cmd := exec.Command("go", append([]string{"build", "-trimpath", "-o", abs + "/"}, args...)...)
 		cmd.Dir = repoRoot
 		cmd.Env = append(os.Environ(), "CGO_ENABLED="+cgo)
 		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go build %v: %v\n%s", pkgs, err, out)
+			return fmt.Errorf("go build %v: %w\n%s", args, err, out)
+		}
+		return nil
+	}
+	if err := goBuild("0", pkgs...); err != nil {
+		t.Fatal(err)
+	}
+	if withONNX {
+		if err := goBuild("1", "./cmd/"+ONNXSidecar); err != nil {
+			t.Fatal(err)
 		}
 	}
-	goBuild("0", pkgs...)
-	if withONNX {
-		goBuild("1", "./cmd/"+ONNXSidecar)
+	if err := goBuild("1", "-tags", "pytorch", "./cmd/"+PyTorchSidecar); err != nil {
+		if os.Getenv("INFERBID_REQUIRE_NATIVE") == "1" {
+			t.Fatalf("the PyTorch sidecar does not build (make deps-pytorch): %v", err)
+		}
+		t.Logf("no PyTorch image: %v", err)
+		return abs, false
 	}
-	return abs
+	return abs, true
 }
 
 // onnxRuntimeLib is lib/onnxruntime/libonnxruntime.so.1 (make deps-onnx), or
@@ -75,12 +89,13 @@ func fileSHA(t *testing.T, p string) string {
 	return fmt.Sprintf("%x", sha256.Sum256(b))
 }
 
-// shared is one build of the binaries and the images, for every test: under
-// -race, gzip of the 140 MB of layers dominates the tests' time.
+// shared is one build of the binaries and the images, for every test: gzip
+// of the layers (about 630 MB with libtorch's) dominates the tests' time.
 var shared struct {
 	once   sync.Once
 	bin    string
 	lib    string
+	torch  bool
 	out    string
 	epoch  time.Time
 	images []Image
@@ -96,11 +111,13 @@ func sharedBuild(t *testing.T) (bin, lib, out string, images []Image) {
 			shared.err = err
 			return
 		}
-		shared.bin = buildBinaries(t, dir, shared.lib != "")
+		shared.bin, shared.torch = buildBinaries(t, dir, shared.lib != "")
 		shared.out = filepath.Join(dir, "out")
 		shared.epoch = time.Unix(1764000000, 0)
+		start := time.Now()
 		shared.images, shared.err = Build(Options{BinDir: shared.bin, ONNXRuntimeLib: shared.lib,
-			OutDir: shared.out, Epoch: shared.epoch, Tag: "test"})
+			PyTorch: shared.torch, OutDir: shared.out, Epoch: shared.epoch, Tag: "test"})
+		t.Logf("Build took %.1f s", time.Since(start).Seconds())
 	})
 	if shared.err != nil {
 		t.Fatal(shared.err)
@@ -121,7 +138,7 @@ func TestMain(m *testing.M) {
 func TestImagesReproducible(t *testing.T) {
 	bin, lib, out, first := sharedBuild(t)
 	again := t.TempDir()
-	second, err := Build(Options{BinDir: bin, ONNXRuntimeLib: lib, OutDir: again, Epoch: shared.epoch, Tag: "test"})
+	second, err := Build(Options{BinDir: bin, ONNXRuntimeLib: lib, PyTorch: shared.torch, OutDir: again, Epoch: shared.epoch, Tag: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,13 +220,17 @@ func TestImagesRun(t *testing.T) {
 			if strings.Contains(want.Ref, "-onnx:") {
 				names = append(names, ONNXSidecar)
 			}
+			if strings.Contains(want.Ref, "-pytorch:") {
+				names = append(names, PyTorchSidecar)
+			}
 			for _, name := range names {
 				exe := filepath.Join(root, BinDir, name)
 				var cmd *exec.Cmd
-				if name == ONNXSidecar {
-					// A cgo binary: its interpreter and libraries from the image.
+				if name == ONNXSidecar || name == PyTorchSidecar {
+					// A cgo binary: its interpreter and libraries from the image
+					// (glibc's default directories, without an ld.so cache).
 					cmd = exec.Command(filepath.Join(root, "lib64/ld-linux-x86-64.so.2"),
-						"--library-path", filepath.Join(root, "lib/x86_64-linux-gnu"), exe, "--version")
+						"--library-path", filepath.Join(root, "lib/x86_64-linux-gnu")+":"+filepath.Join(root, "lib"), exe, "--version")
 				} else {
 					cmd = exec.Command(exe, "--version")
 				}
@@ -310,7 +331,8 @@ exec env -i TMPDIR=/tmp PATH=/usr/local/bin "$(command -v chroot)" --userspec=65
 // with a read-only root filesystem and only /tmp writable, as UID 65532:
 // the TensorFlow sidecar on the examples bucket, the ONNX sidecar (ONNX
 // Runtime found beside it, its libraries found without an ld.so cache) on
-// an ONNX model. Each must become ready and serve its models. It needs
+// an ONNX model, the PyTorch sidecar (libtorch's closure likewise) on a
+// TorchScript model. Each must become ready and serve its models. It needs
 // root (mount namespaces, chroot); elsewhere it skips.
 func TestImagesServeReadOnly(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -341,12 +363,18 @@ func TestImagesServeReadOnly(t *testing.T) {
 			}
 			var args []string
 			var wantModel string
-			if strings.Contains(want.Ref, "-onnx:") {
+			switch {
+			case strings.Contains(want.Ref, "-onnx:"):
 				copyFile(t, filepath.Join(repoRoot, "runtimes/onnx/testdata/affine_v1.onnx"), filepath.Join(root, "models/affine.onnx"))
 				args = []string{"--inference_sidecar_binary_path=/usr/local/bin/" + ONNXSidecar,
 					"--inference_model_local_paths=affine/=/models/affine.onnx"}
 				wantModel = "affine/"
-			} else {
+			case strings.Contains(want.Ref, "-pytorch:"):
+				copyFile(t, filepath.Join(repoRoot, "runtimes/pytorch/testdata/affine_v1.pt"), filepath.Join(root, "models/affine.pt"))
+				args = []string{"--inference_sidecar_binary_path=/usr/local/bin/" + PyTorchSidecar,
+					"--inference_model_local_paths=affine/=/models/affine.pt"}
+				wantModel = "affine/"
+			default:
 				if err := os.CopyFS(filepath.Join(root, "models/bucket"), os.DirFS(filepath.Join(repoRoot, "examples/bucket"))); err != nil {
 					t.Fatal(err)
 				}

@@ -1,7 +1,7 @@
 // Command mkimage writes inferbid's OCI images (package ociimage) from
 // binaries already built: `make image` builds them and runs it.
 //
-//	mkimage --bin DIR [--onnxruntime LIB] --out DIR [--tag T] [--epoch SECONDS]
+//	mkimage --bin DIR [--onnxruntime LIB] [--pytorch] --out DIR [--tag T] [--epoch SECONDS]
 //
 // --epoch defaults to $SOURCE_DATE_EPOCH, else 0.
 package main
@@ -28,6 +28,7 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("mkimage", flag.ContinueOnError)
 	fs.StringVar(&o.BinDir, "bin", "", "directory of the built binaries (required)")
 	fs.StringVar(&o.ONNXRuntimeLib, "onnxruntime", "", "libonnxruntime.so.1; default none: only the pure-Go image")
+	fs.BoolVar(&o.PyTorch, "pytorch", false, "also build inferbid-pytorch from DIR/"+ociimage.PyTorchSidecar+" and libtorch's libraries (about 490 MB)")
 	fs.StringVar(&o.OutDir, "out", "", "output directory: layout/ and one tarball per image (required)")
 	fs.StringVar(&o.Repository, "repository", "", "image name prefix; default inferbid")
 	fs.StringVar(&o.Tag, "tag", "", "image tag; default devel")

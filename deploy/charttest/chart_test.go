@@ -289,7 +289,7 @@ func TestTemplateAllValues(t *testing.T) {
 func TestTemplateRejectsBadValues(t *testing.T) {
 	helm(t, "version") // skips without helm
 	for set, want := range map[string]string{
-		"runtime=pytorch":                    `runtime "pytorch"`,
+		"runtime=mxnet":                      `runtime "mxnet"`,
 		"udf.code=x,udf.existingConfigMap=y": "not both",
 		"lifecycle.shutdownGraceSeconds=0":   "shutdownGraceSeconds",
 	} {
@@ -357,5 +357,28 @@ func TestStrictDecodingRejectsUnknownFields(t *testing.T) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&corev1.Service{}); err == nil || !strings.Contains(err.Error(), "prots") {
 		t.Errorf("misspelt field: err %v, want an error naming prots", err)
+	}
+}
+
+// TestTemplatePyTorch: runtime=pytorch picks the inferbid-pytorch image
+// and its sidecar binary.
+func TestTemplatePyTorch(t *testing.T) {
+	objects := decodeAll(t, helm(t, "template", "r", chartDir, "--set", "runtime=pytorch,image.repository=registry.example.com/inferbid,image.tag=v1"))
+	d := objects["Deployment"][0].(*appsv1.Deployment)
+	c := podChecks(t, d)
+	if c.Image != "registry.example.com/inferbid-pytorch:v1" {
+		t.Errorf("image %q, want registry.example.com/inferbid-pytorch:v1", c.Image)
+	}
+	found := false
+	for _, e := range c.Env {
+		if e.Name == "INFERENCE_SIDECAR_BINARY_PATH" {
+			found = true
+			if e.Value != "/usr/local/bin/inference-sidecar-pytorch" {
+				t.Errorf("INFERENCE_SIDECAR_BINARY_PATH %q", e.Value)
+			}
+		}
+	}
+	if !found {
+		t.Error("no INFERENCE_SIDECAR_BINARY_PATH")
 	}
 }

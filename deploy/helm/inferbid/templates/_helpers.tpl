@@ -19,14 +19,15 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
-{{/* The image: REPOSITORY for the TensorFlow sidecar, REPOSITORY-onnx for ONNX. */}}
+{{/* The image: REPOSITORY for the TensorFlow sidecar, REPOSITORY-onnx for
+ONNX, REPOSITORY-pytorch for PyTorch. */}}
 {{- define "inferbid.image" -}}
 {{- if eq .Values.runtime "tensorflow" -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag }}
-{{- else if eq .Values.runtime "onnx" -}}
-{{ .Values.image.repository }}-onnx:{{ .Values.image.tag }}
+{{- else if or (eq .Values.runtime "onnx") (eq .Values.runtime "pytorch") -}}
+{{ .Values.image.repository }}-{{ .Values.runtime }}:{{ .Values.image.tag }}
 {{- else -}}
-{{ fail (printf "runtime %q: want tensorflow or onnx (the images hold no PyTorch sidecar)" .Values.runtime) }}
+{{ fail (printf "runtime %q: want tensorflow, onnx or pytorch" .Values.runtime) }}
 {{- end -}}
 {{- end -}}
 

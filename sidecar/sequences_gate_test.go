@@ -62,7 +62,7 @@ func (m *gateModel) PredictSequence(ctx context.Context, st any, in []tensor.Ten
 func TestStartWhileEndingIsFailedPreconditionOverTheWire(t *testing.T) {
 	b := &gateBackend{entered: make(chan struct{}), release: make(chan struct{})}
 	rt := runtimes.NewRuntime("gate", runtimes.Config{StatefulModels: map[string]runtimes.SequenceSettings{"g/": {Stateful: true}}}, b)
-	c := serveOnSocket(t, rt)
+	_, c := serveOnSocket(t, ServerOptions{Runtime: rt, SequenceCleanerInterval: -1})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := c.RegisterModel(ctx, "g/", runtimes.Files{"m": []byte("x")}, ""); err != nil {
@@ -103,10 +103,13 @@ func TestStartWhileEndingIsFailedPreconditionOverTheWire(t *testing.T) {
 	}
 }
 
-// serveOnSocket serves rt on a real socket and returns a healthy client.
-func serveOnSocket(t *testing.T, rt *runtimes.Runtime) *Client {
+// serveOnSocket serves opts (Runtime set; the logger is made quiet) on a
+// real socket and returns the server and a healthy client; both stop when
+// the test ends.
+func serveOnSocket(t *testing.T, opts ServerOptions) (*Server, *Client) {
 	t.Helper()
-	srv, err := NewServer(ServerOptions{Runtime: rt, Logger: quietLog, SequenceCleanerInterval: -1})
+	opts.Logger = quietLog
+	srv, err := NewServer(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,5 +130,5 @@ func serveOnSocket(t *testing.T, rt *runtimes.Runtime) *Client {
 		srv.GracefulStop()
 		<-served
 	})
-	return c
+	return srv, c
 }

@@ -32,27 +32,9 @@ func startONNXSequenceServer(t *testing.T, maxSeq uint32) (*Server, *Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := NewServer(ServerOptions{Runtime: rt, Logger: quietLog, SequenceCleanerInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	socket := socketIn(t)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(socket) }()
-	c, err := NewClient(socket, ClientOptions{Logger: quietLog})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, c := serveOnSocket(t, ServerOptions{Runtime: rt, SequenceCleanerInterval: -1})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := c.WaitHealthy(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c.Close()
-		srv.GracefulStop()
-		<-served
-	})
 	files := runtimes.Files{"running_sum.onnx": testhelp.ReadFile(t, "runtimes/onnx/testdata/running_sum.onnx")}
 	if err := c.RegisterModel(ctx, "sum/", files, ""); err != nil {
 		t.Fatal(err)

@@ -30,27 +30,9 @@ func startSequenceServer(t *testing.T, maxSeq uint32, cleanEvery time.Duration) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := NewServer(ServerOptions{Runtime: rt, Logger: quietLog, SequenceCleanerInterval: cleanEvery})
-	if err != nil {
-		t.Fatal(err)
-	}
-	socket := socketIn(t)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(socket) }()
-	c, err := NewClient(socket, ClientOptions{Logger: quietLog})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, c := serveOnSocket(t, ServerOptions{Runtime: rt, SequenceCleanerInterval: cleanEvery})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := c.WaitHealthy(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c.Close()
-		srv.GracefulStop()
-		<-served
-	})
 	files, err := tfsave.RunningSumModel(tfsave.Options{}, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -435,7 +417,7 @@ func serveSum(t *testing.T, cfg runtimes.Config, seq *runtimes.SequenceSettings)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := serveOnSocket(t, rt)
+	_, c := serveOnSocket(t, ServerOptions{Runtime: rt, SequenceCleanerInterval: -1})
 	files, err := tfsave.RunningSumModel(tfsave.Options{}, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -50,4 +50,9 @@
 // escaped as encoding/json does with HTML escaping off. NaN/Inf outputs fail
 // AppendResponse with OUTPUT_PARSING naming the model and tensor, and Render
 // answers with a whole-batch error.
+//
+// WithDebugLog carries a request's consent to debug logging in its ctx,
+// from the host that knows the request (jsbridge) to the client that talks
+// to the sidecar (sidecar.Client): inference calls made with such a ctx ask
+// the sidecar for its debug lines and hand them to the DebugSink.
 package batch

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -263,7 +265,8 @@ func (s *Server) predict(ctx context.Context, req *inferencepb.PredictRequest, w
 		m.since("parse_duration_ms", start)
 		if err != nil {
 			err = inferr.Wrap(inferr.InputParsing, err, "")
-			logs.add("batch rejected: %s", formatErrType(err))
+			// No entry was read, so there is no model path to name.
+			logs.add(fmt.Sprintf("batch rejected, no model run: %s", formatErrType(err)))
 			resp.Output = &inferencepb.PredictResponse_OutputJson{OutputJson: batch.AppendBatchError(nil, err)}
 			break
 		}
@@ -376,14 +379,21 @@ func (s *Server) entryFromProto(r *inferencepb.ModelRequest) batch.Entry {
 }
 
 // runEntries runs the entries of one batch, concurrently up to GOMAXPROCS
-// at a time; each entry's error stays its own.
+// at a time; each entry's error stays its own. With logs, every entry gets
+// one debug line, added in entry order once all have run.
 func (s *Server) runEntries(ctx context.Context, entries []batch.Entry, logs *debugLog) []batch.Result {
 	results := make([]batch.Result, len(entries))
+	if logs != nil {
+		logs.forEntries(len(entries))
+	}
 	run := func(i int) {
 		e := entries[i]
 		results[i].ModelPath = e.ModelPath
 		if e.Err != nil {
 			results[i].Err = e.Err
+			if logs != nil {
+				logs.entry(i, debugEntryLine(i, e.ModelPath, "not run: "+formatErrType(e.Err)))
+			}
 			return
 		}
 		var start time.Time
@@ -393,9 +403,9 @@ func (s *Server) runEntries(ctx context.Context, entries []batch.Entry, logs *de
 		results[i].Tensors, results[i].Err = s.reg.predict(ctx, e.ModelPath, e.Tensors)
 		if logs != nil {
 			if err := results[i].Err; err != nil {
-				logs.add("entry %d model %s: %s after %s", i, inferr.Quote(e.ModelPath), formatErrType(err), time.Since(start))
+				logs.entry(i, debugEntryLine(i, e.ModelPath, fmt.Sprintf("%s after %s", formatErrType(err), time.Since(start))))
 			} else {
-				logs.add("entry %d model %s: ok in %s", i, inferr.Quote(e.ModelPath), time.Since(start))
+				logs.entry(i, debugEntryLine(i, e.ModelPath, fmt.Sprintf("ok in %s", time.Since(start))))
 			}
 		}
 	}
@@ -428,19 +438,54 @@ func (s *Server) runEntries(ctx context.Context, entries []batch.Entry, logs *de
 }
 
 // debugLog collects the debug lines of a consented request. A nil
-// *debugLog collects nothing.
+// *debugLog collects nothing. Each entry of a batch has a slot of its own
+// for its line, so that entries running concurrently need no lock and the
+// lines come in entry order, not in the order the entries finished.
 type debugLog struct {
-	mu    sync.Mutex
 	lines []string
+	first int // the slot of entry 0 in lines
 }
 
-func (d *debugLog) add(format string, args ...any) {
-	if d == nil {
-		return
+func (d *debugLog) add(line string) {
+	if d != nil {
+		d.lines = append(d.lines, line)
 	}
-	d.mu.Lock()
-	d.lines = append(d.lines, fmt.Sprintf(format, args...))
-	d.mu.Unlock()
+}
+
+// forEntries makes a slot for the line of each of n entries, after the
+// lines so far.
+func (d *debugLog) forEntries(n int) {
+	d.first = len(d.lines)
+	d.lines = append(d.lines, make([]string, n)...)
+}
+
+// entry sets entry i's line.
+func (d *debugLog) entry(i int, line string) { d.lines[d.first+i] = line }
+
+// debugEntryLine is the debug line of entry i of the batch the sidecar
+// received: it names the entry's model path. Client.Predict renumbers it
+// (renumberDebugLine) when the host kept entries out of that batch.
+func debugEntryLine(i int, modelPath, what string) string {
+	return "entry " + strconv.Itoa(i) + " model " + inferr.Quote(modelPath) + ": " + what
+}
+
+// renumberDebugLine gives a line of debugEntryLine the caller's entry
+// index: sent[j] is the caller's index of entry j of the batch sent. Any
+// other line is returned as it is.
+func renumberDebugLine(line string, sent []int) string {
+	rest, ok := strings.CutPrefix(line, "entry ")
+	if !ok {
+		return line
+	}
+	num, tail, ok := strings.Cut(rest, " ")
+	if !ok {
+		return line
+	}
+	j, err := strconv.Atoi(num)
+	if err != nil || j < 0 || j >= len(sent) {
+		return line
+	}
+	return "entry " + strconv.Itoa(sent[j]) + " " + tail
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

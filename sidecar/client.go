@@ -122,6 +122,11 @@ func (c *Client) Wake() {
 // carries that error. The returned error is a whole-batch error
 // (GRPC when the sidecar could not be reached); per-entry errors are in the
 // results, one per entry, in order.
+//
+// When ctx carries a batch.DebugSink (batch.WithDebugLog), the request is
+// sent consented and the sidecar's debug lines, one per entry sent, each
+// naming its model path and numbered as entries is, go to the sink before
+// Predict returns. Without one, none are asked for.
 func (c *Client) Predict(ctx context.Context, entries []batch.Entry) ([]batch.Result, error) {
 	results := make([]batch.Result, len(entries))
 	for i, e := range entries {
@@ -143,7 +148,8 @@ func (c *Client) Predict(ctx context.Context, entries []batch.Entry) ([]batch.Re
 			return nil, err
 		}
 	}
-	req := &inferencepb.PredictRequest{Input: &inferencepb.PredictRequest_Batch{Batch: pb}}
+	sink := batch.DebugLogFrom(ctx)
+	req := &inferencepb.PredictRequest{Input: &inferencepb.PredictRequest_Batch{Batch: pb}, IsConsented: sink != nil}
 	resp, err := c.predict(ctx, req)
 	// A request that never reached a sidecar that has just died waits for
 	// its models to be replayed and is sent again, once. One that did
@@ -156,6 +162,16 @@ func (c *Client) Predict(ctx context.Context, entries []batch.Entry) ([]batch.Re
 	}
 	if err != nil {
 		return nil, err
+	}
+	if sink != nil {
+		// Before the answer is checked: the lines may explain a bad one.
+		renumber := len(idx) < len(entries)
+		for _, l := range resp.GetDebugLogs() {
+			if renumber {
+				l = renumberDebugLine(l, idx)
+			}
+			sink(l)
+		}
 	}
 	got := resp.GetResult().GetResponses()
 	if resp.GetResult() == nil || len(got) != len(idx) {
@@ -175,11 +191,19 @@ func (c *Client) predict(ctx context.Context, req *inferencepb.PredictRequest) (
 	return resp, fromStatus(err)
 }
 
-// PredictJSON runs a B&A batch JSON and returns the response JSON.
+// PredictJSON runs a B&A batch JSON and returns the response JSON. Like
+// Predict, it hands the sidecar's debug lines to ctx's batch.DebugSink, if
+// it has one.
 func (c *Client) PredictJSON(ctx context.Context, batchJSON []byte) ([]byte, error) {
-	resp, err := c.api.Predict(ctx, &inferencepb.PredictRequest{Input: &inferencepb.PredictRequest_BatchJson{BatchJson: batchJSON}})
+	sink := batch.DebugLogFrom(ctx)
+	resp, err := c.api.Predict(ctx, &inferencepb.PredictRequest{Input: &inferencepb.PredictRequest_BatchJson{BatchJson: batchJSON}, IsConsented: sink != nil})
 	if err != nil {
 		return nil, fromStatus(err)
+	}
+	if sink != nil {
+		for _, l := range resp.GetDebugLogs() {
+			sink(l)
+		}
 	}
 	out, ok := resp.GetOutput().(*inferencepb.PredictResponse_OutputJson)
 	if !ok {

@@ -24,7 +24,9 @@ import (
 //
 //   - server: Server.predict as the fast lane calls it (no socket);
 //   - fastlane: Client.Predict over the fast lane to a server in this
-//     process (both ends' work, and the socket's).
+//     process (both ends' work, and the socket's);
+//   - fastlane-consented: the same with a batch.DebugSink in the ctx
+//     (is_consented: the sidecar's debug lines and metrics come back).
 //
 // Allocations are robust to a noisy machine; compare allocs/op and the
 // CPU profile rather than ns/op.
@@ -72,6 +74,20 @@ func BenchmarkPredictPath(b *testing.B) {
 			if err != nil || res[0].Err != nil {
 				b.Fatal(err, res)
 			}
+		}
+	})
+	b.Run("fastlane-consented", func(b *testing.B) {
+		lines := 0
+		cctx := batch.WithDebugLog(ctx, func(string) { lines++ })
+		b.ReportAllocs()
+		for b.Loop() {
+			res, err := c.Predict(cctx, entries)
+			if err != nil || res[0].Err != nil {
+				b.Fatal(err, res)
+			}
+		}
+		if lines == 0 {
+			b.Fatal("no debug lines")
 		}
 	})
 }

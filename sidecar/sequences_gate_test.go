@@ -103,12 +103,14 @@ func TestStartWhileEndingIsFailedPreconditionOverTheWire(t *testing.T) {
 	}
 }
 
-// serveOnSocket serves opts (Runtime set; the logger is made quiet) on a
+// serveOnSocket serves opts (Runtime set; without a Logger, quietly) on a
 // real socket and returns the server and a healthy client; both stop when
 // the test ends.
 func serveOnSocket(t *testing.T, opts ServerOptions) (*Server, *Client) {
 	t.Helper()
-	opts.Logger = quietLog
+	if opts.Logger == nil {
+		opts.Logger = quietLog
+	}
 	srv, err := NewServer(opts)
 	if err != nil {
 		t.Fatal(err)

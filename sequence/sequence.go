@@ -2,6 +2,8 @@ package sequence
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/http"
@@ -25,6 +27,13 @@ const (
 
 // DefaultMaxSequences is max_sequence_number's default.
 const DefaultMaxSequences = 500
+
+// MaxAssignedID bounds the ids the server assigns: 2^53-1, JavaScript's
+// Number.MAX_SAFE_INTEGER. runInference's answer reaches the script through
+// JSON.parse, which reads every number as a float64; a larger id would
+// come back rounded and name no sequence, or another one. So an assigned
+// id is 53 random bits (see Manager.Run), not the 64 a uint64 could hold.
+const MaxAssignedID = 1<<53 - 1
 
 // Code is the class of a sequence error, as OpenVINO Model Server's error
 // table gives it.
@@ -151,10 +160,12 @@ type Options struct {
 type Manager struct {
 	opts     Options
 	newState func() (any, error)
+	// random draws the bits of an assigned id: crypto/rand, except in
+	// tests.
+	random func() uint64
 
 	mu     sync.Mutex
 	seqs   map[uint64]*seq
-	nextID uint64
 	closed bool
 }
 
@@ -177,7 +188,13 @@ func NewManager(opts Options, newState func() (any, error)) *Manager {
 	if opts.MaxSequences <= 0 {
 		opts.MaxSequences = DefaultMaxSequences
 	}
-	return &Manager{opts: opts, newState: newState, seqs: map[uint64]*seq{}}
+	return &Manager{opts: opts, newState: newState, random: randomUint64, seqs: map[uint64]*seq{}}
+}
+
+func randomUint64() uint64 {
+	var b [8]byte
+	rand.Read(b[:]) // never fails: crypto/rand crashes the program instead
+	return binary.LittleEndian.Uint64(b[:])
 }
 
 // Len is the number of live sequences.
@@ -198,6 +215,13 @@ func (m *Manager) errorf(code Code, id uint64, msg string) error {
 // the sequence's id (the assigned one for a start without an id). A start
 // creates the sequence (and drops it again when fn fails, so that the start
 // can be retried); an end drops it after fn, whatever fn returned.
+//
+// An id is a capability: any request that names it continues or ends its
+// sequence. The server assigns a start without an id (or with id 0) a
+// random one from crypto/rand, uniform in [1, MaxAssignedID] and not in
+// use, so that a caller cannot guess another's. A start that names its id
+// takes it as OpenVINO Model Server and Triton do: choosing an id nobody
+// else can guess is then the caller's business.
 func (m *Manager) Run(ctx context.Context, id uint64, ctl Control, fn func(state any) error) (uint64, error) {
 	switch ctl {
 	case Start:
@@ -288,16 +312,16 @@ func (m *Manager) start(ctx context.Context, id uint64, fn func(state any) error
 	return id, err
 }
 
-// assignID returns an unused non-zero id (m.mu held). Ids count up from 1
-// and skip the ones clients chose.
+// assignID returns a random id in [1, MaxAssignedID] that is not in use
+// (m.mu held). Ids are drawn, not counted: a counter would hand the next
+// caller a neighbour of a live id. 0 means "no id" and an id in use is
+// someone's capability, so either is drawn again; with at most 2^32 live
+// sequences in 2^53 ids a draw fails less than once in two million.
 func (m *Manager) assignID() uint64 {
 	for {
-		m.nextID++
-		if m.nextID == 0 {
-			continue
-		}
-		if _, taken := m.seqs[m.nextID]; !taken {
-			return m.nextID
+		id := m.random() & MaxAssignedID
+		if _, taken := m.seqs[id]; id != 0 && !taken {
+			return id
 		}
 	}
 }

@@ -69,23 +69,52 @@ func TestInterleavedSequencesKeepSeparateState(t *testing.T) {
 	}
 }
 
-func TestAssignedIDsAreUnique(t *testing.T) {
-	m := sequence.NewManager(sequence.Options{Name: "m/"}, newCounter)
+// Assigned ids are unguessable: random over [1, MaxAssignedID], not
+// counted (a second caller must not find the first one's id next to its
+// own), and each survives a JavaScript number (a float64) exactly.
+func TestAssignedIDsAreRandom(t *testing.T) {
+	const n = 2000
+	m := sequence.NewManager(sequence.Options{Name: "m/", MaxSequences: n + 1}, newCounter)
 	var got int
-	// A client takes 2; the server must skip it.
+	// A client takes 2; it stays its own.
 	if _, err := m.Run(context.Background(), 2, sequence.Start, add(0, &got)); err != nil {
 		t.Fatal(err)
 	}
 	seen := map[uint64]bool{2: true}
-	for range 5 {
+	high, near := 0, 0
+	var prev uint64
+	for range n {
 		id, err := m.Run(context.Background(), 0, sequence.Start, add(0, &got))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if id == 0 || seen[id] {
-			t.Fatalf("assigned id %d is 0 or in use (%v)", id, seen)
+		if id == 0 || id > sequence.MaxAssignedID || seen[id] {
+			t.Fatalf("assigned id %d is 0, above MaxAssignedID or in use", id)
+		}
+		if uint64(float64(id)) != id {
+			t.Fatalf("assigned id %d does not survive a float64", id)
 		}
 		seen[id] = true
+		if id > sequence.MaxAssignedID/2 {
+			high++
+		}
+		if id-prev < 1<<20 || prev-id < 1<<20 {
+			near++
+		}
+		prev = id
+	}
+	// Half of uniform draws lie in the upper half (2000 draws: 1000 ± 22
+	// for one standard deviation; the bounds are 9 of them); two draws
+	// within 2^20 of each other happen once in 2^32.
+	if high < 800 || high > 1200 || near > 1 {
+		t.Fatalf("of %d assigned ids, %d in the upper half and %d within 2^20 of the one before: not uniform", n, high, near)
+	}
+	// A client may still choose an id the server assigned once it is free.
+	if _, err := m.Run(context.Background(), prev, sequence.End, add(0, &got)); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := m.Run(context.Background(), prev, sequence.Start, add(0, &got)); err != nil || id != prev {
+		t.Fatalf("start with the freed id %d: id %d, err %v", prev, id, err)
 	}
 }
 

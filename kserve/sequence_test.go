@@ -242,6 +242,16 @@ func TestV2InferSequences(t *testing.T) {
 	if err := json.Unmarshal(b, &resp); code != http.StatusOK || err != nil || resp.Parameters["sequence_id"] == 0 || resp.Outputs[0].Data[0] != 5 {
 		t.Fatalf("start without id as parameters: %d %s", code, b)
 	}
+	// The assigned id (random, not a count) continues the sequence.
+	assigned := resp.Parameters["sequence_id"]
+	if assigned > sequence.MaxAssignedID {
+		t.Fatalf("assigned id %d is above MaxAssignedID", assigned)
+	}
+	code, b = call(t, http.MethodPost, infer, `{"parameters": {"sequence_id": `+strconv.FormatUint(assigned, 10)+`, "sequence_control_input": 2}, "inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [6]}]}`)
+	resp.Outputs, resp.Parameters = nil, nil
+	if err := json.Unmarshal(b, &resp); code != http.StatusOK || err != nil || resp.Parameters["sequence_id"] != assigned || resp.Outputs[0].Data[0] != 11 {
+		t.Fatalf("end of the assigned id %d: %d %s", assigned, code, b)
+	}
 	for _, c := range []struct {
 		what, body string
 		code       int

@@ -2,9 +2,13 @@ package sidecar
 
 import (
 	"context"
+	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dop251/goja"
 
 	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/inferr"
@@ -316,6 +320,83 @@ func TestSequencesInBatchJSON(t *testing.T) {
 		t.Fatalf("end of 7: sum %v id %d (%s)", sum, id, out)
 	}
 	wantSequenceError(t, "unknown id in a batch", res[1], inferr.ModelNotFound, sequence.NotFound, sequence.MsgNotFound)
+}
+
+// An assigned id reaches a script as runInference answers it (batch JSON,
+// which JSON.parse reads into a float64), and the script's next request,
+// built with JSON.stringify, names the same sequence: ids stay within
+// 2^53-1. A 64-bit id would come back rounded and miss its sequence.
+func TestAssignedSequenceIDSurvivesJavaScript(t *testing.T) {
+	const n = 40
+	_, c, _ := startSequenceServer(t, n, -1)
+	vm := goja.New()
+	// runInference as jsbridge answers it: Parse, Predict, AppendResponse.
+	err := vm.Set("runInference", func(req string) string {
+		entries, err := batch.ParseString(req, batch.Limits{})
+		if err != nil {
+			return string(batch.AppendBatchError(nil, err))
+		}
+		res, err := c.Predict(context.Background(), entries)
+		if err != nil {
+			return string(batch.AppendBatchError(nil, err))
+		}
+		out, err := batch.AppendResponse(nil, res)
+		if err != nil {
+			return string(batch.AppendBatchError(nil, err))
+		}
+		return string(out)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := vm.RunString(`(function () {
+		function call(x, id, ctl) {
+			var r = JSON.parse(runInference(JSON.stringify({request: [{model_path: "sum/", tensors: [
+				{tensor_name: "x", data_type: "FLOAT", tensor_shape: [1], tensor_content: [String(x)]},
+				{tensor_name: "sequence_id", data_type: "INT64", tensor_shape: [1], tensor_content: [String(id)]},
+				{tensor_name: "sequence_control_input", data_type: "INT32", tensor_shape: [1], tensor_content: [String(ctl)]}]}]}))).response[0];
+			if (r.error) return {error: r.error.error_type + " " + r.error.description};
+			var out = {};
+			r.tensors.forEach(function (t) { out[t.tensor_name === "sequence_id" ? "id" : "sum"] = t.tensor_content[0]; });
+			return out;
+		}
+		var ids = [], ends = [];
+		for (var i = 0; i < ` + strconv.Itoa(n) + `; i++) ids.push(call(1, 0, 1).id);
+		for (var i = 0; i < ids.length; i++) ends.push(call(i, ids[i], 2));
+		return JSON.stringify({ids: ids.map(String), ends: ends});
+	})()`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		IDs  []string
+		Ends []struct {
+			ID    float64
+			Sum   float64
+			Error string
+		}
+	}
+	if err := json.Unmarshal([]byte(v.String()), &got); err != nil || len(got.IDs) != n || len(got.Ends) != n {
+		t.Fatalf("the script returned %s (%v)", v, err)
+	}
+	high := 0
+	for i, end := range got.Ends {
+		id, err := strconv.ParseUint(got.IDs[i], 10, 64)
+		if err != nil || id == 0 || id > sequence.MaxAssignedID {
+			t.Fatalf("sequence %d: the script saw id %q", i, got.IDs[i])
+		}
+		if end.Error != "" || end.Sum != float64(1+i) || end.ID != float64(id) {
+			t.Fatalf("sequence %d (id %d): the script's end got %+v, want sum %d", i, id, end, 1+i)
+		}
+		if id > 1<<52 {
+			high++
+		}
+	}
+	// Half the ids lie above 2^52, where a float64 has no bit to spare;
+	// all 40 below it happen once in 2^40.
+	if high == 0 {
+		t.Fatalf("no assigned id above 2^52 in %v: ids are not drawn from 53 bits", got.IDs)
+	}
 }
 
 // BenchmarkSequenceCall times one middle request of a sequence (the

@@ -124,9 +124,10 @@ func (c *Client) Wake() {
 // results, one per entry, in order.
 //
 // When ctx carries a batch.DebugSink (batch.WithDebugLog), the request is
-// sent consented and the sidecar's debug lines, one per entry sent, each
-// naming its model path and numbered as entries is, go to the sink before
-// Predict returns. Without one, none are asked for.
+// sent consented and the sidecar's debug lines (one per entry sent, each
+// naming its model path, numbered by the entry's index in entries) go to
+// the sink, in order, before Predict returns. Without a sink none are
+// asked for.
 func (c *Client) Predict(ctx context.Context, entries []batch.Entry) ([]batch.Result, error) {
 	results := make([]batch.Result, len(entries))
 	for i, e := range entries {

@@ -265,8 +265,10 @@ func (s *Server) predict(ctx context.Context, req *inferencepb.PredictRequest, w
 		m.since("parse_duration_ms", start)
 		if err != nil {
 			err = inferr.Wrap(inferr.InputParsing, err, "")
-			// No entry was read, so there is no model path to name.
-			logs.add(fmt.Sprintf("batch rejected, no model run: %s", formatErrType(err)))
+			if logs != nil {
+				// No entry was read, so there is no model path to name.
+				logs.add("batch rejected, no model run: " + formatErrType(err))
+			}
 			resp.Output = &inferencepb.PredictResponse_OutputJson{OutputJson: batch.AppendBatchError(nil, err)}
 			break
 		}
@@ -380,7 +382,7 @@ func (s *Server) entryFromProto(r *inferencepb.ModelRequest) batch.Entry {
 
 // runEntries runs the entries of one batch, concurrently up to GOMAXPROCS
 // at a time; each entry's error stays its own. With logs, every entry gets
-// one debug line, added in entry order once all have run.
+// one debug line, in entry order.
 func (s *Server) runEntries(ctx context.Context, entries []batch.Entry, logs *debugLog) []batch.Result {
 	results := make([]batch.Result, len(entries))
 	if logs != nil {

@@ -471,7 +471,17 @@ func (p *Pool) build() *vm {
 // under the pool's deadline and ctx.
 func (p *Pool) CallJSON(ctx context.Context, fn string, args ...[]byte) ([]byte, error) {
 	var out []byte
-	err := p.run(ctx, fn, func(v *vm, f goja.Callable) error {
+	if err := p.run(ctx, fn, jsonBody(fn, args, &out)); err != nil {
+		// An abandoned call may still write out.
+		return nil, err
+	}
+	return out, nil
+}
+
+// jsonBody is the body of a CallJSON call: the arguments parsed, fn
+// called, its result stringified into *out.
+func jsonBody(fn string, args [][]byte, out *[]byte) func(v *vm, f goja.Callable) error {
+	return func(v *vm, f goja.Callable) error {
 		jsArgs := make([]goja.Value, len(args))
 		for i, a := range args {
 			if a == nil {
@@ -488,14 +498,9 @@ func (p *Pool) CallJSON(ctx context.Context, fn string, args ...[]byte) ([]byte,
 		if err != nil {
 			return err
 		}
-		out, err = v.stringify(res)
+		*out, err = v.stringify(res)
 		return err
-	})
-	if err != nil {
-		// An abandoned call may still write out.
-		return nil, err
 	}
-	return out, nil
 }
 
 // Do runs body on a runtime with the global function fn resolved, under the
@@ -563,10 +568,10 @@ type call struct {
 	// deadline and when the heap watchdog stops the call.
 	ctx        timerless.Context // ended by end; the executor's timer ends it at the deadline
 	cancel     context.CancelCauseFunc
-	stopParent func() bool   // unhooks it from the caller's ctx
-	done       chan error    // the result, when the caller still waits
-	ended      chan struct{} // closed when the JS goroutine is done
-	state      atomic.Int32  // callRunning, callFinished or callAbandoned
+	stopParent func() bool     // unhooks it from the caller's ctx
+	done       chan callResult // the result, when the caller still waits
+	ended      chan struct{}   // closed when the JS goroutine is done
+	state      atomic.Int32    // callRunning, callFinished or callAbandoned
 	// stopped is set (under Pool.callsMu) once the heap watchdog stopped it.
 	stopped bool
 }
@@ -574,7 +579,7 @@ type call struct {
 // newCall makes the call of runtime v, started at start, under the caller's
 // ctx and the pool's deadline.
 func (p *Pool) newCall(ctx context.Context, v *vm, start time.Time) *call {
-	c := &call{start: start, done: make(chan error, 1), ended: make(chan struct{})}
+	c := &call{start: start, done: make(chan callResult, 1), ended: make(chan struct{})}
 	c.v.Store(v)
 	c.ctx.At = start.Add(p.opts.CallTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(c.ctx.At) {
@@ -636,7 +641,38 @@ func (p *Pool) run(ctx context.Context, fn string, body func(v *vm, f goja.Calla
 			h(CallEvent{Func: fn, Duration: time.Since(start), Err: err})
 		}
 	}()
+	st, err := p.runOn(ctx, v, start, fn, body)
+	if st != vmGone {
+		p.release(v, st != vmBroken)
+	}
+	return err
+}
 
+// vmState is what became of a runtime after a call.
+type vmState int8
+
+const (
+	// vmClean: the call returned by itself; the runtime can run more.
+	vmClean vmState = iota
+	// vmInterrupted: the call was ended (deadline, cancel) and may have
+	// stopped anywhere; a shared runtime serves on, a group's takes a
+	// fresh one.
+	vmInterrupted
+	// vmBroken: a panic or a heap stop; the runtime must not serve again.
+	vmBroken
+	// vmGone: the call was abandoned; its executor drops the runtime.
+	vmGone
+)
+
+// callResult is what an executor hands back to the caller of a call.
+type callResult struct {
+	err error
+	st  vmState
+}
+
+// runOn runs one call of body on runtime v, which the caller took, and
+// reports what became of v: the caller releases it unless it is vmGone.
+func (p *Pool) runOn(ctx context.Context, v *vm, start time.Time, fn string, body func(v *vm, f goja.Callable) error) (vmState, error) {
 	if p.waker != nil && p.inferenceUsed.Load() {
 		// The module calls runInference: let the sidecar wake up while
 		// the script prepares its request.
@@ -648,32 +684,33 @@ func (p *Pool) run(ctx context.Context, fn string, body func(v *vm, f goja.Calla
 	select {
 	case p.jobs <- job{c, fn, body}:
 	case <-p.closed:
-		return ErrClosed
+		return vmBroken, ErrClosed
 	}
 
 	select {
-	case err := <-c.done:
-		return err
+	case r := <-c.done:
+		return r.st, r.err
 	case <-ctx.Done():
 	}
 	grace := time.NewTimer(p.opts.InterruptGrace)
 	defer grace.Stop()
 	select {
-	case err := <-c.done:
-		return err
+	case r := <-c.done:
+		return r.st, r.err
 	case <-grace.C:
 	}
 	p.abandonedRunning.Add(1)
 	if !c.state.CompareAndSwap(callRunning, callAbandoned) {
 		// It finished just now.
 		p.abandonedRunning.Add(-1)
-		return <-c.done
+		r := <-c.done
+		return r.st, r.err
 	}
 	p.abandonedTotal.Add(1)
 	go p.executor() // in place of the one abandoned with the call
 	p.opts.Logger.Warn("jsbridge: a runtime did not stop after its interrupt; abandoned",
 		"func", fn, "cause", context.Cause(ctx), "grace", p.opts.InterruptGrace, "abandoned_running", p.abandonedRunning.Load())
-	return fmt.Errorf("%w (%w: it did not stop within %v of the interrupt)", p.causeError(fn, ctx, nil), ErrAbandoned, p.opts.InterruptGrace)
+	return vmGone, fmt.Errorf("%w (%w: it did not stop within %v of the interrupt)", p.causeError(fn, ctx, nil), ErrAbandoned, p.opts.InterruptGrace)
 }
 
 // exec runs a call's JS on executor e; false when the call was abandoned.
@@ -685,9 +722,15 @@ func (p *Pool) exec(e *executor, c *call, fn string, body func(v *vm, f goja.Cal
 	e.timer.Stop()
 	e.cur.Store(nil)
 	v := c.v.Swap(nil) // the heap watchdog collects a stopped call's runtime after ended
+	st := vmClean
+	switch {
+	case v.broken || errors.Is(err, ErrHeapBudget):
+		st = vmBroken
+	case c.ctx.Err() != nil:
+		st = vmInterrupted
+	}
 	if c.state.CompareAndSwap(callRunning, callFinished) {
-		p.release(v, !v.broken && !errors.Is(err, ErrHeapBudget))
-		c.done <- err
+		c.done <- callResult{err, st}
 		return true
 	}
 	// Abandoned: the caller has its error; the runtime is dropped.

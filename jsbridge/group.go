@@ -160,11 +160,6 @@ func (g *group) after(st vmState) {
 		g.drop(false)
 	case g.opts.IsolateCalls:
 		g.drop(true)
-	case st == vmInterrupted && !g.shared:
-		// It stopped anywhere, maybe halfway through changing its state;
-		// a shared runtime serves on after an interrupt, as it does
-		// between single calls.
-		g.drop(true)
 	}
 }
 

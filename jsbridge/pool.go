@@ -77,6 +77,8 @@ type Options struct {
 	// ShareRuntimes is the unsafe opt-out of isolation: a runtime serves
 	// call after call, so whatever one call leaves in globals, prototypes or
 	// replaced built-ins (one user's data included) is seen by later calls.
+	// A shared runtime whose call panicked, was stopped for the heap or
+	// was interrupted (deadline, cancelled ctx) is replaced, not reused.
 	// By default every call runs in a runtime that ran the module and
 	// nothing else, taken from a set of ready runtimes that background
 	// goroutines refill, and is dropped afterwards.
@@ -643,7 +645,7 @@ func (p *Pool) run(ctx context.Context, fn string, body func(v *vm, f goja.Calla
 	}()
 	st, err := p.runOn(ctx, v, start, fn, body)
 	if st != vmGone {
-		p.release(v, st != vmBroken)
+		p.release(v, st == vmReusable)
 	}
 	return err
 }
@@ -652,13 +654,13 @@ func (p *Pool) run(ctx context.Context, fn string, body func(v *vm, f goja.Calla
 type vmState int8
 
 const (
-	// vmClean: the call returned by itself; the runtime can run more.
-	vmClean vmState = iota
-	// vmInterrupted: the call was ended (deadline, cancel) and may have
-	// stopped anywhere; a shared runtime serves on, a group's takes a
-	// fresh one.
-	vmInterrupted
-	// vmBroken: a panic or a heap stop; the runtime must not serve again.
+	// vmReusable: the call returned by itself; the runtime can run more.
+	vmReusable vmState = iota
+	// vmBroken: a panic, a heap stop, or an interrupt (at the deadline,
+	// for a cancelled ctx): the runtime must not serve again. An interrupt
+	// may stop the script halfway through changing its state, and one
+	// inside an async function leaves goja's runtime unable to run its
+	// job queue ever again (every later promise stays pending).
 	vmBroken
 	// vmGone: the call was abandoned; its executor drops the runtime.
 	vmGone
@@ -722,12 +724,9 @@ func (p *Pool) exec(e *executor, c *call, fn string, body func(v *vm, f goja.Cal
 	e.timer.Stop()
 	e.cur.Store(nil)
 	v := c.v.Swap(nil) // the heap watchdog collects a stopped call's runtime after ended
-	st := vmClean
-	switch {
-	case v.broken || errors.Is(err, ErrHeapBudget):
+	st := vmReusable
+	if v.broken || errors.Is(err, ErrHeapBudget) || c.ctx.Err() != nil {
 		st = vmBroken
-	case c.ctx.Err() != nil:
-		st = vmInterrupted
 	}
 	if c.state.CompareAndSwap(callRunning, callFinished) {
 		c.done <- callResult{err, st}

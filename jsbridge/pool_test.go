@@ -267,6 +267,29 @@ func TestConsoleObject(t *testing.T) {
 	}
 }
 
+// TestInterruptedSharedRuntimeDropped: a shared runtime whose call was
+// interrupted serves no more calls. Interrupted inside an async function, a
+// goja runtime never runs its job queue again: a later call's promise
+// reactions would not run.
+func TestInterruptedSharedRuntimeDropped(t *testing.T) {
+	p, err := New("jobs.js", `
+async function spinAsync() { for (;;) {} }
+function jobsRun() { var r = {ran: false}; Promise.resolve().then(function () { r.ran = true; }); return r; }
+`, Options{Size: 1, ShareRuntimes: true, CallTimeout: 100 * time.Millisecond, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for i := range 3 {
+		if _, err := p.CallJSON(context.Background(), "spinAsync"); !errors.Is(err, ErrDeadline) {
+			t.Fatalf("spinAsync: %v, want ErrDeadline", err)
+		}
+		if out, err := p.CallJSON(context.Background(), "jobsRun"); err != nil || string(out) != `{"ran":true}` {
+			t.Errorf("call %d after an interrupt: jobsRun() = %s, %v; want the job run", i, out, err)
+		}
+	}
+}
+
 type lockedWriter struct {
 	mu *sync.Mutex
 	w  *bytes.Buffer

@@ -469,8 +469,11 @@ func (p *Pool) build() *vm {
 
 // CallJSON calls the global function fn with arguments given as JSON texts
 // (each becomes a JS value through JSON.parse; nil means undefined) and
-// returns what it returned, as JSON (undefined gives null). The call runs
-// under the pool's deadline and ctx.
+// returns what it returned, as JSON (undefined gives null). A promise or
+// thenable it returns is awaited: its value is the result, a rejection is
+// a *ScriptError, and one still pending once the call's jobs have run is
+// an error wrapping ErrUnsettled. The call runs under the pool's deadline
+// and ctx.
 func (p *Pool) CallJSON(ctx context.Context, fn string, args ...[]byte) ([]byte, error) {
 	var out []byte
 	if err := p.run(ctx, fn, jsonBody(fn, args, &out)); err != nil {
@@ -500,6 +503,9 @@ func jsonBody(fn string, args [][]byte, out *[]byte) func(v *vm, f goja.Callable
 		if err != nil {
 			return err
 		}
+		if res, err = v.await(fn, res); err != nil {
+			return err
+		}
 		*out, err = v.stringify(res)
 		return err
 	}
@@ -511,7 +517,8 @@ func jsonBody(fn string, args [][]byte, out *[]byte) func(v *vm, f goja.Callable
 // their arguments with the goja API directly. body runs on a goroutine of
 // its own; when Do returns an error wrapping ErrAbandoned, body may still be
 // running, so it must not write to anything the caller reads after such an
-// error.
+// error. Do does not await a promise: body gets what f returns, and goja
+// runs the job queue each time a call from Go returns.
 func (p *Pool) Do(ctx context.Context, fn string, body func(rt *goja.Runtime, f goja.Callable) error) error {
 	return p.run(ctx, fn, func(v *vm, f goja.Callable) error { return body(v.rt, f) })
 }
@@ -836,6 +843,10 @@ type vm struct {
 	parse  goja.Callable // JSON.parse
 	strfy  goja.Callable // JSON.stringify
 	broken bool
+
+	// host runs hostBody as a host function (hostCall); made on first use.
+	host     goja.Callable
+	hostBody func() goja.Value
 
 	// ctx is the current call's context (host functions use it for RPCs).
 	ctx context.Context

@@ -194,11 +194,13 @@ func (g *group) stopBefore(ctx context.Context, start time.Time) error {
 // cutOff is the error of the group's remaining calls after a call that
 // failed with err, when the script is taken as hostile for it; else nil.
 func (g *group) cutOff(err error) error {
+	// A heap stop first: it comes with ErrAbandoned when the runtime did
+	// not stop within the grace, and is the better reason.
 	switch {
-	case errors.Is(err, ErrAbandoned):
-		return fmt.Errorf("%w: an earlier %s call of the group could not be stopped at its deadline", ErrCutOff, g.fn)
 	case errors.Is(err, ErrHeapBudget):
 		return fmt.Errorf("%w: an earlier %s call of the group exceeded the JS heap budget", ErrCutOff, g.fn)
+	case errors.Is(err, ErrAbandoned):
+		return fmt.Errorf("%w: an earlier %s call of the group could not be stopped at its deadline", ErrCutOff, g.fn)
 	}
 	return nil
 }

@@ -69,8 +69,14 @@ type Options struct {
 	// (many concurrent generateBid calls then cost one RPC); 0 =
 	// DefaultModelPathsTTL, negative = ask the sidecar every time.
 	ModelPathsTTL time.Duration
-	// Logger receives console output and pool events; nil = slog.Default().
+	// Logger receives the pool's events (and console output with
+	// LogConsole); nil = slog.Default().
 	Logger *slog.Logger
+	// LogConsole is UNSAFE, for local development only: console lines of
+	// calls made without a ConsoleSink (WithConsole), and of the module's
+	// top level, go to Logger, one user's data in the operator's log. By
+	// default they go nowhere.
+	LogConsole bool
 	// Hooks observe calls and inferences (metrics); nil fields are skipped.
 	Hooks Hooks
 
@@ -204,7 +210,8 @@ type Pool struct {
 	jobs chan job
 
 	paths *pathsCache
-	// consoleLog is the logger of the script's console output.
+	// consoleLog is the logger of console output without a sink; nil
+	// unless Options.LogConsole.
 	consoleLog *slog.Logger
 
 	callsMu sync.Mutex
@@ -249,8 +256,9 @@ func New(name, source string, opts Options) (*Pool, error) {
 		jobs:   make(chan job),
 		calls:  map[*call]struct{}{},
 		closed: make(chan struct{}),
-
-		consoleLog: opts.Logger.With("script", name),
+	}
+	if opts.LogConsole {
+		p.consoleLog = opts.Logger.With("script", name)
 	}
 	if !opts.ShareRuntimes {
 		p.idle = make(chan *vm, readyPerSlot*opts.Size)
@@ -583,12 +591,15 @@ type call struct {
 	state      atomic.Int32    // callRunning, callFinished or callAbandoned
 	// stopped is set (under Pool.callsMu) once the heap watchdog stopped it.
 	stopped bool
+	// console is where the call's console lines go: the sink of the
+	// caller's ctx, nil without one.
+	console *callConsole
 }
 
 // newCall makes the call of runtime v, started at start, under the caller's
 // ctx and the pool's deadline.
 func (p *Pool) newCall(ctx context.Context, v *vm, start time.Time) *call {
-	c := &call{start: start, done: make(chan callResult, 1), ended: make(chan struct{})}
+	c := &call{start: start, done: make(chan callResult, 1), ended: make(chan struct{}), console: newCallConsole(ctx)}
 	c.v.Store(v)
 	c.ctx.At = start.Add(p.opts.CallTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(c.ctx.At) {
@@ -624,6 +635,9 @@ func (c *call) release() {
 		c.stopParent()
 	}
 	c.cancel(nil)
+	if c.console != nil {
+		c.console.close()
+	}
 }
 
 const (
@@ -750,6 +764,7 @@ func (p *Pool) callJS(c *call, fn string, body func(v *vm, f goja.Callable) erro
 	v := c.v.Load()
 	ctx := &c.ctx
 	v.begin(ctx)
+	v.console = c.console // until end
 	// Ended before it began (end's interrupt found the runtime not
 	// running this call).
 	if err := ctx.Err(); err != nil {
@@ -850,6 +865,9 @@ type vm struct {
 
 	// ctx is the current call's context (host functions use it for RPCs).
 	ctx context.Context
+	// console is the current call's console sink; nil: none (the module's
+	// top level, a call without one).
+	console *callConsole
 	// mu and running order Interrupt against the end of a call, so that a
 	// late timer never interrupts the runtime's next user.
 	mu      sync.Mutex
@@ -937,7 +955,7 @@ func (p *Pool) installGlobals(v *vm) error {
 	json := rt.Get("JSON").ToObject(rt)
 	v.parse, _ = goja.AssertFunction(json.Get("parse"))
 	v.strfy, _ = goja.AssertFunction(json.Get("stringify"))
-	if err := installConsole(rt, v.strfy, p.consoleLog); err != nil {
+	if err := installConsole(v, p.consoleLog); err != nil {
 		return err
 	}
 	if p.opts.Inference != nil {
@@ -1016,6 +1034,7 @@ func (v *vm) end() {
 	v.running = false
 	v.ctx = context.Background()
 	v.mu.Unlock()
+	v.console = nil
 	// An interrupt that fired after JS returned (while Go code ran) must not
 	// hit the next call.
 	v.rt.ClearInterrupt()

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -223,24 +222,6 @@ func TestSandbox(t *testing.T) {
 		if typ != "undefined" {
 			t.Errorf("sandbox globals: %s, want all undefined", out)
 			break
-		}
-	}
-}
-
-func TestConsoleGoesToLog(t *testing.T) {
-	var buf bytes.Buffer
-	var mu sync.Mutex
-	logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil))
-	p := newPool(t, Options{Size: 1, Logger: logger})
-	if _, err := p.CallJSON(context.Background(), "say", []byte(`"world"`)); err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	logs := buf.String()
-	mu.Unlock()
-	for _, want := range []string{`hello world {\"a\":1}`, "level=ERROR", "oops", "script=pool.js"} {
-		if !strings.Contains(logs, want) {
-			t.Errorf("log lacks %q:\n%s", want, logs)
 		}
 	}
 }

@@ -17,15 +17,46 @@
 // with the same validation and messages as batch.Parse.
 //
 // The sandbox (docs/architecture.md, "The JS sandbox"): goja has no
-// require, file system, network or process access, and the pool adds none;
-// console.log/info/warn/error/debug go to slog.
+// require, file system, network or process access, and the pool adds none.
 //
-//   - Isolation. Every call runs in a runtime that ran the module and
+//   - Isolation. Every CallJSON runs in a runtime that ran the module and
 //     nothing else, taken from a set of ready runtimes that background
 //     goroutines refill, and dropped afterwards: nothing one call writes
 //     (globals, prototypes, replaced built-ins or host functions) reaches
 //     another. Options.ShareRuntimes is the unsafe opt-out: warm runtimes
-//     serving call after call.
+//     serving call after call (one whose call was interrupted, panicked or
+//     was stopped for the heap is replaced).
+//   - Groups. The privacy boundary is the user: one generateBids request.
+//     CallJSONGroup runs the calls of one request (one per interest group)
+//     in one fresh runtime, one after another, under one pool slot: what a
+//     call leaves is seen by the request's later calls and by no other
+//     request, and the request pays for one runtime instead of one per
+//     call (BenchmarkGroup). A call that leaves the runtime broken (a
+//     panic, an interrupt, a heap stop) makes the next take a fresh one;
+//     GroupOptions.IsolateCalls gives every call its own. Each call has its
+//     own deadline. After an abandoned or heap-stopped call the script is
+//     taken as hostile and the group's remaining calls fail with ErrCutOff;
+//     GroupOptions.Slice bounds how long a group keeps starting calls
+//     (the rest fail with ErrNotRun, for the caller to requeue), so that
+//     requests share the pool fairly.
+//   - Promises. A promise or thenable the function returns is awaited
+//     (CallJSON and groups; Do hands body what the function returned).
+//     goja runs its job queue whenever a call returns to Go, so a promise
+//     that can settle has settled then: its value is the result, a
+//     rejection a *ScriptError ("Uncaught (in promise) ..."), and a promise
+//     still pending fails with ErrUnsettled (there are no timers or I/O
+//     that could settle it later). A thenable's then is called once with
+//     resolving functions and the job queue run after it. All of it runs
+//     under the call's deadline.
+//   - Console. console.log/info/debug/warn/error format their arguments
+//     (objects as JSON, 4 KiB at most per line) and send the line, with
+//     slog's level for the method, to the ConsoleSink of the call's ctx
+//     (WithConsole), e.g. for the response of the request that made it.
+//     Without a sink the line goes nowhere: console output is one user's
+//     data, not the operator's. Options.LogConsole (unsafe, for local
+//     development) sends lines without a sink, and those of the module's
+//     top level, to the log. A sink gets no line after its call returned,
+//     even from a runtime abandoned in a built-in that keeps logging.
 //   - Deadlines. Every call runs on an executor goroutine under a deadline
 //     enforced with Runtime.Interrupt. goja checks for an interrupt between
 //     instructions, not inside a built-in, so a runtime still running

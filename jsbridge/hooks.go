@@ -5,7 +5,8 @@ import "time"
 // Hooks observe the pool for metrics. They are called on the calling
 // goroutine, after the event, and must be cheap and safe for concurrent use.
 type Hooks struct {
-	// OnCall follows every call into JS (CallJSON, Do).
+	// OnCall follows every call into JS (CallJSON, Do, each call of a
+	// CallJSONGroup that ran).
 	OnCall func(CallEvent)
 	// OnInference follows every runInference.
 	OnInference func(*InferenceEvent)

@@ -69,14 +69,22 @@ type Options struct {
 	// (many concurrent generateBid calls then cost one RPC); 0 =
 	// DefaultModelPathsTTL, negative = ask the sidecar every time.
 	ModelPathsTTL time.Duration
-	// Logger receives console output and pool events; nil = slog.Default().
+	// Logger receives the pool's events (and console output with
+	// LogConsole); nil = slog.Default().
 	Logger *slog.Logger
+	// LogConsole is UNSAFE, for local development only: console lines of
+	// calls made without a ConsoleSink (WithConsole), and of the module's
+	// top level, go to Logger, one user's data in the operator's log. By
+	// default they go nowhere.
+	LogConsole bool
 	// Hooks observe calls and inferences (metrics); nil fields are skipped.
 	Hooks Hooks
 
 	// ShareRuntimes is the unsafe opt-out of isolation: a runtime serves
 	// call after call, so whatever one call leaves in globals, prototypes or
 	// replaced built-ins (one user's data included) is seen by later calls.
+	// A shared runtime whose call panicked, was stopped for the heap or
+	// was interrupted (deadline, cancelled ctx) is replaced, not reused.
 	// By default every call runs in a runtime that ran the module and
 	// nothing else, taken from a set of ready runtimes that background
 	// goroutines refill, and is dropped afterwards.
@@ -202,7 +210,8 @@ type Pool struct {
 	jobs chan job
 
 	paths *pathsCache
-	// consoleLog is the logger of the script's console output.
+	// consoleLog is the logger of console output without a sink; nil
+	// unless Options.LogConsole.
 	consoleLog *slog.Logger
 
 	callsMu sync.Mutex
@@ -247,8 +256,9 @@ func New(name, source string, opts Options) (*Pool, error) {
 		jobs:   make(chan job),
 		calls:  map[*call]struct{}{},
 		closed: make(chan struct{}),
-
-		consoleLog: opts.Logger.With("script", name),
+	}
+	if opts.LogConsole {
+		p.consoleLog = opts.Logger.With("script", name)
 	}
 	if !opts.ShareRuntimes {
 		p.idle = make(chan *vm, readyPerSlot*opts.Size)
@@ -467,11 +477,24 @@ func (p *Pool) build() *vm {
 
 // CallJSON calls the global function fn with arguments given as JSON texts
 // (each becomes a JS value through JSON.parse; nil means undefined) and
-// returns what it returned, as JSON (undefined gives null). The call runs
-// under the pool's deadline and ctx.
+// returns what it returned, as JSON (undefined gives null). A promise or
+// thenable it returns is awaited: its value is the result, a rejection is
+// a *ScriptError, and one still pending once the call's jobs have run is
+// an error wrapping ErrUnsettled. The call runs under the pool's deadline
+// and ctx.
 func (p *Pool) CallJSON(ctx context.Context, fn string, args ...[]byte) ([]byte, error) {
 	var out []byte
-	err := p.run(ctx, fn, func(v *vm, f goja.Callable) error {
+	if err := p.run(ctx, fn, jsonBody(fn, args, &out)); err != nil {
+		// An abandoned call may still write out.
+		return nil, err
+	}
+	return out, nil
+}
+
+// jsonBody is the body of a CallJSON call: the arguments parsed, fn
+// called, its result stringified into *out.
+func jsonBody(fn string, args [][]byte, out *[]byte) func(v *vm, f goja.Callable) error {
+	return func(v *vm, f goja.Callable) error {
 		jsArgs := make([]goja.Value, len(args))
 		for i, a := range args {
 			if a == nil {
@@ -488,14 +511,12 @@ func (p *Pool) CallJSON(ctx context.Context, fn string, args ...[]byte) ([]byte,
 		if err != nil {
 			return err
 		}
-		out, err = v.stringify(res)
+		if res, err = v.await(fn, res); err != nil {
+			return err
+		}
+		*out, err = v.stringify(res)
 		return err
-	})
-	if err != nil {
-		// An abandoned call may still write out.
-		return nil, err
 	}
-	return out, nil
 }
 
 // Do runs body on a runtime with the global function fn resolved, under the
@@ -504,7 +525,8 @@ func (p *Pool) CallJSON(ctx context.Context, fn string, args ...[]byte) ([]byte,
 // their arguments with the goja API directly. body runs on a goroutine of
 // its own; when Do returns an error wrapping ErrAbandoned, body may still be
 // running, so it must not write to anything the caller reads after such an
-// error.
+// error. Do does not await a promise: body gets what f returns, and goja
+// runs the job queue each time a call from Go returns.
 func (p *Pool) Do(ctx context.Context, fn string, body func(rt *goja.Runtime, f goja.Callable) error) error {
 	return p.run(ctx, fn, func(v *vm, f goja.Callable) error { return body(v.rt, f) })
 }
@@ -563,18 +585,21 @@ type call struct {
 	// deadline and when the heap watchdog stops the call.
 	ctx        timerless.Context // ended by end; the executor's timer ends it at the deadline
 	cancel     context.CancelCauseFunc
-	stopParent func() bool   // unhooks it from the caller's ctx
-	done       chan error    // the result, when the caller still waits
-	ended      chan struct{} // closed when the JS goroutine is done
-	state      atomic.Int32  // callRunning, callFinished or callAbandoned
+	stopParent func() bool     // unhooks it from the caller's ctx
+	done       chan callResult // the result, when the caller still waits
+	ended      chan struct{}   // closed when the JS goroutine is done
+	state      atomic.Int32    // callRunning, callFinished or callAbandoned
 	// stopped is set (under Pool.callsMu) once the heap watchdog stopped it.
 	stopped bool
+	// console is where the call's console lines go: the sink of the
+	// caller's ctx, nil without one.
+	console *callConsole
 }
 
 // newCall makes the call of runtime v, started at start, under the caller's
 // ctx and the pool's deadline.
 func (p *Pool) newCall(ctx context.Context, v *vm, start time.Time) *call {
-	c := &call{start: start, done: make(chan error, 1), ended: make(chan struct{})}
+	c := &call{start: start, done: make(chan callResult, 1), ended: make(chan struct{}), console: newCallConsole(ctx)}
 	c.v.Store(v)
 	c.ctx.At = start.Add(p.opts.CallTimeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(c.ctx.At) {
@@ -610,6 +635,9 @@ func (c *call) release() {
 		c.stopParent()
 	}
 	c.cancel(nil)
+	if c.console != nil {
+		c.console.close()
+	}
 }
 
 const (
@@ -636,7 +664,38 @@ func (p *Pool) run(ctx context.Context, fn string, body func(v *vm, f goja.Calla
 			h(CallEvent{Func: fn, Duration: time.Since(start), Err: err})
 		}
 	}()
+	st, err := p.runOn(ctx, v, start, fn, body)
+	if st != vmGone {
+		p.release(v, st == vmReusable)
+	}
+	return err
+}
 
+// vmState is what became of a runtime after a call.
+type vmState int8
+
+const (
+	// vmReusable: the call returned by itself; the runtime can run more.
+	vmReusable vmState = iota
+	// vmBroken: a panic, a heap stop, or an interrupt (at the deadline,
+	// for a cancelled ctx): the runtime must not serve again. An interrupt
+	// may stop the script halfway through changing its state, and one
+	// inside an async function leaves goja's runtime unable to run its
+	// job queue ever again (every later promise stays pending).
+	vmBroken
+	// vmGone: the call was abandoned; its executor drops the runtime.
+	vmGone
+)
+
+// callResult is what an executor hands back to the caller of a call.
+type callResult struct {
+	err error
+	st  vmState
+}
+
+// runOn runs one call of body on runtime v, which the caller took, and
+// reports what became of v: the caller releases it unless it is vmGone.
+func (p *Pool) runOn(ctx context.Context, v *vm, start time.Time, fn string, body func(v *vm, f goja.Callable) error) (vmState, error) {
 	if p.waker != nil && p.inferenceUsed.Load() {
 		// The module calls runInference: let the sidecar wake up while
 		// the script prepares its request.
@@ -648,32 +707,33 @@ func (p *Pool) run(ctx context.Context, fn string, body func(v *vm, f goja.Calla
 	select {
 	case p.jobs <- job{c, fn, body}:
 	case <-p.closed:
-		return ErrClosed
+		return vmBroken, ErrClosed
 	}
 
 	select {
-	case err := <-c.done:
-		return err
+	case r := <-c.done:
+		return r.st, r.err
 	case <-ctx.Done():
 	}
 	grace := time.NewTimer(p.opts.InterruptGrace)
 	defer grace.Stop()
 	select {
-	case err := <-c.done:
-		return err
+	case r := <-c.done:
+		return r.st, r.err
 	case <-grace.C:
 	}
 	p.abandonedRunning.Add(1)
 	if !c.state.CompareAndSwap(callRunning, callAbandoned) {
 		// It finished just now.
 		p.abandonedRunning.Add(-1)
-		return <-c.done
+		r := <-c.done
+		return r.st, r.err
 	}
 	p.abandonedTotal.Add(1)
 	go p.executor() // in place of the one abandoned with the call
 	p.opts.Logger.Warn("jsbridge: a runtime did not stop after its interrupt; abandoned",
 		"func", fn, "cause", context.Cause(ctx), "grace", p.opts.InterruptGrace, "abandoned_running", p.abandonedRunning.Load())
-	return fmt.Errorf("%w (%w: it did not stop within %v of the interrupt)", p.causeError(fn, ctx, nil), ErrAbandoned, p.opts.InterruptGrace)
+	return vmGone, fmt.Errorf("%w (%w: it did not stop within %v of the interrupt)", p.causeError(fn, ctx, nil), ErrAbandoned, p.opts.InterruptGrace)
 }
 
 // exec runs a call's JS on executor e; false when the call was abandoned.
@@ -685,9 +745,12 @@ func (p *Pool) exec(e *executor, c *call, fn string, body func(v *vm, f goja.Cal
 	e.timer.Stop()
 	e.cur.Store(nil)
 	v := c.v.Swap(nil) // the heap watchdog collects a stopped call's runtime after ended
+	st := vmReusable
+	if v.broken || errors.Is(err, ErrHeapBudget) || c.ctx.Err() != nil {
+		st = vmBroken
+	}
 	if c.state.CompareAndSwap(callRunning, callFinished) {
-		p.release(v, !v.broken && !errors.Is(err, ErrHeapBudget))
-		c.done <- err
+		c.done <- callResult{err, st}
 		return true
 	}
 	// Abandoned: the caller has its error; the runtime is dropped.
@@ -701,6 +764,7 @@ func (p *Pool) callJS(c *call, fn string, body func(v *vm, f goja.Callable) erro
 	v := c.v.Load()
 	ctx := &c.ctx
 	v.begin(ctx)
+	v.console = c.console // until end
 	// Ended before it began (end's interrupt found the runtime not
 	// running this call).
 	if err := ctx.Err(); err != nil {
@@ -795,8 +859,15 @@ type vm struct {
 	strfy  goja.Callable // JSON.stringify
 	broken bool
 
+	// host runs hostBody as a host function (hostCall); made on first use.
+	host     goja.Callable
+	hostBody func() goja.Value
+
 	// ctx is the current call's context (host functions use it for RPCs).
 	ctx context.Context
+	// console is the current call's console sink; nil: none (the module's
+	// top level, a call without one).
+	console *callConsole
 	// mu and running order Interrupt against the end of a call, so that a
 	// late timer never interrupts the runtime's next user.
 	mu      sync.Mutex
@@ -884,7 +955,7 @@ func (p *Pool) installGlobals(v *vm) error {
 	json := rt.Get("JSON").ToObject(rt)
 	v.parse, _ = goja.AssertFunction(json.Get("parse"))
 	v.strfy, _ = goja.AssertFunction(json.Get("stringify"))
-	if err := installConsole(rt, v.strfy, p.consoleLog); err != nil {
+	if err := installConsole(v, p.consoleLog); err != nil {
 		return err
 	}
 	if p.opts.Inference != nil {
@@ -963,6 +1034,7 @@ func (v *vm) end() {
 	v.running = false
 	v.ctx = context.Background()
 	v.mu.Unlock()
+	v.console = nil
 	// An interrupt that fired after JS returned (while Go code ran) must not
 	// hit the next call.
 	v.rt.ClearInterrupt()

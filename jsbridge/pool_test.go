@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -227,24 +226,6 @@ func TestSandbox(t *testing.T) {
 	}
 }
 
-func TestConsoleGoesToLog(t *testing.T) {
-	var buf bytes.Buffer
-	var mu sync.Mutex
-	logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, nil))
-	p := newPool(t, Options{Size: 1, Logger: logger})
-	if _, err := p.CallJSON(context.Background(), "say", []byte(`"world"`)); err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	logs := buf.String()
-	mu.Unlock()
-	for _, want := range []string{`hello world {\"a\":1}`, "level=ERROR", "oops", "script=pool.js"} {
-		if !strings.Contains(logs, want) {
-			t.Errorf("log lacks %q:\n%s", want, logs)
-		}
-	}
-}
-
 // TestConsoleObject: console's methods are made on first use, and the
 // object behaves as a plain one otherwise.
 func TestConsoleObject(t *testing.T) {
@@ -264,6 +245,29 @@ func TestConsoleObject(t *testing.T) {
 	want := `["log,info,debug,warn,error","function",true,true,"log,info,debug,error,extra",7,"undefined",false,1]`
 	if err != nil || string(out) != want {
 		t.Errorf("probe() = %s, %v; want %s", out, err, want)
+	}
+}
+
+// TestInterruptedSharedRuntimeDropped: a shared runtime whose call was
+// interrupted serves no more calls. Interrupted inside an async function, a
+// goja runtime never runs its job queue again: a later call's promise
+// reactions would not run.
+func TestInterruptedSharedRuntimeDropped(t *testing.T) {
+	p, err := New("jobs.js", `
+async function spinAsync() { for (;;) {} }
+function jobsRun() { var r = {ran: false}; Promise.resolve().then(function () { r.ran = true; }); return r; }
+`, Options{Size: 1, ShareRuntimes: true, CallTimeout: 100 * time.Millisecond, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	for i := range 3 {
+		if _, err := p.CallJSON(context.Background(), "spinAsync"); !errors.Is(err, ErrDeadline) {
+			t.Fatalf("spinAsync: %v, want ErrDeadline", err)
+		}
+		if out, err := p.CallJSON(context.Background(), "jobsRun"); err != nil || string(out) != `{"ran":true}` {
+			t.Errorf("call %d after an interrupt: jobsRun() = %s, %v; want the job run", i, out, err)
+		}
 	}
 }
 

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-pkgs="inferencepb kservepb"
+pkgs="inferencepb kservepb jsworkerpb"
 for p in $pkgs; do
   cp -r "proto/$p" "$tmp/$p"
 done

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates proto/inferencepb from proto/*.proto and proto/kservepb from
+# Regenerates proto/inferencepb and proto/jsworkerpb from proto/*.proto and proto/kservepb from
 # proto/kserve/*.proto. Installs protoc (Debian's
 # protobuf-compiler) and the pinned Go plugins when missing. The entry point
 # is `go generate ./proto/...` (the directive in proto/inferencepb/doc.go;

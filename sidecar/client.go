@@ -34,6 +34,11 @@ type ClientOptions struct {
 	// FastLaneSpinWait is how long a fast-lane call polls for its answer
 	// before it parks; 0 = fastlane.DefaultSpinWait, < 0 = never poll.
 	FastLaneSpinWait time.Duration
+	// Fallback, when set, takes the requests the sidecar could not be
+	// reached for (the fast lane's ErrNotSent) or whose answer names a model
+	// the sidecar does not have: a JS worker's client sends them to the
+	// host, whose client waits out a replay (see Fallback).
+	Fallback Fallback
 }
 
 // Client talks to one sidecar socket. It is safe for concurrent use. It
@@ -53,6 +58,8 @@ type Client struct {
 	// gate, set by a Supervisor before any call, makes calls for models
 	// being replayed after a restart wait for them; nil otherwise.
 	gate *replayGate
+	// fallback is ClientOptions.Fallback.
+	fallback Fallback
 }
 
 // NewClient returns a client for socketPath. It does no I/O: the
@@ -88,11 +95,12 @@ func NewClient(socketPath string, opts ClientOptions) (*Client, error) {
 		return nil, inferr.Errorf(inferr.GRPC, "dial sidecar %q: %w", socketPath, err)
 	}
 	c := &Client{
-		socket: abs,
-		log:    opts.Logger,
-		conn:   conn,
-		api:    inferencepb.NewInferenceServiceClient(conn),
-		health: healthpb.NewHealthClient(conn),
+		socket:   abs,
+		log:      opts.Logger,
+		conn:     conn,
+		api:      inferencepb.NewInferenceServiceClient(conn),
+		health:   healthpb.NewHealthClient(conn),
+		fallback: opts.Fallback,
 	}
 	switch opts.Transport {
 	case TransportFastLane:
@@ -144,23 +152,9 @@ func (c *Client) Predict(ctx context.Context, entries []batch.Entry) ([]batch.Re
 			}
 		}
 	}
-	if c.gate.engaged() { // only during an outage: the common call skips it
-		if err := c.gate.wait(ctx, paths); err != nil {
-			return nil, err
-		}
-	}
 	sink := batch.DebugLogFrom(ctx)
 	req := &inferencepb.PredictRequest{Input: &inferencepb.PredictRequest_Batch{Batch: pb}, IsConsented: sink != nil}
-	resp, err := c.predict(ctx, req)
-	// A request that never reached a sidecar that has just died waits for
-	// its models to be replayed and is sent again, once. One that did
-	// reach it is not: it may be what killed it.
-	if errors.Is(err, fastlane.ErrNotSent) && c.gate.outage(ctx) {
-		if err := c.gate.wait(ctx, paths); err != nil {
-			return nil, err
-		}
-		resp, err = c.predict(ctx, req)
-	}
+	resp, err := c.send(ctx, req, paths)
 	if err != nil {
 		return nil, err
 	}
@@ -182,6 +176,30 @@ func (c *Client) Predict(ctx context.Context, entries []batch.Entry) ([]batch.Re
 		results[idx[j]] = resultFromProto(r)
 	}
 	return results, nil
+}
+
+// send sends a typed request: it waits for its models while a replay is
+// under way, and resends once a request that never reached a sidecar that
+// has just died. One that did reach it is not sent again: it may be what
+// killed it. A client with a Fallback (a JS worker's) hands the request
+// there when the sidecar could not be reached or lacked one of its models.
+func (c *Client) send(ctx context.Context, req *inferencepb.PredictRequest, paths func(func(string) bool)) (*inferencepb.PredictResponse, error) {
+	if c.gate.engaged() { // only during an outage: the common call skips it
+		if err := c.gate.wait(ctx, paths); err != nil {
+			return nil, err
+		}
+	}
+	resp, err := c.predict(ctx, req)
+	if errors.Is(err, fastlane.ErrNotSent) && c.gate.outage(ctx) {
+		if err := c.gate.wait(ctx, paths); err != nil {
+			return nil, err
+		}
+		resp, err = c.predict(ctx, req)
+	}
+	if c.needsFallback(resp, err) {
+		return c.fallback(ctx, req)
+	}
+	return resp, err
 }
 
 func (c *Client) predict(ctx context.Context, req *inferencepb.PredictRequest) (*inferencepb.PredictResponse, error) {

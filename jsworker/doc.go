@@ -1,0 +1,83 @@
+// Package jsworker runs the ad tech's JavaScript in supervised worker
+// processes, so that no request can crash the server, starve the others or
+// outlive its deadline.
+//
+// In-process goja cannot give hard bounds: a goroutine cannot be killed,
+// goja cannot interrupt one long built-in call (a catastrophic regular
+// expression, new Array(1e8+1).join("x") ran 18-26 s past a 2 s deadline),
+// and Go's allocator cannot refuse one allocation (new ArrayBuffer(2**35)
+// ends the process with "fatal error: runtime: out of memory"). B&A runs its
+// JavaScript in separate sandboxed worker processes with memory limits for
+// the same reason; so does inferbid.
+//
+// # Processes
+//
+// A Host (in bidding-server) starts Options.Workers worker processes, each
+// the same binary re-executed with WorkerEnv set (its main calls Main), plus
+// Options.Spares warm spares. A worker's connection to the host is one end
+// of a socketpair (fd 3): no path, nothing another process can connect to.
+// Each worker:
+//
+//   - applies its address-space limit (RLIMIT_AS, RlimitEnv; the host also
+//     sets it with prlimit(2)) before anything else, and the JS heap budget
+//     as its own watchdog and Go soft memory limit: a script that allocates
+//     past the limit ends its own worker, nothing else;
+//   - runs one jsbridge.Pool of size 1 (one call at a time), with its own
+//     goja runtimes and its own fast-lane client straight to the inference
+//     sidecar's socket, so runInference costs no extra hop. Only what the
+//     host alone knows goes through it: getModelPaths (the replay set after a
+//     sidecar restart) and, as the client's Fallback, a request the sidecar
+//     could not be reached for or whose answer names a model it does not
+//     have (the host's client waits out a replay);
+//   - gets SIGKILL when the host dies (Pdeathsig), ignores SIGINT/SIGTERM
+//     (the host stops it by hanging up), and exits when the host hangs up.
+//
+// # Protocol
+//
+// The fast lane's frames (sidecar/fastlane: a 24-byte header with kind,
+// length, id and timeout, then a protobuf payload of proto/jsworker.proto):
+// no third protocol. The host numbers its requests with odd ids, the
+// worker with even ones. Host to worker: Config (id 1, the module's source
+// and the pool's settings; the ConfigAck says whether the module loaded),
+// then one BidsRequest at a time (a chunk of one request's interest groups)
+// answered by a BidsResponse (one CallResult per group, the chunk's log
+// lines when consented, the inference events for the host's metrics); a
+// cancel frame cancels the running chunk. Worker to host: HostCall
+// (model paths, or a Predict for the host's client), answered by HostAnswer
+// or an error frame carrying the typed error (sidecar.ErrorToProto).
+//
+// # Scheduling: fair shares, one request per runtime
+//
+// GenerateBids splits a request's interest groups into RequestConcurrency
+// ranges and queues the request. Requests wait in a round-robin queue; a free
+// worker takes the next range of the request at the head, which goes to the
+// back while it has more. A worker starts the calls of its chunk one after
+// another for one Slice (10 ms) and hands the rest back, which joins the
+// back of the queue: a request of 1,000 interest groups takes one slice of
+// a worker at a time, between the slices of the others, instead of holding
+// every runtime. A request's JS time, summed over its chunks, is bounded by
+// RequestBudget (twice the call timeout): its calls not started by then
+// fail with ErrRequestBudget.
+//
+// The privacy boundary is the user, i.e. one request: a chunk's calls run
+// in one fresh runtime (jsbridge.Pool.CallJSONGroup), which never ran
+// another request's calls; Request.IsolateCalls gives each call its own.
+//
+// # Hard limits
+//
+// Every call has its deadline, enforced in the worker by goja's Interrupt.
+// A call still running InterruptGrace after its interrupt is abandoned by
+// the worker's pool: the worker answers the chunk at once (that call's
+// deadline error, the rest of the request cut off) and exits (ExitTainted),
+// and the host replaces it. A worker that cannot even answer (thrashing at
+// its memory limit, stopped) is killed by the host when a chunk's answer is
+// later than the slice, the call timeout, the grace and KillGrace: the
+// chunk's calls fail with jsbridge.ErrDeadline (and ErrWorkerKilled). A
+// worker that dies (out of memory, its rlimit, a crash) fails only the chunk
+// it held (ErrWorkerDied, naming the cause it printed, e.g. "fatal error:
+// runtime: out of memory"), and the request's remaining calls are cut off
+// as a hostile script's are. In every case a warm spare takes the worker's
+// place at once, and a new spare starts in the background (with back-off
+// while starts fail): a replacement never starts on the request path.
+// There is no abandoned-runtime quota and no "overloaded" refusal.
+package jsworker

@@ -1,0 +1,431 @@
+package jsworker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/inferbid/inferbid/jsbridge"
+	"github.com/inferbid/inferbid/sidecar/fastlane"
+)
+
+// hangEnv makes a test worker load the module and then never answer a
+// chunk: a worker that cannot run Go, for the host's kill.
+const hangEnv = "JSWORKER_TEST_HANG"
+
+// TestMain runs the test binary as a worker when a Host started it.
+func TestMain(m *testing.M) {
+	if IsWorker(os.Getenv) {
+		if os.Getenv(hangEnv) != "" {
+			os.Exit(hangWorker())
+		}
+		err := Main(context.Background(), os.Getenv, os.Stderr)
+		switch {
+		case err == nil:
+			os.Exit(0)
+		case errors.Is(err, ErrTainted):
+			os.Exit(ExitTainted)
+		}
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
+// hangWorker answers the Config and then reads chunks without answering.
+func hangWorker() int {
+	fd, _ := strconv.Atoi(os.Getenv(WorkerEnv))
+	f := os.NewFile(uintptr(fd), "host")
+	conn, err := net.FileConn(f)
+	if err != nil {
+		return 1
+	}
+	w := &worker{peer: newPeer(conn, 2), log: slog.Default(), reqs: make(chan fastlane.Frame, 4)}
+	w.peer.onRequest = func(f fastlane.Frame) { w.reqs <- f }
+	go w.peer.readLoop()
+	w.configure(<-w.reqs)
+	<-w.peer.done
+	return 0
+}
+
+// bufLogger is a logger whose output a test reads.
+type bufLogger struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *bufLogger) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *bufLogger) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func startHost(t *testing.T, src string, opts Options) (*Host, *bufLogger) {
+	t.Helper()
+	logs := &bufLogger{}
+	opts.Module = Module{Name: "test.js", Source: src}
+	opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if opts.Workers == 0 {
+		opts.Workers = 2
+	}
+	h, err := Start(context.Background(), opts)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h, logs
+}
+
+func groups(names ...string) [][]byte {
+	out := make([][]byte, len(names))
+	for i, n := range names {
+		out[i] = []byte(fmt.Sprintf(`{"name":%q}`, n))
+	}
+	return out
+}
+
+func namesN(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s%d", prefix, i)
+	}
+	return out
+}
+
+const bidByName = `function generateBid(ig, auction) { return {ig: ig.name, bid: ig.name.length, a: auction}; }`
+
+func TestBidsInOrder(t *testing.T) {
+	h, _ := startHost(t, bidByName, Options{})
+	names := namesN("g", 37)
+	resp := h.GenerateBids(context.Background(), Request{InterestGroups: groups(names...), Signals: [][]byte{[]byte(`{"x":1}`), nil, nil, nil}})
+	if len(resp.Results) != len(names) {
+		t.Fatalf("%d results for %d groups", len(resp.Results), len(names))
+	}
+	for i, r := range resp.Results {
+		if r.Err != nil {
+			t.Fatalf("group %d: %v", i, r.Err)
+		}
+		var got struct {
+			IG  string
+			Bid int
+			A   struct{ X int }
+		}
+		if err := json.Unmarshal(r.Bid, &got); err != nil {
+			t.Fatalf("group %d: %s: %v", i, r.Bid, err)
+		}
+		if got.IG != names[i] || got.Bid != len(names[i]) || got.A.X != 1 {
+			t.Fatalf("group %d answered %s", i, r.Bid)
+		}
+	}
+}
+
+func TestModuleErrorFailsStart(t *testing.T) {
+	for name, src := range map[string]string{
+		"syntax":    "function generateBid( {",
+		"throws":    "throw new Error('top level boom');",
+		"undefined": "var x = 1;",
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := Start(context.Background(), Options{Module: Module{Name: "bad.js", Source: src}, Workers: 1, Spares: -1,
+				RequireFunctions: []string{"generateBid"}, Logger: slog.New(slog.DiscardHandler)})
+			var me *ModuleError
+			if !errors.As(err, &me) {
+				t.Fatalf("Start = %v, want a *ModuleError", err)
+			}
+		})
+	}
+}
+
+// hostile is a module whose generateBid misbehaves as its group's name
+// says, and bids normally otherwise.
+const hostile = `
+function generateBid(ig) {
+  switch (ig.name) {
+  case "arraybuffer": new ArrayBuffer(2**35); break;
+  case "join": new Array(1e8+1).join("x"); break;
+  case "loop": for (;;) {} break;
+  case "grow": var s = "x"; for (;;) { s = s + s; } break;
+  case "throw": throw new Error("no bid for " + ig.name);
+  }
+  return {ig: ig.name};
+}`
+
+// TestHostileCallsFailAlone runs each hostile call beside well-behaved
+// requests: every well-behaved call succeeds, the hostile one gets its own
+// error, and the host keeps serving.
+func TestHostileCallsFailAlone(t *testing.T) {
+	h, logs := startHost(t, hostile, Options{CallTimeout: 500 * time.Millisecond, RlimitMB: 3072, HeapBudget: 256 << 20, Workers: 2})
+	cases := []struct {
+		name string
+		want error
+	}{
+		{"arraybuffer", ErrWorkerDied},
+		{"join", jsbridge.ErrDeadline},
+		{"loop", jsbridge.ErrDeadline},
+		{"grow", nil}, // the heap budget or the rlimit: either is its own error
+		{"throw", nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			var goodMu sync.Mutex
+			var good, bad int
+			var firstBad string
+			for i := range 2 {
+				wg.Go(func() {
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						name := fmt.Sprintf("good%d", i)
+						resp := h.GenerateBids(context.Background(), Request{InterestGroups: groups(name, name+"b")})
+						goodMu.Lock()
+						for _, r := range resp.Results {
+							if r.Err != nil || !bytes.Contains(r.Bid, []byte(name)) {
+								bad++
+								if firstBad == "" {
+									firstBad = fmt.Sprintf("%s %v", r.Bid, r.Err)
+								}
+							} else {
+								good++
+							}
+						}
+						goodMu.Unlock()
+					}
+				})
+			}
+			resp := h.GenerateBids(context.Background(), Request{InterestGroups: groups(c.name)})
+			close(stop)
+			wg.Wait()
+			err := resp.Results[0].Err
+			if err == nil {
+				t.Fatalf("hostile %s bid %s", c.name, resp.Results[0].Bid)
+			}
+			if c.want != nil && !errors.Is(err, c.want) {
+				t.Errorf("hostile %s: %v, want %v", c.name, err, c.want)
+			}
+			t.Logf("hostile %s: %v", c.name, err)
+			if bad > 0 {
+				t.Errorf("%d of %d well-behaved calls failed beside %s, the first: %s", bad, good+bad, c.name, firstBad)
+			}
+			// The host still serves after the worker was replaced.
+			after := h.GenerateBids(context.Background(), Request{InterestGroups: groups("after")})
+			if after.Results[0].Err != nil {
+				t.Fatalf("after %s: %v", c.name, after.Results[0].Err)
+			}
+		})
+	}
+	st := h.Stats()
+	t.Logf("stats %+v", st)
+	if st.Restarts == 0 {
+		t.Errorf("no worker was replaced: %+v\n%s", st, logs)
+	}
+}
+
+// TestStoppedWorkerIsKilled: a worker that cannot answer (it never does) is
+// killed at the chunk's deadline, and its calls fail with ErrDeadline.
+func TestStoppedWorkerIsKilled(t *testing.T) {
+	h, _ := startHost(t, bidByName, Options{Workers: 1, Spares: -1, CallTimeout: 200 * time.Millisecond,
+		Command: func() *exec.Cmd {
+			cmd := exec.Command(os.Args[0])
+			cmd.Env = append(os.Environ(), hangEnv+"=1")
+			return cmd
+		}})
+	start := time.Now()
+	resp := h.GenerateBids(context.Background(), Request{InterestGroups: groups("a", "b")})
+	took := time.Since(start)
+	for i, r := range resp.Results {
+		if !errors.Is(r.Err, jsbridge.ErrDeadline) || !errors.Is(r.Err, ErrWorkerKilled) {
+			t.Fatalf("group %d: %v, want a deadline error of a killed worker", i, r.Err)
+		}
+	}
+	if st := h.Stats(); st.Kills != 1 {
+		t.Errorf("kills = %d, want 1", st.Kills)
+	}
+	t.Logf("answered after %v", took)
+}
+
+// TestRequestsNeverShareRuntimes: what one request's calls leave in their
+// runtime is seen by its own later calls and never by another request's.
+func TestRequestsNeverShareRuntimes(t *testing.T) {
+	const src = `
+var seen = [];
+function generateBid(ig) {
+  seen.push(ig.name);
+  Object.prototype.lastUser = ig.user;
+  return {seen: seen, user: ig.user};
+}`
+	for _, isolate := range []bool{false, true} {
+		t.Run(fmt.Sprintf("isolate_calls=%v", isolate), func(t *testing.T) {
+			h, _ := startHost(t, src, Options{Workers: 2, RequestConcurrency: 1})
+			var wg sync.WaitGroup
+			errs := make(chan error, 64)
+			for u := range 16 {
+				wg.Go(func() {
+					user := fmt.Sprintf("user%d", u)
+					igs := make([][]byte, 5)
+					for i := range igs {
+						igs[i] = []byte(fmt.Sprintf(`{"name":"%s-%d","user":%q}`, user, i, user))
+					}
+					resp := h.GenerateBids(context.Background(), Request{InterestGroups: igs, IsolateCalls: isolate})
+					for i, r := range resp.Results {
+						if r.Err != nil {
+							errs <- r.Err
+							return
+						}
+						var got struct {
+							Seen []string
+							User string
+						}
+						if err := json.Unmarshal(r.Bid, &got); err != nil {
+							errs <- err
+							return
+						}
+						for _, s := range got.Seen {
+							if !strings.HasPrefix(s, user+"-") {
+								errs <- fmt.Errorf("%s's call %d saw %q of another request: %s", user, i, s, r.Bid)
+								return
+							}
+						}
+						if isolate && len(got.Seen) != 1 {
+							errs <- fmt.Errorf("isolated call %d of %s saw %v", i, user, got.Seen)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// TestFairShares: a request of many slow groups does not hold the workers:
+// a small request sent after it is answered while it still runs.
+func TestFairShares(t *testing.T) {
+	const src = `function generateBid(ig) { var t = Date.now() + ig.ms; while (Date.now() < t) {} return {ig: ig.name}; }`
+	h, _ := startHost(t, src, Options{Workers: 2, RequestConcurrency: 2, Slice: 5 * time.Millisecond})
+	big := make([][]byte, 200)
+	for i := range big {
+		big[i] = []byte(fmt.Sprintf(`{"name":"big%d","ms":10}`, i))
+	}
+	bigDone := make(chan struct{})
+	go func() {
+		defer close(bigDone)
+		h.GenerateBids(context.Background(), Request{InterestGroups: big})
+	}()
+	time.Sleep(50 * time.Millisecond) // let it take both workers
+	resp := h.GenerateBids(context.Background(), Request{InterestGroups: [][]byte{[]byte(`{"name":"small","ms":1}`)}})
+	if resp.Results[0].Err != nil {
+		t.Fatal(resp.Results[0].Err)
+	}
+	select {
+	case <-bigDone:
+		t.Fatal("the small request waited for the whole big one (2 s of JS)")
+	default:
+	}
+	<-bigDone
+}
+
+// TestRequestBudget: a request's JS time is bounded over all its calls.
+func TestRequestBudget(t *testing.T) {
+	h, _ := startHost(t, hostile, Options{Workers: 2, RequestConcurrency: 1, CallTimeout: 100 * time.Millisecond, RequestBudget: 250 * time.Millisecond})
+	resp := h.GenerateBids(context.Background(), Request{InterestGroups: groups("loop", "loop", "loop", "loop", "loop", "loop", "loop", "loop")})
+	var deadline, budget int
+	for _, r := range resp.Results {
+		switch {
+		case errors.Is(r.Err, ErrRequestBudget):
+			budget++
+		case errors.Is(r.Err, jsbridge.ErrDeadline):
+			deadline++
+		default:
+			t.Fatalf("result %s %v", r.Bid, r.Err)
+		}
+	}
+	if deadline < 2 || deadline > 4 || budget == 0 {
+		t.Fatalf("%d calls ran to their deadline and %d were cut by the budget; want 2-4 and the rest", deadline, budget)
+	}
+}
+
+// TestConsentedLogs: a consented request gets its console lines in order;
+// without consent they go nowhere.
+func TestConsentedLogs(t *testing.T) {
+	const src = `function generateBid(ig) { console.log("secret of", ig.name); console.warn("warn", ig.name); return 1; }`
+	h, logs := startHost(t, src, Options{Workers: 2})
+	resp := h.GenerateBids(context.Background(), Request{InterestGroups: groups("a", "b", "c"), Consented: true})
+	var lines []string
+	for _, l := range resp.Logs {
+		lines = append(lines, l.Level+" "+l.Text)
+	}
+	want := []string{"info secret of a", "warn warn a", "info secret of b", "warn warn b", "info secret of c", "warn warn c"}
+	if strings.Join(lines, "|") != strings.Join(want, "|") {
+		t.Fatalf("logs %q, want %q", lines, want)
+	}
+	resp = h.GenerateBids(context.Background(), Request{InterestGroups: groups("zzz")})
+	if len(resp.Logs) != 0 {
+		t.Fatalf("a request without consent got logs %v", resp.Logs)
+	}
+	if s := logs.String(); strings.Contains(s, "secret of") {
+		t.Fatalf("console output reached the server log:\n%s", s)
+	}
+}
+
+// TestIdleWorkerDeathIsInvisible: a worker killed while idle is replaced
+// before the next request reaches it.
+func TestIdleWorkerDeathIsInvisible(t *testing.T) {
+	h, _ := startHost(t, bidByName, Options{Workers: 2})
+	for _, pid := range h.PIDs() {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	time.Sleep(100 * time.Millisecond) // reaped
+	for i := range 20 {
+		resp := h.GenerateBids(context.Background(), Request{InterestGroups: groups("a", "b", "c", "d")})
+		for _, r := range resp.Results {
+			if r.Err != nil {
+				t.Fatalf("request %d after the kill: %v", i, r.Err)
+			}
+		}
+	}
+}
+
+// TestCancelledRequest: a request whose ctx ends gets its calls' errors
+// at once, running ones included (cancelled in the worker).
+func TestCancelledRequest(t *testing.T) {
+	h, _ := startHost(t, hostile, Options{Workers: 2, CallTimeout: 5 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	resp := h.GenerateBids(ctx, Request{InterestGroups: groups("loop", "loop", "loop")})
+	for _, r := range resp.Results {
+		if r.Err == nil {
+			t.Fatalf("a cancelled loop bid %s", r.Bid)
+		}
+	}
+	if took := time.Since(start); took > 4*time.Second {
+		t.Fatalf("a request cancelled after 200ms took %v", took)
+	}
+}

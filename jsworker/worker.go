@@ -1,0 +1,411 @@
+package jsworker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/inferbid/inferbid/batch"
+	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/jsbridge"
+	"github.com/inferbid/inferbid/proto/inferencepb"
+	pb "github.com/inferbid/inferbid/proto/jsworkerpb"
+	"github.com/inferbid/inferbid/sidecar"
+	"github.com/inferbid/inferbid/sidecar/fastlane"
+)
+
+// Environment of a worker process, set by the Host that starts it.
+const (
+	// WorkerEnv holds the file descriptor of the worker's connection to
+	// the host; a process that has it is a worker (IsWorker).
+	WorkerEnv = "INFERBID_JS_WORKER_FD"
+	// RlimitEnv holds the worker's address-space limit in MiB, which it
+	// applies to itself before anything else (the host also sets it with
+	// prlimit(2) on the pid).
+	RlimitEnv = "INFERBID_JS_WORKER_RLIMIT_MB"
+)
+
+// ExitTainted is the exit status of a worker that stopped itself because
+// a runtime of its own could not be stopped (it runs on, holding a
+// goroutine, CPU and memory): the host starts a replacement.
+const ExitTainted = 3
+
+// IsWorker reports whether the process was started as a JS worker.
+func IsWorker(getenv func(string) string) bool { return getenv(WorkerEnv) != "" }
+
+// Main is a worker process's main: it applies the address-space limit,
+// opens the connection the host passed it and serves it until the host
+// closes it (nil) or a runtime had to be abandoned (an error; the process
+// should exit with ExitTainted, see Tainted).
+func Main(ctx context.Context, getenv func(string) string, stderr io.Writer) error {
+	// The host stops a worker by hanging up; a ^C or SIGTERM sent to the
+	// whole process group must not end it before the host has drained.
+	signal.Ignore(syscall.SIGINT, syscall.SIGTERM)
+	if mb := getenv(RlimitEnv); mb != "" {
+		n, err := strconv.ParseUint(mb, 10, 64)
+		if err != nil || n == 0 {
+			return fmt.Errorf("%s=%q: want a positive number of MiB", RlimitEnv, mb)
+		}
+		lim := n << 20
+		if err := unix.Setrlimit(unix.RLIMIT_AS, &unix.Rlimit{Cur: lim, Max: lim}); err != nil {
+			return fmt.Errorf("%s=%d: setrlimit RLIMIT_AS: %w", RlimitEnv, n, err)
+		}
+	}
+	fd, err := strconv.Atoi(getenv(WorkerEnv))
+	if err != nil || fd < 3 {
+		return fmt.Errorf("%s=%q: want the file descriptor of the host connection (3 or more)", WorkerEnv, getenv(WorkerEnv))
+	}
+	f := os.NewFile(uintptr(fd), "jsworker-host")
+	conn, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("jsworker: host connection (fd %d): %w", fd, err)
+	}
+	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	return Serve(ctx, conn, ServeOptions{Logger: logger})
+}
+
+// ErrTainted is returned by Serve when a runtime had to be abandoned: the
+// process must exit (with ExitTainted) so that the host replaces it.
+var ErrTainted = errors.New("jsworker: a JS runtime could not be stopped; the worker must be replaced")
+
+// ServeOptions configure Serve; the zero value means defaults.
+type ServeOptions struct {
+	Logger *slog.Logger // nil = slog.Default()
+}
+
+// worker is the worker process's side of the connection.
+type worker struct {
+	peer *peer
+	log  *slog.Logger
+	pool *jsbridge.Pool
+
+	reqs chan fastlane.Frame
+
+	// mu guards the running chunk's cancel and collected events.
+	mu        sync.Mutex
+	runningID uint64
+	cancel    context.CancelFunc
+	events    *chunkEvents
+}
+
+// chunkEvents are what the pool's hooks saw during one chunk.
+type chunkEvents struct {
+	inferences []*pb.InferenceEvent
+	pathsCalls int32
+	pathsFails int32
+}
+
+// Serve serves the host's requests on conn: a Config first, then
+// BidsRequests, one at a time. It returns nil when the host closes the
+// connection, and ErrTainted after answering a chunk whose runtime had to
+// be abandoned.
+func Serve(ctx context.Context, conn net.Conn, opts ServeOptions) error {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	w := &worker{peer: newPeer(conn, 2), log: opts.Logger, reqs: make(chan fastlane.Frame, 4)}
+	w.peer.onRequest = func(f fastlane.Frame) {
+		select {
+		case w.reqs <- f:
+		default:
+			// The host sends one chunk at a time; more is a protocol error.
+			w.peer.answer(f.ID, nil, inferr.Errorf(inferr.GRPC, "jsworker: worker busy: request %d refused", f.ID))
+		}
+	}
+	w.peer.onCancel = w.cancelChunk
+	go w.peer.readLoop()
+	defer w.peer.close()
+	defer func() {
+		if w.pool != nil {
+			w.pool.Close()
+		}
+	}()
+	for {
+		select {
+		case <-w.peer.done:
+			return nil
+		case <-ctx.Done():
+			return nil
+		case f := <-w.reqs:
+			if w.pool == nil {
+				w.configure(f)
+				continue
+			}
+			if tainted := w.runChunk(ctx, f); tainted {
+				return ErrTainted
+			}
+		}
+	}
+}
+
+// configure builds the pool from the host's Config and answers whether the
+// module loaded.
+func (w *worker) configure(f fastlane.Frame) {
+	var cfg pb.Config
+	if err := proto.Unmarshal(f.Payload, &cfg); err != nil {
+		w.peer.answer(f.ID, nil, inferr.Errorf(inferr.InputParsing, "jsworker: config: %v", err))
+		return
+	}
+	if cfg.GetHeapBudgetBytes() > 0 {
+		// As the in-process server does: collect rarely while the heap is
+		// small, and hard before the budget is reached.
+		debug.SetGCPercent(400)
+		b := cfg.GetHeapBudgetBytes()
+		debug.SetMemoryLimit(b + b/4 + 64<<20)
+	}
+	opts := jsbridge.Options{
+		Size:             1,
+		CallTimeout:      time.Duration(cfg.GetCallTimeoutMicros()) * time.Microsecond,
+		InterruptGrace:   time.Duration(cfg.GetInterruptGraceMicros()) * time.Microsecond,
+		HeapBudget:       cfg.GetHeapBudgetBytes(),
+		MaxCallStackSize: int(cfg.GetMaxCallStackSize()),
+		MaxArgumentBytes: int(cfg.GetMaxArgumentBytes()),
+		RequireFunctions: cfg.GetRequireFunctions(),
+		LogConsole:       cfg.GetLogConsole(),
+		ShareRuntimes:    cfg.GetShareRuntimes(),
+		Logger:           w.log,
+		Hooks:            w.hooks(),
+	}
+	if sock := cfg.GetSidecarSocket(); sock != "" {
+		transport, err := sidecar.ParseTransport(cfg.GetSidecarTransport())
+		if err == nil {
+			var client *sidecar.Client
+			client, err = sidecar.NewClient(sock, sidecar.ClientOptions{
+				Logger:           w.log,
+				Transport:        transport,
+				FastLaneConns:    2,
+				FastLaneSpinWait: time.Duration(cfg.GetSidecarSpinWaitMicros()) * time.Microsecond,
+				Fallback:         w.predictViaHost,
+			})
+			if err == nil {
+				opts.Inference = &workerInference{client: client, w: w}
+			}
+		}
+		if err != nil {
+			w.peer.answer(f.ID, nil, fmt.Errorf("jsworker: sidecar client: %w", err))
+			return
+		}
+	}
+	pool, err := jsbridge.New(cfg.GetModuleName(), cfg.GetModuleSource(), opts)
+	if err != nil {
+		w.peer.answer(f.ID, &pb.ConfigAck{Error: err.Error(), Pid: int32(os.Getpid())}, nil)
+		return
+	}
+	w.pool = pool
+	w.peer.answer(f.ID, &pb.ConfigAck{Pid: int32(os.Getpid())}, nil)
+}
+
+func (w *worker) hooks() jsbridge.Hooks {
+	return jsbridge.Hooks{
+		OnInference: func(ev *jsbridge.InferenceEvent) {
+			e := &pb.InferenceEvent{
+				DurationMicros: ev.Duration.Microseconds(),
+				RequestBytes:   int64(ev.RequestBytes),
+				ObjectArg:      ev.ObjectArg,
+				ResponseBytes:  int64(ev.ResponseBytes),
+				Failed:         ev.Err != nil,
+				ErrorType:      inferencepb.ErrorType(inferr.TypeOf(ev.Err)),
+			}
+			for _, en := range ev.Entries {
+				e.Entries = append(e.Entries, &pb.EntryEvent{ModelPath: en.ModelPath, BatchSize: en.BatchSize,
+					Failed: en.Err != nil, ErrorType: inferencepb.ErrorType(inferr.TypeOf(en.Err))})
+			}
+			w.mu.Lock()
+			if w.events != nil {
+				w.events.inferences = append(w.events.inferences, e)
+			}
+			w.mu.Unlock()
+		},
+		OnModelPaths: func(err error) {
+			w.mu.Lock()
+			if w.events != nil {
+				w.events.pathsCalls++
+				if err != nil {
+					w.events.pathsFails++
+				}
+			}
+			w.mu.Unlock()
+		},
+	}
+}
+
+// cancelChunk cancels the running chunk when it is the one with id.
+func (w *worker) cancelChunk(id uint64) {
+	w.mu.Lock()
+	if w.cancel != nil && w.runningID == id {
+		w.cancel()
+	}
+	w.mu.Unlock()
+}
+
+// runChunk runs one BidsRequest and answers it; it reports whether a
+// runtime was abandoned (the worker must go).
+func (w *worker) runChunk(parent context.Context, f fastlane.Frame) (tainted bool) {
+	var req pb.BidsRequest
+	if err := proto.Unmarshal(f.Payload, &req); err != nil {
+		w.peer.answer(f.ID, nil, inferr.Errorf(inferr.InputParsing, "jsworker: bids request: %v", err))
+		return false
+	}
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	if f.TimeoutMicros > 0 {
+		var c2 context.CancelFunc
+		ctx, c2 = context.WithTimeout(ctx, time.Duration(f.TimeoutMicros)*time.Microsecond)
+		defer c2()
+	}
+	ev := &chunkEvents{}
+	w.mu.Lock()
+	w.runningID, w.cancel, w.events = f.ID, cancel, ev
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.runningID, w.cancel, w.events = 0, nil, nil
+		w.mu.Unlock()
+	}()
+
+	var logMu sync.Mutex
+	var logs []*pb.LogLine
+	if req.GetConsented() {
+		ctx = jsbridge.WithConsole(ctx, func(level slog.Level, line string) {
+			logMu.Lock()
+			logs = append(logs, &pb.LogLine{Source: "console", Level: consoleLevel(level), Text: line})
+			logMu.Unlock()
+		})
+		ctx = batch.WithDebugLog(ctx, func(line string) {
+			logMu.Lock()
+			logs = append(logs, &pb.LogLine{Source: "inference", Level: "debug", Text: line})
+			logMu.Unlock()
+		})
+	}
+	signals := make([][]byte, len(req.GetSignals()))
+	for i, s := range req.GetSignals() {
+		if len(s) > 0 {
+			signals[i] = s
+		}
+	}
+	calls := make([][][]byte, len(req.GetInterestGroups()))
+	for i, ig := range req.GetInterestGroups() {
+		calls[i] = append([][]byte{ig}, signals...)
+	}
+	fn := req.GetFunction()
+	if fn == "" {
+		fn = "generateBid"
+	}
+	results := w.pool.CallJSONGroup(ctx, fn, calls, jsbridge.GroupOptions{
+		Slice:        time.Duration(req.GetSliceMicros()) * time.Microsecond,
+		IsolateCalls: req.GetIsolateCalls(),
+	})
+	resp := &pb.BidsResponse{Results: make([]*pb.CallResult, len(results))}
+	for i, r := range results {
+		cr := &pb.CallResult{Bid: r.Out, DurationMicros: r.Duration.Microseconds()}
+		if r.Err != nil {
+			cr.Bid = nil
+			cr.ErrorKind, cr.Error = errorKind(r.Err), r.Err.Error()
+			if se, ok := errors.AsType[*jsbridge.ScriptError](r.Err); ok {
+				cr.Error = se.Message // the host makes it a ScriptError again
+			}
+			if errors.Is(r.Err, jsbridge.ErrAbandoned) {
+				tainted = true
+			}
+		}
+		resp.Results[i] = cr
+	}
+	w.mu.Lock()
+	resp.Inferences, resp.ModelPathsCalls, resp.ModelPathsFailures = ev.inferences, ev.pathsCalls, ev.pathsFails
+	w.mu.Unlock()
+	logMu.Lock()
+	resp.Logs = logs
+	logMu.Unlock()
+	w.peer.answer(f.ID, resp, nil)
+	if tainted {
+		w.log.Warn("jsworker: a runtime could not be stopped at its deadline; this worker exits to be replaced")
+	}
+	return tainted
+}
+
+// consoleLevel names a console line's level as the response carries it.
+func consoleLevel(l slog.Level) string {
+	switch {
+	case l < slog.LevelInfo:
+		return "debug"
+	case l < slog.LevelWarn:
+		return "info"
+	case l < slog.LevelError:
+		return "warn"
+	}
+	return "error"
+}
+
+// errorKind classifies a call's error for the host.
+func errorKind(err error) pb.ErrorKind {
+	var se *jsbridge.ScriptError
+	switch {
+	case errors.Is(err, jsbridge.ErrNotRun):
+		return pb.ErrorKind_ERROR_KIND_NOT_RUN
+	case errors.Is(err, jsbridge.ErrCutOff):
+		return pb.ErrorKind_ERROR_KIND_CUT_OFF
+	case errors.Is(err, jsbridge.ErrAbandoned):
+		return pb.ErrorKind_ERROR_KIND_ABANDONED
+	case errors.Is(err, jsbridge.ErrHeapBudget):
+		return pb.ErrorKind_ERROR_KIND_HEAP_BUDGET
+	case errors.Is(err, jsbridge.ErrDeadline):
+		return pb.ErrorKind_ERROR_KIND_DEADLINE
+	case errors.As(err, &se):
+		return pb.ErrorKind_ERROR_KIND_SCRIPT
+	case errors.Is(err, jsbridge.ErrNotFunction):
+		return pb.ErrorKind_ERROR_KIND_NOT_FUNCTION
+	}
+	return pb.ErrorKind_ERROR_KIND_OTHER
+}
+
+// predictViaHost is the worker's sidecar Fallback: the host's client waits
+// out a sidecar restart's replay.
+func (w *worker) predictViaHost(ctx context.Context, req *inferencepb.PredictRequest) (*inferencepb.PredictResponse, error) {
+	var ans pb.HostAnswer
+	if err := w.peer.call(ctx, &pb.HostCall{Call: &pb.HostCall_Predict{Predict: req}}, &ans); err != nil {
+		return nil, hostCallError(err)
+	}
+	return ans.GetPredict(), nil
+}
+
+// hostCallError types an error of a call to the host (a typed error frame
+// is returned as it is).
+func hostCallError(err error) error {
+	return inferr.Wrap(inferr.GRPC, err, "jsworker: call to the host")
+}
+
+// workerInference is a worker's jsbridge.Inference: Predict straight to the
+// sidecar over the worker's own fast lane (the host only as Fallback),
+// model paths from the host, which knows the replay set after a restart.
+type workerInference struct {
+	client *sidecar.Client
+	w      *worker
+}
+
+func (i *workerInference) Predict(ctx context.Context, entries []batch.Entry) ([]batch.Result, error) {
+	return i.client.Predict(ctx, entries)
+}
+
+func (i *workerInference) ModelPaths(ctx context.Context) ([]string, error) {
+	var ans pb.HostAnswer
+	if err := i.w.peer.call(ctx, &pb.HostCall{Call: &pb.HostCall_ModelPaths{ModelPaths: true}}, &ans); err != nil {
+		return nil, hostCallError(err)
+	}
+	return ans.GetModelPaths().GetPaths(), nil
+}
+
+func (i *workerInference) Wake() { i.client.Wake() }

@@ -41,9 +41,18 @@ type config struct {
 	JSPoolSize           int
 	JSCallTimeout        time.Duration
 	JSIsolateCalls       bool
+	JSIsolateEachCall    bool
 	JSRequestConcurrency int
 	JSMaxAbandoned       int
 	JSHeapBudgetMB       int
+	JSWorkers            int
+	JSInProcess          bool
+	JSWorkerRlimitMB     int
+	JSWorkerSpares       int
+	JSRequestBudget      time.Duration
+	JSRequestSlice       time.Duration
+	JSLogConsoleUnsafe   bool
+	ConsentedDebugToken  string
 	MaxRequestBytes      int64
 	MaxGroups            int
 	MaxBidBytes          int
@@ -62,6 +71,11 @@ type config struct {
 	IdleTimeout       time.Duration
 }
 
+// minWorkerAddressSpaceMB is the address space a JS worker needs besides its
+// heap budget: a Go binary of this size under RLIMIT_AS failed to start now
+// and then at 1.0-1.5 GiB and never at 2 GiB (measured on linux/amd64).
+const minWorkerAddressSpaceMB = 2048
+
 // localModel is one --inference_model_local_paths item.
 type localModel struct {
 	ModelPath string // the path JS sees
@@ -79,6 +93,7 @@ var envFlags = []string{
 	"inference_model_config_path",
 	"inference_model_fetch_period_ms",
 	"inference_model_local_paths",
+	"consented_debug_token",
 }
 
 const usageHeader = `bidding-server runs an ad tech's generateBid JavaScript with ML inference.
@@ -121,12 +136,20 @@ func newFlagSet(c *config, raw *flagText, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "HTTP listen address")
 	fs.StringVar(&c.KServeGRPCListen, "kserve_grpc_listen", "", "serve the Open Inference Protocol (KServe v2) gRPC service inference.GRPCInferenceService on this TCP address; default none: off")
 	fs.StringVar(&c.KServeListen, "kserve_listen", "", "also serve the Open Inference Protocol (KServe v2) HTTP API, which --listen always serves under /v2, on this address of its own; default none")
-	fs.IntVar(&c.JSPoolSize, "js_pool_size", 0, "number of JS runtimes; default 0 = GOMAXPROCS")
+	fs.IntVar(&c.JSWorkers, "js_workers", 0, "number of JS worker processes (each runs one generateBid at a time, under its own memory limit, killed and replaced when a call does not stop); default 0 = GOMAXPROCS")
+	fs.BoolVar(&c.JSInProcess, "js_in_process", false, "run JS in the server process instead of worker processes: no hard memory bound or preemption, so one script can crash or stall the server; for debugging")
+	fs.IntVar(&c.JSWorkerRlimitMB, "js_worker_rlimit_mb", 0, "address-space limit (RLIMIT_AS) of each JS worker process in MiB: the hard bound of a worker's memory; a script that allocates past it ends its own worker only; default 0 = twice --js_heap_budget_mb plus 2048 (4096 with the default budget; Go itself reserves 1-2 GiB of address space), 4096 without a budget")
+	fs.IntVar(&c.JSWorkerSpares, "js_worker_spares", 1, "warm spare JS workers (started, module loaded) that replace a failed worker at once; 0 = none: a replacement starts on demand")
+	cli.DurationVar(fs, &c.JSRequestBudget, "js_request_budget", 0, "JS time one generateBids request may use over all its workers; its calls not started by then fail; default 0 = twice --js_call_timeout, negative = none")
+	cli.DurationVar(fs, &c.JSRequestSlice, "js_request_slice", 0, "how long a worker keeps starting calls of one request before the calls of other requests take their turn; default 0 = 10ms")
+	fs.BoolVar(&c.JSLogConsoleUnsafe, "js_log_console_unsafe", false, "UNSAFE, local development only: write the console output of requests without consented debugging to the server log (one user's data in operator logs); by default it goes nowhere")
+	fs.IntVar(&c.JSPoolSize, "js_pool_size", 0, "with --js_in_process: number of JS runtimes; default 0 = GOMAXPROCS")
 	cli.DurationVar(fs, &c.JSCallTimeout, "js_call_timeout", 0, "deadline of one generateBid call, inference included; default 0 = 2s")
-	fs.BoolVar(&c.JSIsolateCalls, "js_isolate_calls", true, "run every generateBid in a fresh JS runtime, so that nothing one call leaves (globals, prototypes, replaced functions: one user's data) reaches another; false shares runtimes between calls and is UNSAFE")
-	fs.IntVar(&c.JSRequestConcurrency, "js_request_concurrency", 0, "most generateBid calls of one request running at once; default 0 = half the JS pool, at least 1")
-	fs.IntVar(&c.JSMaxAbandoned, "js_max_abandoned", 0, "most JS runtimes abandoned at a deadline (stuck in a built-in call) still running; beyond it calls fail at once; default 0 = the JS pool size")
-	fs.IntVar(&c.JSHeapBudgetMB, "js_heap_budget_mb", 1024, "heap in MiB the JS runtimes may use on top of the models the server holds; past it the longest-running call is stopped; 0 = no bound")
+	fs.BoolVar(&c.JSIsolateCalls, "js_isolate_calls", true, "run the generateBid calls of each request (one user) in fresh JS runtimes, so that nothing one request leaves (globals, prototypes, replaced functions: one user's data) reaches another; false shares runtimes between requests and is UNSAFE")
+	fs.BoolVar(&c.JSIsolateEachCall, "js_isolate_each_call", false, "stricter: a fresh JS runtime for every generateBid call, even between the interest groups of one request; default false: the calls of one request chunk share one")
+	fs.IntVar(&c.JSRequestConcurrency, "js_request_concurrency", 0, "most chunks of one request's generateBid calls running at once, each in a worker of its own; default 0 = half the JS workers, at least 1")
+	fs.IntVar(&c.JSMaxAbandoned, "js_max_abandoned", 0, "with --js_in_process: most JS runtimes abandoned at a deadline (stuck in a built-in call) still running; beyond it calls fail at once; default 0 = the JS pool size (workers need no such bound: a stuck worker is killed)")
+	fs.IntVar(&c.JSHeapBudgetMB, "js_heap_budget_mb", 1024, "heap in MiB the JS runtimes of each JS worker (or, with --js_in_process, of the server) may use; past it the running call is stopped; 0 = no bound")
 	fs.Int64Var(&c.MaxRequestBytes, "max_request_bytes", 4<<20, "largest accepted generateBids body")
 	fs.IntVar(&c.MaxGroups, "max_interest_groups", 1000, "most interest groups in one generateBids request")
 	fs.IntVar(&c.MaxBidBytes, "max_bid_bytes", 1<<20, "largest JSON a generateBid call may return; larger is that group's error")
@@ -138,6 +161,7 @@ func newFlagSet(c *config, raw *flagText, stderr io.Writer) *flag.FlagSet {
 	cli.DurationVar(fs, &c.ReadTimeout, "read_timeout", 30*time.Second, "time a connection has to send a whole request, body included")
 	cli.DurationVar(fs, &c.WriteTimeout, "write_timeout", 0, "time from the end of a request's headers to the end of its response; default 0 = --read_timeout + --request_timeout + 10s")
 	cli.DurationVar(fs, &c.IdleTimeout, "idle_timeout", 2*time.Minute, "how long an idle keep-alive connection stays open")
+	fs.StringVar(&c.ConsentedDebugToken, "consented_debug_token", "", "consented debugging (env CONSENTED_DEBUG_TOKEN): a generateBids request whose consented_debug_config is {\"is_consented\": true, \"token\": THIS} gets its console lines and inference debug lines back in debug_info; default none: no request is consented")
 	fs.StringVar(&c.LogLevel, "log_level", "info", "debug, info, warn or error")
 	fs.BoolVar(&c.Version, "version", false, "print the version (module version and VCS commit) and exit")
 	return fs
@@ -182,6 +206,18 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if c.JSPoolSize < 0 || c.JSCallTimeout < 0 || c.JSRequestConcurrency < 0 || c.JSMaxAbandoned < 0 || c.JSHeapBudgetMB < 0 {
 		return c, errors.New("--js_pool_size, --js_call_timeout, --js_request_concurrency, --js_max_abandoned and --js_heap_budget_mb must be >= 0")
+	}
+	if c.JSWorkers < 0 || c.JSWorkerRlimitMB < 0 || c.JSWorkerSpares < 0 || c.JSRequestSlice < 0 {
+		return c, errors.New("--js_workers, --js_worker_rlimit_mb, --js_worker_spares and --js_request_slice must be >= 0")
+	}
+	if c.JSWorkerRlimitMB == 0 {
+		c.JSWorkerRlimitMB = 4096
+		if c.JSHeapBudgetMB > 0 {
+			c.JSWorkerRlimitMB = 2*c.JSHeapBudgetMB + 2048
+		}
+	}
+	if c.JSWorkerRlimitMB < c.JSHeapBudgetMB+minWorkerAddressSpaceMB {
+		return c, fmt.Errorf("--js_worker_rlimit_mb %d leaves no room above --js_heap_budget_mb %d: give each worker at least the budget plus %d MiB (the address space Go reserves for itself: a worker started with less fails at random with \"runtime: cannot allocate memory\")", c.JSWorkerRlimitMB, c.JSHeapBudgetMB, minWorkerAddressSpaceMB)
 	}
 	if c.DrainPeriod < 0 || c.ShutdownGrace <= 0 || c.MaxConnections < 0 {
 		return c, errors.New("--drain_period and --max_connections must be >= 0, --shutdown_grace > 0")

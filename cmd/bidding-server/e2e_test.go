@@ -135,6 +135,19 @@ func (s *runningServer) stop(t *testing.T) {
 	}
 }
 
+// sidecarPIDs lists the children of pid that are not its JS workers (the
+// same executable): the sidecar.
+func sidecarPIDs(pid int) []int {
+	self, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	var out []int
+	for _, k := range childPIDs(pid) {
+		if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", k)); exe != self {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // childPIDs lists the children of pid (from every thread's children file).
 func childPIDs(pid int) []int {
 	var out []int
@@ -223,7 +236,7 @@ func TestEndToEndTensorFlow(t *testing.T) {
 		t.Errorf("inferbid_inference_requests_total = %v, want 3 (one batch per interest group)", v)
 	}
 
-	kids := childPIDs(s.cmd.Process.Pid)
+	kids := sidecarPIDs(s.cmd.Process.Pid)
 	if len(kids) != 1 {
 		t.Fatalf("sidecar children: %v", kids)
 	}

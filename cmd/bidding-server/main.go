@@ -19,12 +19,25 @@ import (
 	"github.com/inferbid/inferbid/examples"
 	"github.com/inferbid/inferbid/internal/cli"
 	"github.com/inferbid/inferbid/jsbridge"
+	"github.com/inferbid/inferbid/jsworker"
 	"github.com/inferbid/inferbid/modelstore"
 	"github.com/inferbid/inferbid/modelstore/modelfiles"
 	"github.com/inferbid/inferbid/sidecar"
 )
 
 func main() {
+	// The same binary, started by a jsworker.Host, is a JS worker.
+	if jsworker.IsWorker(os.Getenv) {
+		err := jsworker.Main(context.Background(), os.Getenv, os.Stderr)
+		switch {
+		case err == nil:
+			os.Exit(0)
+		case errors.Is(err, jsworker.ErrTainted):
+			os.Exit(jsworker.ExitTainted)
+		}
+		fmt.Fprintln(os.Stderr, "bidding-server js worker:", err)
+		os.Exit(1)
+	}
 	cli.Main("bidding-server", func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return run(ctx, args, stdin, stdout, stderr, os.Getenv)
 	})
@@ -73,15 +86,20 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	m := newMetrics(reg)
 
 	srv := &server{metrics: m, gatherer: reg, logger: logger, maxBody: cfg.MaxRequestBytes, maxGroups: cfg.MaxGroups,
-		maxBidBytes: cfg.MaxBidBytes, requestTimeout: cfg.RequestTimeout, requestConcurrency: cfg.JSRequestConcurrency}
+		maxBidBytes: cfg.MaxBidBytes, requestTimeout: cfg.RequestTimeout, requestConcurrency: cfg.JSRequestConcurrency,
+		isolateCalls: cfg.JSIsolateEachCall, consentToken: cfg.ConsentedDebugToken}
 	popts := jsbridge.Options{
 		Size:             cfg.JSPoolSize,
 		CallTimeout:      cfg.JSCallTimeout,
 		ShareRuntimes:    !cfg.JSIsolateCalls,
 		MaxAbandoned:     cfg.JSMaxAbandoned,
 		RequireFunctions: []string{"generateBid"},
+		LogConsole:       cfg.JSLogConsoleUnsafe,
 		Logger:           logger,
 		Hooks:            m.hooks(),
+	}
+	if cfg.JSLogConsoleUnsafe {
+		logger.Warn("--js_log_console_unsafe: the console output of every request goes to the server log (one user's data in operator logs); for local development only")
 	}
 	if !cfg.JSIsolateCalls {
 		logger.Warn("--js_isolate_calls=false: JS runtimes are shared between calls; what one call leaves in them (one user's data) reaches later calls")
@@ -91,7 +109,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if cfg.JSHeapBudgetMB > 0 {
 		budget := int64(cfg.JSHeapBudgetMB) << 20
 		popts.HeapBudget = budget
-		if getenv("GOMEMLIMIT") == "" {
+		// With workers, the budget is each worker's (which sets its own
+		// limit); the server holds no JS heap.
+		if cfg.JSInProcess && getenv("GOMEMLIMIT") == "" {
 			// A soft limit a little over the watchdog's, so that garbage
 			// is collected before it counts and the collector does not
 			// thrash before the watchdog acts.
@@ -175,16 +195,57 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 
 	srv.setStarting("the bidding module is loading")
-	pool, err := jsbridge.New(name, source, popts)
-	if err != nil {
-		return fmt.Errorf("load bidding module: %w", err)
+	if cfg.JSInProcess {
+		logger.Warn("--js_in_process: JS runs in the server process, without a hard memory bound or preemption: one script can crash or stall the server")
+		pool, err := jsbridge.New(name, source, popts)
+		if err != nil {
+			return fmt.Errorf("load bidding module: %w", err)
+		}
+		defer pool.Close()
+		srv.pool = pool
+		m.registerPool(reg, pool)
+		srv.started()
+		logger.Info("bidding-server started", "inference", pool.InferenceEnabled(),
+			"js_runtimes", pool.Size(), "js_isolated", pool.Isolated(), "js_heap_budget_mb", cfg.JSHeapBudgetMB, "module", name)
+	} else {
+		hopts := jsworker.Options{
+			Module:             jsworker.Module{Name: name, Source: source},
+			Workers:            cfg.JSWorkers,
+			Spares:             cfg.JSWorkerSpares,
+			RlimitMB:           cfg.JSWorkerRlimitMB,
+			CallTimeout:        cfg.JSCallTimeout,
+			HeapBudget:         popts.HeapBudget,
+			RequireFunctions:   popts.RequireFunctions,
+			LogConsole:         cfg.JSLogConsoleUnsafe,
+			ShareRuntimes:      !cfg.JSIsolateCalls,
+			RequestConcurrency: cfg.JSRequestConcurrency,
+			Slice:              cfg.JSRequestSlice,
+			RequestBudget:      cfg.JSRequestBudget,
+			Logger:             logger,
+			Hooks:              m.hooks(),
+			OnRestart:          m.jsWorkerRestarts.Inc,
+		}
+		if cfg.JSWorkerSpares == 0 {
+			hopts.Spares = -1
+		}
+		if sup != nil {
+			client := sup.Client()
+			hopts.SidecarSocket = client.SocketPath()
+			hopts.SidecarTransport = cfg.SidecarTransport.String()
+			hopts.SidecarSpinWait = cfg.SidecarSpinWait
+			hopts.Inference = client
+		}
+		host, err := jsworker.Start(ctx, hopts)
+		if err != nil {
+			return fmt.Errorf("load bidding module: %w", err)
+		}
+		defer host.Close()
+		srv.workers = host
+		m.registerWorkers(reg, host)
+		srv.started()
+		logger.Info("bidding-server started", "inference", sup != nil, "js_workers", host.Workers(),
+			"js_isolated", cfg.JSIsolateCalls, "js_heap_budget_mb", cfg.JSHeapBudgetMB, "js_worker_rlimit_mb", cfg.JSWorkerRlimitMB, "module", name)
 	}
-	defer pool.Close()
-	srv.pool = pool
-	m.registerPool(reg, pool)
-	srv.started()
-	logger.Info("bidding-server started", "inference", pool.InferenceEnabled(),
-		"js_runtimes", pool.Size(), "js_isolated", pool.Isolated(), "js_heap_budget_mb", cfg.JSHeapBudgetMB, "module", name)
 
 	bgCtx, cancelBG := context.WithCancel(ctx)
 	defer cancelBG()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/jsbridge"
+	"github.com/inferbid/inferbid/jsworker"
 	"github.com/inferbid/inferbid/kserve"
 )
 
@@ -28,6 +29,7 @@ type metrics struct {
 	modelBatchSize     *prometheus.HistogramVec
 	modelPathsErrors   prometheus.Counter
 	sidecarRestarts    prometheus.Counter
+	jsWorkerRestarts   prometheus.Counter
 	jsCalls            *prometheus.CounterVec // func, outcome
 	jsCallDuration     *prometheus.HistogramVec
 	httpRequests       *prometheus.CounterVec // handler, code
@@ -66,6 +68,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "inferbid_get_model_paths_errors_total", Help: "getModelPaths calls that could not ask the sidecar."}),
 		sidecarRestarts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "inferbid_sidecar_restarts_total", Help: "Restarts of the inference sidecar."}),
+		jsWorkerRestarts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "inferbid_js_worker_restarts_total", Help: "JS worker processes replaced (killed at a deadline, or died: out of memory, a crash)."}),
 		jsCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "inferbid_js_calls_total", Help: "Calls into the JS module by function and outcome (ok, exception, deadline, heap_budget, overloaded, error)."}, []string{"func", "outcome"}),
 		jsCallDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -83,7 +87,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	reg.MustRegister(m.inferenceRequests, m.inferenceDuration, m.inferenceReqBytes, m.inferenceRespBytes,
 		m.inferenceErrors, m.modelRequests, m.modelFailures, m.modelBatchSize, m.modelPathsErrors,
-		m.sidecarRestarts, m.jsCalls, m.jsCallDuration, m.httpRequests, m.httpConnections,
+		m.sidecarRestarts, m.jsWorkerRestarts, m.jsCalls, m.jsCallDuration, m.httpRequests, m.httpConnections,
 		m.v2Requests, m.v2ModelRequests, m.v2Duration)
 	return m
 }
@@ -175,6 +179,24 @@ func (m *metrics) registerPool(reg prometheus.Registerer, pool *jsbridge.Pool) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "inferbid_js_inline_builds_total", Help: "Calls into JS that found no ready runtime and ran the module first."},
 			func() float64 { return float64(pool.Stats().InlineBuilds) }),
+	)
+}
+
+// registerWorkers exports the JS workers' counters.
+func (m *metrics) registerWorkers(reg prometheus.Registerer, h *jsworker.Host) {
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "inferbid_js_worker_kills_total", Help: "JS workers killed because a call did not stop at its deadline."},
+			func() float64 { return float64(h.Stats().Kills) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "inferbid_js_worker_deaths_total", Help: "JS workers that died while running a call (out of memory, their address-space limit, a crash)."},
+			func() float64 { return float64(h.Stats().Deaths) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "inferbid_js_workers_busy", Help: "JS workers running a request's calls now."},
+			func() float64 { return float64(h.Stats().Busy) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "inferbid_js_requests_queued", Help: "Requests waiting for a JS worker."},
+			func() float64 { return float64(h.Stats().Queued) }),
 	)
 }
 

@@ -107,7 +107,7 @@ function generateBid(ig) {
 	for total.Load() < 20 {
 		time.Sleep(10 * time.Millisecond)
 	}
-	kids := childPIDs(s.cmd.Process.Pid)
+	kids := sidecarPIDs(s.cmd.Process.Pid)
 	if len(kids) != 1 {
 		t.Fatalf("sidecar children: %v", kids)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,8 +17,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/jsbridge"
+	"github.com/inferbid/inferbid/jsworker"
 	"github.com/inferbid/inferbid/kserve"
 	"github.com/inferbid/inferbid/modelstore"
 	"github.com/inferbid/inferbid/sidecar"
@@ -34,8 +37,11 @@ type healthChecker interface {
 	WaitHealthy(ctx context.Context) error
 }
 
-// server is the HTTP API over a JS pool.
+// server is the HTTP API over the JS workers (or, with --js_in_process, a
+// JS pool in the server itself).
 type server struct {
+	// workers run the JS; nil with --js_in_process, where pool does.
+	workers  *jsworker.Host
 	pool     *jsbridge.Pool
 	models   modelLister   // nil when inference is disabled
 	health   healthChecker // nil when inference is disabled
@@ -53,6 +59,13 @@ type server struct {
 	// requestConcurrency bounds the generateBid calls of one request that
 	// run at once; 0 = half the pool, at least 1.
 	requestConcurrency int
+	// isolateCalls gives every generateBid call a fresh runtime of its own
+	// rather than one per request chunk.
+	isolateCalls bool
+	// consentToken is --consented_debug_token: a request whose
+	// consented_debug_config carries it gets its console and inference
+	// debug lines back in debug_info; "" = no request is consented.
+	consentToken string
 
 	// synced is set once the first model sync (bucket and local models)
 	// finished; syncErr holds the last failure before that.
@@ -120,11 +133,26 @@ func (s *server) count(name string, h func(http.ResponseWriter, *http.Request) i
 // generateBidsRequest is the body of POST /v1/generateBids. Signals are kept
 // as raw JSON and handed to JS as they came.
 type generateBidsRequest struct {
-	InterestGroups        []json.RawMessage `json:"interest_groups"`
-	AuctionSignals        json.RawMessage   `json:"auction_signals"`
-	PerBuyerSignals       json.RawMessage   `json:"per_buyer_signals"`
-	TrustedBiddingSignals json.RawMessage   `json:"trusted_bidding_signals"`
-	BrowserSignals        json.RawMessage   `json:"browser_signals"`
+	InterestGroups        []json.RawMessage     `json:"interest_groups"`
+	AuctionSignals        json.RawMessage       `json:"auction_signals"`
+	PerBuyerSignals       json.RawMessage       `json:"per_buyer_signals"`
+	TrustedBiddingSignals json.RawMessage       `json:"trusted_bidding_signals"`
+	BrowserSignals        json.RawMessage       `json:"browser_signals"`
+	ConsentedDebugConfig  *consentedDebugConfig `json:"consented_debug_config"`
+}
+
+// consentedDebugConfig is B&A's ConsentedDebugConfiguration: a request
+// that is consented and carries the server's token gets its debug lines.
+type consentedDebugConfig struct {
+	IsConsented bool   `json:"is_consented"`
+	Token       string `json:"token"`
+}
+
+// consented reports whether the request's debug config matches the
+// server's token (compared in constant time).
+func (s *server) consented(c *consentedDebugConfig) bool {
+	return c != nil && c.IsConsented && s.consentToken != "" &&
+		subtle.ConstantTimeCompare([]byte(c.Token), []byte(s.consentToken)) == 1
 }
 
 // bidResult is one entry of the answer: the bid or the error, never both.
@@ -176,59 +204,107 @@ func (s *server) generateBids(w http.ResponseWriter, r *http.Request) int {
 		}
 	}
 
-	// Groups run concurrently, at most requestConcurrency of them at once,
-	// so that one request holds at most that share of the pool; the results
-	// keep the request order. Once a call of the request had to be abandoned
-	// (its runtime could not be stopped) or was stopped for the heap, the
-	// script is taken as hostile and its remaining groups are not run.
 	ctx := r.Context()
 	if s.requestTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.requestTimeout)
 		defer cancel()
 	}
+	jreq := jsworker.Request{
+		InterestGroups: make([][]byte, len(req.InterestGroups)),
+		Signals:        signals,
+		IsolateCalls:   s.isolateCalls,
+		Consented:      s.consented(req.ConsentedDebugConfig),
+	}
+	for i, ig := range req.InterestGroups {
+		jreq.InterestGroups[i] = ig
+	}
+	var resp jsworker.Response
+	if s.workers != nil {
+		resp = s.workers.GenerateBids(ctx, jreq)
+	} else {
+		resp = s.runInProcess(ctx, jreq)
+	}
+	bids := make([]bidResult, len(names))
+	for i, res := range resp.Results {
+		bids[i].InterestGroup = names[i]
+		err := res.Err
+		if err == nil && s.maxBidBytes > 0 && len(res.Bid) > s.maxBidBytes {
+			err = fmt.Errorf("generateBid returned %d bytes of JSON, the limit is %d", len(res.Bid), s.maxBidBytes)
+		}
+		if err != nil {
+			bids[i].Error = bidError(err)
+			s.logger.Debug("generateBid failed", "interest_group", names[i], "err", err)
+			continue
+		}
+		bids[i].Bid = res.Bid
+	}
+	out := map[string]any{"bids": bids}
+	if jreq.Consented {
+		lines := make([]string, len(resp.Logs))
+		for i, l := range resp.Logs {
+			lines[i] = formatLogLine(l)
+		}
+		out["debug_info"] = map[string]any{"logs": lines}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return http.StatusOK
+}
+
+// formatLogLine is one debug_info line: "[console.warn] text" or
+// "[inference] text".
+func formatLogLine(l jsworker.LogLine) string {
+	if l.Source == "console" {
+		return "[console." + l.Level + "] " + l.Text
+	}
+	return "[" + l.Source + "] " + l.Text
+}
+
+// runInProcess runs a request's groups in the server's own JS pool
+// (--js_in_process): in chunks of concurrent groups, at most concurrency()
+// at once, each chunk in one fresh runtime (never another request's).
+func (s *server) runInProcess(ctx context.Context, req jsworker.Request) jsworker.Response {
 	n := len(req.InterestGroups)
-	bids := make([]bidResult, n)
-	var next atomic.Int64
-	var cutOff atomic.Pointer[string]
+	resp := jsworker.Response{Results: make([]jsworker.Result, n)}
+	parts := min(s.concurrency(), n)
+	size := (n + parts - 1) / parts
+	logs := make([][]jsworker.LogLine, parts)
 	var wg sync.WaitGroup
-	for range min(s.concurrency(), n) {
+	for part := range parts {
+		lo, hi := part*size, min((part+1)*size, n)
+		if lo >= hi {
+			break
+		}
 		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
+			cctx := ctx
+			if req.Consented {
+				var mu sync.Mutex
+				add := func(l jsworker.LogLine) {
+					mu.Lock()
+					logs[part] = append(logs[part], l)
+					mu.Unlock()
 				}
-				bids[i].InterestGroup = names[i]
-				if why := cutOff.Load(); why != nil {
-					bids[i].Error = *why
-					continue
-				}
-				args := append([][]byte{req.InterestGroups[i]}, signals...)
-				out, err := s.pool.CallJSON(ctx, "generateBid", args...)
-				if err == nil && s.maxBidBytes > 0 && len(out) > s.maxBidBytes {
-					err = fmt.Errorf("generateBid returned %d bytes of JSON, the limit is %d", len(out), s.maxBidBytes)
-				}
-				if err != nil {
-					bids[i].Error = bidError(err)
-					s.logger.Debug("generateBid failed", "interest_group", names[i], "err", err)
-					switch {
-					case errors.Is(err, jsbridge.ErrAbandoned):
-						why := "not run: an earlier generateBid call of this request could not be stopped at its deadline"
-						cutOff.CompareAndSwap(nil, &why)
-					case errors.Is(err, jsbridge.ErrHeapBudget):
-						why := "not run: an earlier generateBid call of this request exceeded the JS heap budget"
-						cutOff.CompareAndSwap(nil, &why)
-					}
-					continue
-				}
-				bids[i].Bid = out
+				cctx = jsbridge.WithConsole(cctx, func(level slog.Level, line string) {
+					add(jsworker.LogLine{Source: "console", Level: strings.ToLower(level.String()), Text: line})
+				})
+				cctx = batch.WithDebugLog(cctx, func(line string) {
+					add(jsworker.LogLine{Source: "inference", Level: "debug", Text: line})
+				})
+			}
+			calls := make([][][]byte, hi-lo)
+			for i := range calls {
+				calls[i] = append([][]byte{req.InterestGroups[lo+i]}, req.Signals...)
+			}
+			for i, r := range s.pool.CallJSONGroup(cctx, "generateBid", calls, jsbridge.GroupOptions{IsolateCalls: req.IsolateCalls}) {
+				resp.Results[lo+i] = jsworker.Result{Bid: r.Out, Err: r.Err}
 			}
 		})
 	}
 	wg.Wait()
-	writeJSON(w, http.StatusOK, map[string]any{"bids": bids})
-	return http.StatusOK
+	for _, l := range logs {
+		resp.Logs = append(resp.Logs, l...)
+	}
+	return resp
 }
 
 // concurrency is the most generateBid calls of one request that run at
@@ -236,6 +312,9 @@ func (s *server) generateBids(w http.ResponseWriter, r *http.Request) int {
 func (s *server) concurrency() int {
 	if s.requestConcurrency > 0 {
 		return s.requestConcurrency
+	}
+	if s.pool == nil {
+		return 1
 	}
 	return max(1, s.pool.Size()/2)
 }
@@ -250,12 +329,18 @@ func bidError(err error) string {
 		return "generateBid exceeded the JS heap budget"
 	case errors.Is(err, jsbridge.ErrOverloaded):
 		return "not run: the server is overloaded (too many JS runtimes stuck past their deadlines)"
+	case errors.Is(err, jsbridge.ErrCutOff), errors.Is(err, jsworker.ErrRequestBudget):
+		return err.Error()
+	case errors.Is(err, jsworker.ErrWorkerDied):
+		return "generateBid's JS worker died (out of memory, or a crash) and was replaced"
 	case errors.As(err, &se):
 		// The first line: the exception, without goja's stack dump.
 		msg, _, _ := strings.Cut(se.Message, "\n")
 		return "generateBid threw: " + msg
 	case errors.Is(err, jsbridge.ErrNotFunction):
 		return "the bidding module defines no generateBid function"
+	case errors.Is(err, jsbridge.ErrUnsettled):
+		return "generateBid returned a promise that never settled"
 	}
 	return err.Error()
 }
@@ -370,7 +455,7 @@ func (s *server) readiness(ctx context.Context) (string, []string) {
 	step := s.starting.Load()
 	if step != nil {
 		problems = append(problems, "starting: "+*step)
-	} else if s.pool == nil {
+	} else if s.pool == nil && s.workers == nil {
 		problems = append(problems, "bidding module not loaded")
 	}
 	if step == nil && s.health != nil {

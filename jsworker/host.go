@@ -739,7 +739,10 @@ func (h *Host) startProc(ctx context.Context) (*proc, error) {
 	} else {
 		exe, err := os.Executable()
 		if err != nil {
-			return nil, fmt.Errorf("jsworker: find this executable: %w", err)
+			// No /proc (a bare chroot): the path it was started by.
+			if exe, err = exec.LookPath(os.Args[0]); err != nil {
+				return nil, fmt.Errorf("jsworker: find this executable to start a worker: %w", err)
+			}
 		}
 		cmd = exec.Command(exe)
 	}

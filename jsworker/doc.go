@@ -59,6 +59,15 @@
 // RequestBudget (twice the call timeout): its calls not started by then
 // fail with ErrRequestBudget.
 //
+// A call that loops to its deadline holds its worker for the whole call
+// timeout, which no slice can shorten. While requests wait, no worker is
+// idle and workers have run one chunk for longer than BurstAfter (five
+// slices), the host runs chunks on burst workers (the warm spare, then new
+// ones; at most MaxBurst, the number of workers), one per long-held
+// worker, and stops them when the long calls end: well-behaved requests go
+// on being answered beside scripts that loop, at the cost of sharing the
+// CPU with them.
+//
 // The privacy boundary is the user, i.e. one request: a chunk's calls run
 // in one fresh runtime (jsbridge.Pool.CallJSONGroup), which never ran
 // another request's calls; Request.IsolateCalls gives each call its own.

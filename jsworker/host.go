@@ -108,6 +108,16 @@ type Options struct {
 	// CallTimeout, at least 20ms.
 	KillGrace time.Duration
 
+	// MaxBurst bounds the extra workers started while every worker is busy,
+	// requests wait, and workers have run one chunk for longer than
+	// BurstAfter (calls near their deadline: a script looping, stuck or
+	// slow), so that well-behaved requests are not held up behind them; 0
+	// = Workers, < 0 = none.
+	MaxBurst int
+	// BurstAfter is how long a chunk runs before its worker counts as held
+	// by a long call; 0 = 5 slices, at least 20ms.
+	BurstAfter time.Duration
+
 	Logger *slog.Logger
 	// Hooks observe the workers' calls (OnCall, OnInference, OnModelPaths),
 	// replayed on the host from each chunk's answer.
@@ -140,6 +150,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.RequestBudget == 0 {
 		o.RequestBudget = 2 * o.CallTimeout
+	}
+	if o.MaxBurst == 0 {
+		o.MaxBurst = o.Workers
+	}
+	if o.BurstAfter <= 0 {
+		o.BurstAfter = max(5*o.Slice, 20*time.Millisecond)
 	}
 	if o.KillGrace <= 0 {
 		o.KillGrace = max(o.CallTimeout/20, 20*time.Millisecond)
@@ -225,7 +241,20 @@ type Host struct {
 	kills    atomic.Uint64
 	deaths   atomic.Uint64
 	busy     atomic.Int64
+	bursts   atomic.Uint64
 	closeMu  sync.Once
+
+	// slots are the running slots (the Workers and any burst ones), for
+	// the burst watcher.
+	slotsMu sync.Mutex
+	slots   map[*slotState]struct{}
+	extra   int // burst slots running (slotsMu)
+}
+
+// slotState is what the burst watcher reads of a slot: when its running
+// chunk started (0 = idle).
+type slotState struct {
+	start atomic.Int64 // unix nanoseconds
 }
 
 // Start starts the workers and their spares, each loading the module. An
@@ -243,6 +272,7 @@ func Start(ctx context.Context, opts Options) (*Host, error) {
 		spares: make(chan *proc),
 		closed: make(chan struct{}),
 		procs:  map[*proc]struct{}{},
+		slots:  map[*slotState]struct{}{},
 	}
 	// The first worker alone: a module that does not load fails here, once.
 	first, err := h.startProc(ctx)
@@ -275,6 +305,9 @@ func Start(ctx context.Context, opts Options) (*Host, error) {
 	for range max(opts.Spares, 0) {
 		h.wg.Go(h.fillSpares)
 	}
+	if opts.MaxBurst > 0 {
+		h.wg.Go(h.watchBurst)
+	}
 	return h, nil
 }
 
@@ -292,6 +325,9 @@ type Stats struct {
 	Deaths uint64
 	// Busy is the number of workers running a chunk now.
 	Busy int
+	// Bursts counts extra workers started while long calls held every
+	// worker.
+	Bursts uint64
 	// Queued is the number of requests waiting for a worker.
 	Queued int
 }
@@ -299,7 +335,7 @@ type Stats struct {
 // Stats returns the host's counters.
 func (h *Host) Stats() Stats {
 	return Stats{Restarts: h.restarts.Load(), Kills: h.kills.Load(), Deaths: h.deaths.Load(),
-		Busy: int(h.busy.Load()), Queued: h.sched.queued()}
+		Busy: int(h.busy.Load()), Bursts: h.bursts.Load(), Queued: h.sched.queued()}
 }
 
 // PIDs are the worker processes' ids (spares included).
@@ -352,21 +388,141 @@ func (h *Host) GenerateBids(ctx context.Context, req Request) Response {
 
 // slot runs chunks on one worker, replacing it when it dies or is killed.
 func (h *Host) slot(p *proc) {
+	st := h.addSlot(false)
+	defer h.removeSlot(st, false)
 	defer func() { p.stop() }()
 	for {
 		c, ok := h.sched.next()
 		if !ok {
 			return
 		}
-		if !p.alive() {
-			if p = h.replace(p); p == nil {
-				h.sched.finish(c, nil, c.lo, 0, ErrClosed)
+		if p = h.runOn(p, st, c); p == nil {
+			return
+		}
+	}
+}
+
+// runOn runs chunk c on p (or on its replacement when p is dead) and
+// returns the worker for the next chunk; nil once the host is closed.
+func (h *Host) runOn(p *proc, st *slotState, c *chunk) *proc {
+	if !p.alive() {
+		if p = h.replace(p); p == nil {
+			h.sched.finish(c, nil, c.lo, 0, ErrClosed)
+			return nil
+		}
+	}
+	h.busy.Add(1)
+	st.start.Store(time.Now().UnixNano())
+	h.runChunk(p, c)
+	st.start.Store(0)
+	h.busy.Add(-1)
+	return p
+}
+
+func (h *Host) addSlot(extra bool) *slotState {
+	st := &slotState{}
+	h.slotsMu.Lock()
+	h.slots[st] = struct{}{}
+	if extra {
+		h.extra++
+	}
+	h.slotsMu.Unlock()
+	return st
+}
+
+func (h *Host) removeSlot(st *slotState, extra bool) {
+	h.slotsMu.Lock()
+	delete(h.slots, st)
+	if extra {
+		h.extra--
+	}
+	h.slotsMu.Unlock()
+}
+
+// held counts the slots whose chunk has run longer than BurstAfter, and
+// reports whether any slot is idle.
+func (h *Host) held() (long, extra int, idle bool) {
+	now := time.Now().UnixNano()
+	h.slotsMu.Lock()
+	defer h.slotsMu.Unlock()
+	for st := range h.slots {
+		start := st.start.Load()
+		switch {
+		case start == 0:
+			idle = true
+		case now-start > int64(h.opts.BurstAfter):
+			long++
+		}
+	}
+	return long, h.extra, idle
+}
+
+// watchBurst starts a burst slot (on a spare worker) while requests wait,
+// no slot is idle and long calls hold more slots than there are burst
+// slots: a script looping to its deadline holds its worker for the whole
+// call timeout, and without it the well-behaved requests behind it would
+// wait as long. Burst slots end when the long calls do.
+func (h *Host) watchBurst() {
+	t := time.NewTicker(h.opts.BurstAfter / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-h.closed:
+			return
+		}
+		if h.sched.queued() == 0 {
+			continue
+		}
+		long, extra, idle := h.held()
+		if idle || long <= extra || extra >= h.opts.MaxBurst {
+			continue
+		}
+		st := h.addSlot(true)
+		h.bursts.Add(1)
+		h.wg.Go(func() { h.burstSlot(st) })
+	}
+}
+
+// burstSlot runs chunks on a spare worker while long calls hold the
+// regular slots, then stops it.
+func (h *Host) burstSlot(st *slotState) {
+	defer h.removeSlot(st, true)
+	var p *proc
+	select {
+	case p = <-h.spares:
+	case <-h.closed:
+		return
+	default:
+		var err error
+		if p, err = h.startProc(context.Background()); err != nil {
+			h.log.Warn("jsworker: cannot start a burst worker", "err", err)
+			return
+		}
+	}
+	defer func() {
+		if p != nil {
+			p.stop()
+		}
+	}()
+	h.log.Debug("jsworker: a burst worker serves while long calls hold the others", "pid", p.pid)
+	for {
+		c, ok := h.sched.tryNext()
+		if !ok {
+			long, extra, _ := h.held()
+			if long < extra {
 				return
 			}
+			select {
+			case <-time.After(time.Millisecond):
+			case <-h.closed:
+				return
+			}
+			continue
 		}
-		h.busy.Add(1)
-		h.runChunk(p, c)
-		h.busy.Add(-1)
+		if p = h.runOn(p, st, c); p == nil {
+			return
+		}
 	}
 }
 

@@ -429,3 +429,34 @@ func TestCancelledRequest(t *testing.T) {
 		t.Fatalf("a request cancelled after 200ms took %v", took)
 	}
 }
+
+// TestLongCallsDoNotHoldWellBehaved: requests whose calls loop to their
+// deadline hold every worker; a burst worker serves a well-behaved request
+// meanwhile, which is answered before any of the loops' deadlines.
+func TestLongCallsDoNotHoldWellBehaved(t *testing.T) {
+	h, _ := startHost(t, hostile, Options{Workers: 2, CallTimeout: 2 * time.Second})
+	hostileDone := make(chan struct{}, 2)
+	for range 2 {
+		go func() {
+			h.GenerateBids(context.Background(), Request{InterestGroups: groups("loop", "loop", "loop")})
+			hostileDone <- struct{}{}
+		}()
+	}
+	time.Sleep(200 * time.Millisecond) // both workers are in a loop now
+	for i := range 5 {
+		resp := h.GenerateBids(context.Background(), Request{InterestGroups: groups(fmt.Sprintf("good%d", i))})
+		if resp.Results[0].Err != nil {
+			t.Fatal(resp.Results[0].Err)
+		}
+	}
+	select {
+	case <-hostileDone:
+		t.Fatal("the well-behaved requests waited for a looping call's deadline")
+	default:
+	}
+	if st := h.Stats(); st.Bursts == 0 {
+		t.Errorf("no burst worker: %+v", st)
+	}
+	<-hostileDone
+	<-hostileDone
+}

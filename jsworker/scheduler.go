@@ -150,12 +150,33 @@ func (s *scheduler) next() (*chunk, bool) {
 		if len(r.pending) == 0 || r.running >= s.maxPer {
 			continue
 		}
-		rg := r.pending[0]
-		r.pending = r.pending[1:]
-		r.running++
-		s.enqueueLocked(r)
-		return &chunk{r: r, lo: rg[0], hi: rg[1]}, true
+		return s.takeLocked(r), true
 	}
+}
+
+// tryNext returns a chunk when one is ready, without waiting.
+func (s *scheduler) tryNext() (*chunk, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.queue) > 0 && !s.closed {
+		r := s.queue[0]
+		s.queue = s.queue[1:]
+		r.queued = false
+		if len(r.pending) == 0 || r.running >= s.maxPer {
+			continue
+		}
+		return s.takeLocked(r), true
+	}
+	return nil, false
+}
+
+// takeLocked hands out r's next range.
+func (s *scheduler) takeLocked(r *request) *chunk {
+	rg := r.pending[0]
+	r.pending = r.pending[1:]
+	r.running++
+	s.enqueueLocked(r)
+	return &chunk{r: r, lo: rg[0], hi: rg[1]}
 }
 
 // queued is the number of requests waiting for a worker.

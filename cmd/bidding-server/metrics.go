@@ -191,6 +191,9 @@ func (m *metrics) registerWorkers(reg prometheus.Registerer, h *jsworker.Host) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "inferbid_js_worker_deaths_total", Help: "JS workers that died while running a call (out of memory, their address-space limit, a crash)."},
 			func() float64 { return float64(h.Stats().Deaths) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "inferbid_js_worker_bursts_total", Help: "Extra JS workers started while calls running to their deadline held every worker."},
+			func() float64 { return float64(h.Stats().Bursts) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "inferbid_js_workers_busy", Help: "JS workers running a request's calls now."},
 			func() float64 { return float64(h.Stats().Busy) }),

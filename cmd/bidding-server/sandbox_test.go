@@ -28,7 +28,7 @@ function generateBid(ig) {
   case "loop": for (;;) {}
   case "regex": return /^(a|aa)*\1c$/.test("a".repeat(39) + "b");
   case "join": return new Array(1e7 + 1).join("x").length;
-  case "bomb": var a = [], mib = "x".repeat(1 << 20); for (;;) a.push(mib + a.length);
+  case "bomb": var a = [], mib = "x".repeat(4 << 20); for (;;) a.push(mib + a.length); // 4 MiB a step: past the budget fast, even on a loaded machine
   }
   var s = 0;
   for (var i = 0; i < 1000; i++) s += i * ig.value;

@@ -597,7 +597,7 @@ func (m *model) Predict(ctx context.Context, inputs []tensor.Tensor) ([]tensor.T
 		return m.serveOnce(ctx, inputs)
 	}
 	if !m.shared {
-		return m.serveOnce(withVarEnv(ctx, m.loadTimeEnv()), inputs)
+		return m.serveOnce(m.loadTimeEnv(ctx), inputs)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -607,12 +607,35 @@ func (m *model) Predict(ctx context.Context, inputs []tensor.Tensor) ([]tensor.T
 	return m.serveOnce(ctx, inputs)
 }
 
-// loadTimeEnv returns a new variable table holding the values the
-// variables serving uses at run time had after load. Copying pointers is
-// enough: values are replaced, never written in place (variables.go), so
-// the call's assignments land in its table only.
-func (m *model) loadTimeEnv() *varEnv {
-	return &varEnv{vals: slices.Clone(m.initial[:m.callVars])}
+// loadTimeEnv returns ctx carrying a new variable table holding the
+// values the variables serving uses at run time had after load. Copying
+// pointers is enough: values are replaced, never written in place
+// (variables.go), so the call's assignments land in its table only.
+func (m *model) loadTimeEnv(ctx context.Context) context.Context {
+	c := &callCtx{Context: ctx}
+	if m.callVars <= len(c.inline) {
+		c.env.vals = c.inline[:m.callVars]
+		copy(c.env.vals, m.initial)
+	} else {
+		c.env.vals = slices.Clone(m.initial[:m.callVars])
+	}
+	return c
+}
+
+// callCtx is a call's context carrying its own variable table, in one
+// allocation with the table's first entries (context.WithValue and the
+// table would take three).
+type callCtx struct {
+	context.Context
+	env    varEnv
+	inline [4]*dense
+}
+
+func (c *callCtx) Value(key any) any {
+	if _, ok := key.(varEnvKey); ok {
+		return &c.env
+	}
+	return c.Context.Value(key)
 }
 
 // serveOnce runs serving_default once (a shared-state model's caller holds

@@ -154,9 +154,9 @@
 // BenchmarkModelState, 2 cores shared with other work, medians of 8 runs
 // of alternating blocks: the table costs a call 76 ns and one allocation
 // (80 B: the context carrying it, callCtx) over a call on the shared state
-// (~1 µs for a 1-float running sum; 0.3% of a fast-lane request's 24 µs); 115 ns
-// in a model with 255 more variables (their table is the same one entry);
-// within noise with a 4096-float state (+1%, the call's own update
+// (~1 µs for a 1-float running sum; 0.3% of a fast-lane request's 24 µs);
+// 115 ns in a model with 255 more variables (the table still has one
+// entry); within noise with a 4096-float state (+1%: the call's own update
 // dominates); and a model that assigns nothing pays nothing: its Predict
 // allocates exactly what running its program does
 // (TestStatelessModelHasNoTable) and times -0.6% (noise) against it. At

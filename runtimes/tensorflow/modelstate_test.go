@@ -25,12 +25,15 @@ import (
 // No state crosses requests: a model that assigns variables, called
 // outside a sequence, answers every call as a freshly loaded model does.
 //
-// Each test here was seen to fail with the mechanism removed: with
+// Each test here was seen to fail with its mechanism removed: with
 // model.Predict running the per-call branch on the shared values instead
-// of a table of its own (serveOnce(ctx, ...) without withVarEnv), every
+// of a table of its own (serveOnce(ctx, ...) without loadTimeEnv), every
 // answer after the first is the accumulated one (TestNoStateCrossesRequests,
-// TestReferenceStateful "ordinary model"), and with the lock taken on that
-// branch TestPerCallStateCallsOverlap stops at its hang guard.
+// TestPerCallStateValues, TestReferenceStateful "ordinary model", the
+// per-call cases of the sequence tests); with the model's lock taken on
+// that branch, TestPerCallStateCallsOverlap stops at its hang guard; with
+// a table made for a model that assigns nothing, TestStatelessModelHasNoTable
+// counts its allocations.
 
 // loadShared loads files with the shared-state opt-out
 // (shared_state_models), as B&A serves every model.

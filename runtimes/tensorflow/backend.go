@@ -380,11 +380,8 @@ func runtimeVars(p *program) map[*variable]bool {
 	var walk func(p *program)
 	walk = func(p *program) {
 		for _, st := range p.steps {
-			if st.readVar != nil {
-				used[st.readVar] = true
-			}
-			if st.writes != nil {
-				used[st.writes] = true
+			if st.usesVar != nil {
+				used[st.usesVar] = true
 			}
 			for _, sub := range st.subs {
 				walk(sub)

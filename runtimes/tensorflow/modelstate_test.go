@@ -118,6 +118,56 @@ func whileAssignModel(t testing.TB) driver.Files {
 	}, map[string]tensor.DType{"n": tensor.Int32}, map[string]string{"acc": "loop:3"}, []*fpb.FunctionDef{cond, body}, zero, acc0, loop)
 }
 
+// condReadModel reads the resource variable w (1.5) inside a TF1 cond
+// branch, a ReadVariableOp guarded by the branch's pivot (which cannot be
+// folded at load): y = flag > 0 ? w : 0. With counter, it also counts its
+// calls in a second variable (c), which makes it stateful.
+func condReadModel(t testing.TB, counter bool) driver.Files {
+	t.Helper()
+	b := tfsave.NewBuilder()
+	flag := b.Placeholder("flag", tensor.Int32, []int64{})
+	w := b.Variable("w", scalarF32(1.5))
+	pred := b.OpNamed("Greater", "Greater", []string{flag, tfsave.ConstOf[int32](b, "Greater/y", []int64{}, 0)}, nil)
+	merges := tf1Cond(b, "cond", pred, func(c tf1CondCtx) []string {
+		return []string{b.OpNamed("cond/read", "ReadVariableOp", []string{w.Handle, "^" + c.pivot}, map[string]any{"dtype": tensor.Float})}
+	}, func(c tf1CondCtx) []string {
+		return []string{c.konst("zero", scalarF32(0))}
+	})
+	outs := map[string]string{"y": merges[0]}
+	if counter {
+		cnt := b.Variable("cnt", scalarF32(0))
+		inc := b.OpNamed("inc", "AssignAddVariableOp", []string{cnt.Handle, tfsave.ConstOf[float32](b, "one", []int64{}, 1)}, nil)
+		outs["c"] = b.OpNamed("read_cnt", "ReadVariableOp", []string{cnt.Handle, "^" + inc}, map[string]any{"dtype": tensor.Float})
+	}
+	b.Signature(tfsave.ServingSignature, map[string]string{"flag": flag}, outs)
+	return tf1Files(t, b)
+}
+
+// A variable read only by a step that cannot be folded (guarded by a TF1
+// cond's pivot) keeps its value, and, in a stateful model, its entry in
+// each call's table. Before, the stateless model dropped the value at load
+// ("read before it is initialized") and the stateful one had no entry for
+// it (index out of range).
+func TestVariableReadUnderTF1Cond(t *testing.T) {
+	for _, counter := range []bool{false, true} {
+		m := loadFiles(t, condReadModel(t, counter), driver.Config{})
+		for _, flag := range []int32{1, 0, 1} {
+			got, err := predictNamed(t, m, named("flag", i32([]int64{}, flag)))
+			if err != nil {
+				t.Fatalf("counter %v, flag %d: %v", counter, flag, err)
+			}
+			want := float32(0)
+			if flag > 0 {
+				want = 1.5
+			}
+			checkFlowOut(t, fmt.Sprintf("counter %v, flag %d: y", counter, flag), got["y"], nil, []float32{want})
+			if counter {
+				checkFlowOut(t, "c", got["c"], nil, []float32{1})
+			}
+		}
+	}
+}
+
 // float32Const is a Const node holding the float32 scalar v.
 func float32Const(name string, v float32) *ndpb.NodeDef {
 	return &ndpb.NodeDef{Name: name, Op: "Const", Attr: map[string]*apb.AttrValue{
@@ -163,6 +213,9 @@ func statefulCases() []statefulCase {
 			return []tensor.Tensor{tensor.New("n", []int64{}, []int32{int32(k%3 + 2)})}
 		}},
 		{"TF1 ref VariableV2 and Assign", refRunningSum, sumIn},
+		{"resource read under a TF1 cond guard", func(t testing.TB) driver.Files { return condReadModel(t, true) }, func(k int) []tensor.Tensor {
+			return []tensor.Tensor{tensor.New("flag", []int64{}, []int32{int32(k % 2)})}
+		}},
 	}
 }
 

@@ -102,6 +102,7 @@ type varKernel func(val **dense, vals []*dense) error
 func (c *compiler) emitVar(nd *ndpb.NodeDef, ins, outs []int, v *variable, k varKernel) *step {
 	st := c.emit(nd, ins, outs, func(vals []*dense) error { return k(&v.value, vals) }, false)
 	st.runCtx = func(ctx context.Context, vals []*dense) error { return k(v.slot(ctx), vals) }
+	st.usesVar = v
 	return st
 }
 

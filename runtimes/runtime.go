@@ -220,6 +220,19 @@ func (m *Model) SupportsSequences() bool {
 	return ok
 }
 
+// ShareState makes the model's calls outside sequences share one state
+// (driver.SharedStateModel: the runtime config's shared_state_models
+// opt-out). Call it before the model's first call. It fails, untyped,
+// saying why, when the backend has no shared state to keep or the model no
+// state.
+func (m *Model) ShareState() error {
+	s, ok := m.backend.(driver.SharedStateModel)
+	if !ok {
+		return errors.New("the runtime keeps no state shared by calls")
+	}
+	return s.ShareState()
+}
+
 // NewSequenceState returns a fresh sequence state (driver.SequenceModel).
 // Errors are MODEL_EXECUTION and name the model path.
 func (m *Model) NewSequenceState() (any, error) {

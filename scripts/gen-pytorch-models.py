@@ -251,6 +251,82 @@ class BadInitialState(nn.Module):
         return torch.zeros(1, dtype=torch.float32)
 
 
+class BufferCounter(nn.Module):
+    """Stateful: forward() adds x to a buffer in place (freezing keeps the
+    buffer, an attribute: refused)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("total", torch.zeros(1))
+
+    def forward(self, x: Tensor) -> Tensor:
+        self.total.add_(x)
+        return self.total.clone()
+
+
+class ListCounter(nn.Module):
+    """Stateful through a list attribute: freezing folds the list into a
+    constant (it sees no write to the attribute), and add_ on its element
+    would change that constant for every later call (refused)."""
+
+    def __init__(self):
+        super().__init__()
+        self.states: List[Tensor] = [torch.zeros(1)]
+
+    def forward(self, x: Tensor) -> Tensor:
+        self.states[0].add_(x)
+        return self.states[0].clone()
+
+
+class DictCounter(nn.Module):
+    """ListCounter with a dict attribute, the write inside a loop and an if."""
+
+    def __init__(self):
+        super().__init__()
+        self.states: Dict[str, Tensor] = {"sum": torch.zeros(1)}
+
+    def forward(self, x: Tensor) -> Tensor:
+        for _ in range(2):
+            if bool(x.sum() > 0):
+                self.states["sum"].add_(x)
+        return self.states["sum"].clone()
+
+
+class ListInitialState(nn.Module):
+    """The state convention, but initial_state() adds to a list attribute's
+    tensor in place: each sequence would start where the last one did
+    (refused)."""
+
+    def __init__(self):
+        super().__init__()
+        self.init: List[Tensor] = [torch.zeros(1)]
+
+    def forward(self, x: Tensor, sum_in: Tensor) -> Tuple[Tensor, Tensor]:
+        s = x + sum_in
+        return s, s.clone()
+
+    @torch.jit.export
+    def initial_state(self) -> Tensor:
+        self.init[0].add_(1)
+        return self.init[0].clone()
+
+
+class ListWeights(nn.Module):
+    """Not stateful: reads weights from a list attribute and writes in place
+    into its own input (a copy per call) and a fresh tensor: loads, and
+    answers (x + 1) * 2 + 1 on every call."""
+
+    def __init__(self):
+        super().__init__()
+        self.w: List[Tensor] = [torch.ones(1), torch.full((1,), 2.0)]
+
+    def forward(self, x: Tensor) -> Tensor:
+        x.add_(1)
+        y = x.clone()
+        y.mul_(self.w[1])
+        return y + self.w[0]
+
+
 class InPlace(nn.Module):
     """Writes into its input in place (the runtime must not let that reach the caller's data)."""
 
@@ -294,6 +370,11 @@ def main() -> int:
     save("side_effect_print.pt", Prints())
     save("side_effect_save.pt", SaverSubmodule())
     save("stateful.pt", Counter())
+    save("stateful_buffer.pt", BufferCounter())
+    save("stateful_list.pt", ListCounter())
+    save("stateful_dict.pt", DictCounter())
+    save("stateful_initial_state.pt", ListInitialState())
+    save("list_weights.pt", ListWeights())
     save("running_sum.pt", RunningSum())
     save("bad_initial_state.pt", BadInitialState())
     return 0

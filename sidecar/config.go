@@ -77,6 +77,17 @@ func ParseRuntimeConfig(js string) (runtimes.Config, error) {
 			return runtimes.Config{}, inferr.Errorf(inferr.InputParsing, "runtime config: %s.%w", field, err)
 		}
 	}
+	for i, path := range cfg.SharedStateModels {
+		field := fmt.Sprintf("shared_state_models[%d]", i)
+		switch {
+		case path == "":
+			return runtimes.Config{}, inferr.Errorf(inferr.InputParsing, "runtime config: %s: the model path is empty", field)
+		case slices.Index(cfg.SharedStateModels, path) < i:
+			return runtimes.Config{}, inferr.Errorf(inferr.InputParsing, "runtime config: %s: %q is listed twice", field, path)
+		case cfg.StatefulModels[path].Stateful:
+			return runtimes.Config{}, inferr.Errorf(inferr.InputParsing, "runtime config: %s is %q, which stateful_models[%q] serves with sequences: a model's calls share one state or keep one per sequence, not both", field, path, path)
+		}
+	}
 	return cfg, nil
 }
 

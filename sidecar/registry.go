@@ -189,6 +189,10 @@ func (r *registry) registerWith(ctx context.Context, path string, files runtimes
 		return res, err
 	}
 	res.load = time.Since(start)
+	if err := r.shareState(path, m, seq); err != nil {
+		r.closeInBackground(m)
+		return res, err
+	}
 
 	start = time.Now()
 	if err := warmUpModel(ctx, m, warmUp); err != nil {

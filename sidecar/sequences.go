@@ -60,6 +60,29 @@ func (r *registry) startSequences(path string, m *runtimes.Model, own *runtimes.
 	return nil
 }
 
+// shareState applies the runtime config's shared_state_models opt-out to m,
+// before its warm-up and before it is published: its calls then share one
+// state, as in B&A, instead of each starting from the state after load. A
+// model the opt-out cannot apply to is refused, naming the setting: one
+// the registration serves with sequences, one without state, one of a
+// runtime with no shared state.
+func (r *registry) shareState(path string, m *runtimes.Model, own *runtimes.SequenceSettings) error {
+	i := slices.Index(r.rt.Config().SharedStateModels, path)
+	if i < 0 {
+		return nil
+	}
+	field := fmt.Sprintf("runtime config shared_state_models[%d]", i)
+	if own != nil && own.Stateful {
+		return inferr.Errorf(inferr.InputParsing, "register model %s: %s lists it, but the registration's (model_metadata entry's) stateful serves it with sequences: its calls share one state or keep one per sequence, not both", inferr.Quote(path), field)
+	}
+	if err := m.ShareState(); err != nil {
+		return inferr.Errorf(inferr.InputParsing, "register model %s: %s lists it, but the %s runtime cannot share its state: %w", inferr.Quote(path), field, r.rt.Name(), err)
+	}
+	r.log.Warn("model serves every call on one shared state (shared_state_models): what a call assigns, later calls of any client see",
+		"model_path", path, "model_reset_probability", r.rt.Config().ModelResetProbability)
+	return nil
+}
+
 // sequenceSettingsFromProto reads a registration's sequence settings (nil
 // when it has none) and validates them as the runtime config's are.
 func sequenceSettingsFromProto(path string, p *inferencepb.SequenceSettings) (*runtimes.SequenceSettings, error) {

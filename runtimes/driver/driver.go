@@ -46,9 +46,18 @@ type Config struct {
 	ModuleName string `json:"module_name,omitempty"`
 	// Cpuset pins the sidecar to these CPUs.
 	Cpuset []int `json:"cpuset,omitempty"`
-	// ModelResetProbability is the chance per inference that a stateful
-	// model's state is restored from its checkpoint (a privacy feature).
+	// ModelResetProbability is the chance per inference that the state of
+	// a model served with shared state (SharedStateModels) is restored from
+	// its checkpoint first: defence in depth for that opt-out. Every other
+	// model keeps no state between calls, so there is nothing to reset.
+	// The default, 0, is B&A's.
 	ModelResetProbability float64 `json:"model_reset_probability,omitempty"`
+	// SharedStateModels lists the model paths whose calls share one state
+	// (SharedStateModel): what one call assigns, every later call of any
+	// client sees. Unlisted, a stateful model's calls each start from the
+	// state it had after load. An explicit opt-out, for reproducing B&A's
+	// behaviour; per-client state belongs in sequences (StatefulModels).
+	SharedStateModels []string `json:"shared_state_models,omitempty"`
 	// LibraryPath points a runtime at its native library (ONNX Runtime);
 	// empty means the runtime's default location.
 	LibraryPath string `json:"library_path,omitempty"`
@@ -209,11 +218,24 @@ type WarmUpRunner interface {
 	WarmUpRuns() int
 }
 
-// StatefulModel is implemented by models whose calls may change what later
-// calls return (a TensorFlow graph that assigns variables). Such a model's
-// calls are never merged with others.
+// StatefulModel is implemented by models that have state: a TensorFlow
+// graph that assigns variables, an ONNX or PyTorch model with state inputs.
+// Within one call the rows of a batch could meet through that state, so
+// such a model's calls are never merged with others. Outside a sequence
+// (and without SharedStateModel's opt-out) no call's state reaches another
+// call.
 type StatefulModel interface {
 	Stateful() bool
+}
+
+// SharedStateModel is implemented by stateful models that can run every
+// call outside a sequence on one state shared by all calls, as B&A's
+// TensorFlow sidecar does, instead of a fresh state per call (the runtime
+// config's shared_state_models opt-out).
+type SharedStateModel interface {
+	// ShareState switches the model to one shared state; it is called once,
+	// before the model's first call. It fails for a model without state.
+	ShareState() error
 }
 
 // SequenceModel is implemented by stateful models that can keep one state

@@ -22,7 +22,13 @@
 // read-only attributes. The model is rejected, with the reason in the error,
 // when it is not TorchScript, has no forward(), cannot be frozen, still holds
 // attributes after freezing (forward() mutates them: state that concurrent
-// requests would share), or when forward()'s graph has side-effect nodes
+// requests would share), writes in place into a tensor the frozen module
+// holds (freezing folds a list, dict or tuple attribute into a constant even
+// when forward() or initial_state() adds to its tensors in place, which
+// would change that constant for every later request; found with
+// libtorch's alias analysis: a node whose schema writes an argument (a!)
+// that may hold what a constant holds; the method's own arguments, copies
+// per call, are exempt), or when forward()'s graph has side-effect nodes
 // (prim::Print, aten::save, aten::warn, prim::SetAttr, calls left uninlined,
 // ... — libtorch's Node::hasSideEffects, searched through if/loop blocks and
 // forked subgraphs), as B&A's validator does. Unlike B&A, prim::RaiseException

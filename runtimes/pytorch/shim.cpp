@@ -7,6 +7,7 @@
 
 #include <caffe2/serialize/read_adapter_interface.h>
 #include <ATen/Parallel.h>
+#include <torch/csrc/jit/ir/alias_analysis.h>
 #include <torch/script.h>
 
 #include <cstdlib>
@@ -111,6 +112,57 @@ void find_side_effects(torch::jit::Block* b, std::vector<std::string>* bad) {
   }
 }
 
+void collect_nodes(torch::jit::Block* b, std::vector<torch::jit::Node*>* nodes) {
+  for (torch::jit::Node* n : b->nodes()) {
+    nodes->push_back(n);
+    for (torch::jit::Block* sb : n->blocks()) collect_nodes(sb, nodes);
+  }
+}
+
+// Writes into the frozen module's constants, searched through blocks and
+// subgraphs (fork), each with its own alias analysis. Freezing folds into
+// constants the attributes it sees no write to, and a tensor held in a list
+// or dict attribute and written in place through __getitem__ is folded
+// too: the write would then change, for every later call, a constant all
+// calls read (state crossing requests). A node writes where its schema
+// marks an argument written (a!); what it writes must hold nothing a
+// constant holds. A method's own arguments (inputs true) are exempt: each
+// call's are copies, which alias analysis cannot tell from a list element
+// (a subgraph's may be the method's constants).
+void find_constant_writes(const std::shared_ptr<torch::jit::Graph>& g, bool inputs, std::vector<std::string>* bad) {
+  std::vector<torch::jit::Node*> nodes;
+  collect_nodes(g->block(), &nodes);
+  std::vector<torch::jit::Value*> consts;
+  for (torch::jit::Node* n : nodes) {
+    if (n->kind() == c10::prim::Constant) consts.push_back(n->output());
+  }
+  torch::jit::AliasDb db(g);
+  for (torch::jit::Node* n : nodes) {
+    for (c10::Symbol name : n->attributeNames()) {
+      if (n->kindOf(name) == torch::jit::AttributeKind::g) {
+        find_constant_writes(n->g(name), false, bad);
+      } else if (n->kindOf(name) == torch::jit::AttributeKind::gs) {
+        for (const auto& sg : n->gs(name)) find_constant_writes(sg, false, bad);
+      }
+    }
+    const c10::FunctionSchema* schema = n->maybeSchema();
+    if (schema == nullptr || consts.empty()) continue;
+    const auto& args = schema->arguments();
+    for (size_t i = 0; i < args.size() && i < n->inputs().size(); i++) {
+      const c10::AliasInfo* ai = args[i].alias_info();
+      if (ai == nullptr || !ai->isWrite()) continue;
+      torch::jit::Value* v = n->input(i);
+      if (inputs && v->node()->kind() == c10::prim::Param) continue;
+      if (db.mayContainAlias(consts, n->inputs().slice(i, 1))) {
+        std::string k = n->kind().toQualString();
+        bool seen = false;
+        for (const auto& b : *bad) seen = seen || b == k;
+        if (!seen) bad->push_back(k);
+      }
+    }
+  }
+}
+
 std::string join(const std::vector<std::string>& v) {
   std::string s;
   for (size_t i = 0; i < v.size(); i++) {
@@ -208,6 +260,12 @@ char* pt_load(const void* data, size_t len, pt_model** out) {
       return dup_string("forward() has side-effect operations (" + join(bad) +
                         "): printing, saving files and other side effects are not allowed");
     }
+    find_constant_writes(method->graph(), true, &bad);
+    if (!bad.empty()) {
+      return dup_string("the module is stateful: forward() writes in place (" + join(bad) +
+                        ") into a tensor the frozen module holds (in a list, dict or tuple attribute): "
+                        "forward() must not mutate the module");
+    }
     const c10::FunctionSchema& schema = method->function().getSchema();
     const auto& args = schema.arguments();
     bool fixed = !schema.is_vararg();
@@ -231,6 +289,11 @@ char* pt_load(const void* data, size_t len, pt_model** out) {
       find_side_effects(init->graph()->block(), &bad_init);
       if (!bad_init.empty()) {
         return dup_string("initial_state() has side-effect operations (" + join(bad_init) + ")");
+      }
+      find_constant_writes(init->graph(), true, &bad_init);
+      if (!bad_init.empty()) {
+        return dup_string("initial_state() writes in place (" + join(bad_init) +
+                          ") into a tensor the frozen module holds: it must not mutate the module");
       }
       if (init->function().getSchema().arguments().size() != 1) {
         return dup_string("initial_state() must take no arguments");

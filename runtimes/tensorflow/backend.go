@@ -209,16 +209,23 @@ type model struct {
 	defaults []int // slot of the default value per input, -1 if none
 	outNames []string
 
-	// Stateful models run one shared-state call at a time and may be reset
-	// (sequences, which have their own variables, take no lock).
+	// stateful: serving assigns variables. Each call outside a sequence
+	// then runs on a table of its own, copied from initial (Predict), unless
+	// shared: the opt-out (ShareState) where calls run one at a time on the
+	// variables' shared values and may be reset.
 	stateful  bool
+	shared    bool
 	mu        sync.Mutex
 	restore   *program
 	resetProb float64
 	// The variables of a stateful model and their values after load: where
-	// every sequence starts (sequence.go).
-	vars    []*variable
-	initial []*dense
+	// every call and every sequence starts (sequence.go). The first
+	// callVars are those serving uses at run time (keepInitialState), all
+	// a call's own table needs; a sequence's table holds every variable,
+	// since its restore op assigns them all.
+	vars     []*variable
+	initial  []*dense
+	callVars int
 }
 
 func load(files driver.Files, resetProb float64) (*model, error) {
@@ -314,11 +321,11 @@ func load(files driver.Files, resetProb float64) (*model, error) {
 		return nil, err
 	}
 	if m.stateful {
-		m.keepInitialState(vars)
+		m.keepInitialState(vars, runtimeVars(m.serve))
 	}
 	if !m.stateful {
-		// Only a stateful model can need its checkpoint again (reset);
-		// dropping the restore program frees the checkpoint bytes.
+		// Only a stateful model can need its checkpoint again (a sequence
+		// start); dropping the restore program frees the checkpoint bytes.
 		m.restore = nil
 		releaseUnreadVariables(m.serve, vars)
 	}
@@ -357,27 +364,32 @@ func runRoots(mg *cpb.MetaGraphDef, initOp string) []string {
 // its kernel's packed copy, the variable held the model's second copy of
 // those weights (a loaded model took 2x its file size).
 func releaseUnreadVariables(p *program, vars *varStore) {
-	used := map[*variable]bool{}
-	var walk func(p *program)
-	walk = func(p *program) {
-		for _, st := range p.steps {
-			if st.readVar != nil {
-				used[st.readVar] = true
-			}
-			if st.writes != nil {
-				used[st.writes] = true
-			}
-			for _, sub := range st.subs { // If and While functions
-				walk(sub)
-			}
-		}
-	}
-	walk(p)
+	used := runtimeVars(p)
 	for _, v := range vars.vars {
 		if !used[v] {
 			v.value = nil
 		}
 	}
+}
+
+// runtimeVars returns the variables that steps of p (and of the programs
+// its If and While steps run) read or write at run time: the ones folding
+// left.
+func runtimeVars(p *program) map[*variable]bool {
+	used := map[*variable]bool{}
+	var walk func(p *program)
+	walk = func(p *program) {
+		for _, st := range p.steps {
+			if st.usesVar != nil {
+				used[st.usesVar] = true
+			}
+			for _, sub := range st.subs {
+				walk(sub)
+			}
+		}
+	}
+	walk(p)
+	return used
 }
 
 // assetFeeds maps each asset's tensor (asset_file_def's tensor_info name)
@@ -548,29 +560,83 @@ func sortedKeys[V any](mp map[string]V) []string {
 
 func (m *model) Signature() driver.Signature { return m.sig }
 
-var _ driver.StatefulModel = (*model)(nil)
+var (
+	_ driver.StatefulModel    = (*model)(nil)
+	_ driver.SharedStateModel = (*model)(nil)
+)
 
-// Stateful reports whether serving updates variables (calls are then
-// serialised and ModelResetProbability applies).
+// Stateful reports whether serving assigns variables. Such a model's calls
+// are never merged (rows of a batch would meet through the variables).
 func (m *model) Stateful() bool { return m.stateful }
+
+// ShareState makes the model's calls outside sequences share one set of
+// variable values, as B&A's sidecar does: they then run one at a time and
+// ModelResetProbability applies. Load's caller calls it before any call.
+func (m *model) ShareState() error {
+	if !m.stateful {
+		return errors.New("the model assigns no variables: it has no state to share")
+	}
+	m.shared = true
+	return nil
+}
 
 // Predict runs serving_default. runtimes has checked inputs against the
 // signature, which declares every feed's exact dtype and marks optional
 // only the inputs with a usable default: nothing is checked again here.
+//
+// A model that assigns variables runs each call on a table of its own,
+// holding the values the model had after load, so the call answers as a
+// freshly loaded model would and what it assigns dies with it: no state
+// crosses requests. Such calls take no lock. A model that assigns nothing
+// has no table (the branch is its only cost).
 func (m *model) Predict(ctx context.Context, inputs []tensor.Tensor) ([]tensor.Tensor, error) {
-	if m.stateful {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		if m.resetProb > 0 && m.restore != nil && rand.Float64() < m.resetProb {
-			if err := m.reset(); err != nil {
-				return nil, err
-			}
-		}
+	if !m.stateful {
+		return m.serveOnce(ctx, inputs)
+	}
+	if !m.shared {
+		return m.serveOnce(m.loadTimeEnv(ctx), inputs)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.resetProb > 0 && rand.Float64() < m.resetProb {
+		m.reset()
 	}
 	return m.serveOnce(ctx, inputs)
 }
 
-// serveOnce runs serving_default once (a stateful model's caller holds mu).
+// loadTimeEnv returns ctx carrying a new variable table holding the
+// values the variables serving uses at run time had after load. Copying
+// pointers is enough: values are replaced, never written in place
+// (variables.go), so the call's assignments land in its table only.
+func (m *model) loadTimeEnv(ctx context.Context) context.Context {
+	c := &callCtx{Context: ctx}
+	if m.callVars <= len(c.inline) {
+		c.env.vals = c.inline[:m.callVars]
+		copy(c.env.vals, m.initial)
+	} else {
+		c.env.vals = slices.Clone(m.initial[:m.callVars])
+	}
+	return c
+}
+
+// callCtx is a call's context carrying its own variable table, in one
+// allocation with the table's first entries (context.WithValue and the
+// table would take three).
+type callCtx struct {
+	context.Context
+	env    varEnv
+	inline [4]*dense
+}
+
+func (c *callCtx) Value(key any) any {
+	if _, ok := key.(varEnvKey); ok {
+		return &c.env
+	}
+	return c.Context.Value(key)
+}
+
+// serveOnce runs serving_default once (a shared-state model's caller holds
+// mu).
 func (m *model) serveOnce(ctx context.Context, inputs []tensor.Tensor) ([]tensor.Tensor, error) {
 	s := m.states.get()
 	defer m.states.put(s)
@@ -610,12 +676,13 @@ func (m *model) serveOnce(ctx context.Context, inputs []tensor.Tensor) ([]tensor
 	return out, nil
 }
 
-// reset restores every variable from the checkpoint (the caller holds mu).
-func (m *model) reset() error {
-	if err := m.restore.run(m.restore.newState()); err != nil {
-		return fmt.Errorf("resetting model state from its checkpoint: %w", err)
+// reset gives every variable back the shared value it had after load (the
+// checkpoint's, or the init op's): the state of a freshly loaded model.
+// The caller holds mu.
+func (m *model) reset() {
+	for i, v := range m.vars {
+		v.value = m.initial[i]
 	}
-	return nil
 }
 
 func (m *model) Close() error { return nil }

@@ -30,6 +30,11 @@ type step struct {
 	readVar *variable
 	// writes lists the variables the step assigns.
 	writes *variable
+	// usesVar is the variable whose value the step reads or assigns at run
+	// time (emitVar). Unlike readVar, it stays when the step cannot be
+	// folded (a TF1 cond's guarded read, wrapSteps), so that the variable
+	// keeps its value and its entry in a call's table.
+	usesVar *variable
 	// fuse describes steps the fusion pass may merge (MatMul, BiasAdd,
 	// Relu).
 	fuse *fusable

@@ -147,32 +147,64 @@ func TestReferenceSimple(t *testing.T) {
 	}
 }
 
+// B&A's stateful model (a counter restored as 1; each call adds 1 and
+// returns it) answers 2 to every call as an ordinary model: no call sees
+// another's count. It counts within a sequence, and across calls only
+// with the shared-state opt-out, as B&A serves it (2, 3, 4, ...), where
+// model_reset_probability applies.
 func TestReferenceStateful(t *testing.T) {
+	const dir = "bidding-auction-servers/tensorflow/stateful"
 	in := []tensor.Tensor{tensor.New("input_1", []int64{1}, []float32{1})}
-	t.Run("counts", func(t *testing.T) {
-		m := loadRef(t, "bidding-auction-servers/tensorflow/stateful", driver.Config{})
-		for want := int32(2); want <= 6; want++ {
-			out, err := m.Predict(context.Background(), in)
+	// answers checks that successive calls return want[0], want[1], ...
+	answers := func(t *testing.T, call func() ([]tensor.Tensor, error), want ...int32) {
+		t.Helper()
+		for i, w := range want {
+			out, err := call()
 			if err != nil {
 				t.Fatal(err)
 			}
 			got, ok := tensor.Data[int32](out[0])
-			if !ok || len(got) != 1 || got[0] != want || len(out[0].Shape) != 0 {
-				t.Fatalf("call returned %v shape %v, want scalar %d", out[0].Data, out[0].Shape, want)
+			if !ok || len(got) != 1 || got[0] != w || len(out[0].Shape) != 0 {
+				t.Fatalf("call %d returned %v shape %v, want scalar %d", i+1, out[0].Data, out[0].Shape, w)
 			}
 		}
+	}
+	t.Run("ordinary model", func(t *testing.T) {
+		m := loadRef(t, dir, driver.Config{})
+		if !m.Stateful() {
+			t.Fatal("the stateful reference model does not report stateful")
+		}
+		answers(t, func() ([]tensor.Tensor, error) { return m.Predict(context.Background(), in) }, 2, 2, 2, 2, 2, 2)
 	})
-	t.Run("reset every call", func(t *testing.T) {
-		m := loadRef(t, "bidding-auction-servers/tensorflow/stateful", driver.Config{ModelResetProbability: 1})
-		for range 4 {
-			out, err := m.Predict(context.Background(), in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got, _ := tensor.Data[int32](out[0]); got[0] != 2 {
-				t.Fatalf("with reset probability 1 a call returned %d, want 2", got[0])
-			}
+	t.Run("sequences", func(t *testing.T) {
+		m := loadRef(t, dir, driver.Config{})
+		a, err := m.NewSequenceState()
+		if err != nil {
+			t.Fatal(err)
 		}
+		b, err := m.NewSequenceState()
+		if err != nil {
+			t.Fatal(err)
+		}
+		inA := func() ([]tensor.Tensor, error) { return m.PredictSequence(context.Background(), a, in) }
+		answers(t, inA, 2, 3, 4)
+		answers(t, func() ([]tensor.Tensor, error) { return m.PredictSequence(context.Background(), b, in) }, 2, 3)
+		answers(t, func() ([]tensor.Tensor, error) { return m.Predict(context.Background(), in) }, 2)
+		answers(t, inA, 5)
+	})
+	t.Run("shared state counts", func(t *testing.T) {
+		m := loadRef(t, dir, driver.Config{})
+		if err := m.ShareState(); err != nil {
+			t.Fatal(err)
+		}
+		answers(t, func() ([]tensor.Tensor, error) { return m.Predict(context.Background(), in) }, 2, 3, 4, 5, 6, 7)
+	})
+	t.Run("shared state reset every call", func(t *testing.T) {
+		m := loadRef(t, dir, driver.Config{ModelResetProbability: 1})
+		if err := m.ShareState(); err != nil {
+			t.Fatal(err)
+		}
+		answers(t, func() ([]tensor.Tensor, error) { return m.Predict(context.Background(), in) }, 2, 2, 2, 2)
 	})
 }
 

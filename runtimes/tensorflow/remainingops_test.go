@@ -36,30 +36,12 @@ func TestPassThroughOps(t *testing.T) {
 }
 
 // TestResourceVariableOps: AssignSubVariableOp lowers a counter on each
-// call (100 - 3k), VarIsInitializedOp answers true for a restored
-// variable, and DestroyResourceOp (run after the read) changes nothing
-// the call returns.
+// call (100 - 3k) when calls share state (levelModel; without the opt-out
+// every call answers k = 1: TestPerCallStateValues), VarIsInitializedOp
+// answers true for a restored variable, and DestroyResourceOp (run after
+// the read) changes nothing the call returns.
 func TestResourceVariableOps(t *testing.T) {
-	b := tfsave.NewBuilder()
-	level := b.Variable("level", tensor.New("", []int64{}, []int32{100}))
-	scale := b.Variable("scale", tensor.New("", []int64{}, []float32{2.5}))
-	x := b.Placeholder("x", tensor.Float, []int64{-1})
-	sub := b.OpNamed("AssignSubVariableOp", "AssignSubVariableOp", []string{level.Handle, tfsave.ConstOf[int32](b, "three", []int64{}, 3)}, nil)
-	read := b.OpNamed("ReadVariableOp", "ReadVariableOp", []string{level.Handle, "^" + sub}, map[string]any{"dtype": tensor.Int32})
-	fsub := b.OpNamed("AssignSubVariableOp_1", "AssignSubVariableOp", []string{scale.Handle, tfsave.ConstOf[float32](b, "quarter", []int64{}, 0.25)}, nil)
-	fread := b.OpNamed("ReadVariableOp_1", "ReadVariableOp", []string{scale.Handle, "^" + fsub}, map[string]any{"dtype": tensor.Float})
-	init := b.OpNamed("VarIsInitializedOp", "VarIsInitializedOp", []string{level.Handle}, nil)
-	destroy := b.OpNamed("DestroyResourceOp", "DestroyResourceOp", []string{scale.Handle, "^" + strings.TrimSuffix(fread, ":0")}, nil)
-	b.Signature(tfsave.ServingSignature, map[string]string{"x": x}, map[string]string{
-		"level":       b.OpNamed("level_out", "Identity", []string{read}, nil),
-		"scaled":      b.OpNamed("scaled", "Mul", []string{x, fread}, nil),
-		"initialized": b.OpNamed("init_out", "Cast", []string{init, "^" + destroy}, map[string]any{"DstT": tensor.Int32}),
-	})
-	files, err := b.Files()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := loadFiles(t, files, driver.Config{})
+	m := loadShared(t, levelModel(t), driver.Config{})
 	for k := int32(1); k <= 3; k++ {
 		got, err := predictNamed(t, m, named("x", f32([]int64{2}, 1, -2)))
 		if err != nil {

@@ -3,6 +3,7 @@ package tensorflow
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/inferbid/inferbid/runtimes/driver"
 	"github.com/inferbid/inferbid/tensor"
@@ -27,13 +28,28 @@ type seqState struct {
 }
 
 // keepInitialState records the variables and their values after the restore
-// and init ops ran at load.
-func (m *model) keepInitialState(vars *varStore) {
+// and init ops ran at load. It numbers the variables serving uses at run
+// time (used) first, so that a call's own table holds those alone: the
+// weights a model only reads were folded into constants and need no entry,
+// however many there are.
+func (m *model) keepInitialState(vars *varStore, used map[*variable]bool) {
 	m.vars = append([]*variable(nil), vars.order...)
+	slices.SortStableFunc(m.vars, func(a, b *variable) int {
+		switch {
+		case used[a] == used[b]:
+			return 0
+		case used[a]:
+			return -1
+		}
+		return 1
+	})
 	m.initial = make([]*dense, len(m.vars))
 	for i, v := range m.vars {
+		v.idx = i
 		m.initial[i] = v.value
 	}
+	vars.order = m.vars
+	m.callVars = len(used)
 }
 
 // NewSequenceState runs the restore op on a copy of the values the model

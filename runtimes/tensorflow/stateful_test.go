@@ -12,13 +12,16 @@ import (
 	"github.com/inferbid/inferbid/tensor"
 )
 
+// counterModel loads the counter (restored as 1, each call adds 1 and
+// returns the new value) with the shared-state opt-out, whose calls see
+// each other's counts.
 func counterModel(t *testing.T, opts tfsave.Options, cfg driver.Config) *runtimes.Model {
 	t.Helper()
 	files, err := tfsave.CounterModel(opts, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return loadFiles(t, files, cfg)
+	return loadShared(t, files, cfg)
 }
 
 // concurrentCounts calls the counter model from several goroutines and
@@ -48,7 +51,9 @@ func concurrentCounts(t *testing.T, m *runtimes.Model, goroutines, perG int) []i
 	return got
 }
 
-func TestStatefulConcurrent(t *testing.T) {
+// With the shared-state opt-out, calls run one at a time: concurrent
+// calls count 2, 3, ... with no count lost or repeated.
+func TestSharedStateConcurrent(t *testing.T) {
 	for name, opts := range map[string]tfsave.Options{"main": {}, "function": {FunctionCall: true}} {
 		t.Run(name, func(t *testing.T) {
 			m := counterModel(t, opts, driver.Config{})
@@ -66,7 +71,9 @@ func TestStatefulConcurrent(t *testing.T) {
 	}
 }
 
-func TestStatefulReset(t *testing.T) {
+// model_reset_probability gives a shared-state model back its load-time
+// state before a call with that chance.
+func TestSharedStateReset(t *testing.T) {
 	m := counterModel(t, tfsave.Options{FunctionCall: true}, driver.Config{ModelResetProbability: 0.5})
 	got := concurrentCounts(t, m, 4, 100)
 	if len(got) != 400 {

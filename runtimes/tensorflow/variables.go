@@ -9,9 +9,12 @@ import (
 )
 
 // variable is a TensorFlow variable (TF2 resource or TF1 ref). value is
-// the model's shared (non-sequence) value; a sequence's value is entry idx
-// of its varEnv. Values are replaced, never written in place, so a reader
-// keeps a consistent tensor and sequences may share unchanged tensors.
+// its shared value: the one the load-time programs (restore, init) and
+// folding see, and the shared-state opt-out's calls use; a call with a
+// table of its own (every other serving call: per call, or per sequence)
+// uses entry idx of its varEnv. Values are replaced, never written in
+// place, so a reader keeps a consistent tensor and tables may share
+// unchanged tensors (copy on write).
 type variable struct {
 	name  string
 	idx   int // position in varStore.order and in a varEnv
@@ -19,10 +22,12 @@ type variable struct {
 	value *dense
 }
 
-// varEnv is one sequence's values of the model's variables, indexed by
-// variable.idx. A call carries it in its context (withVarEnv), so the same
-// compiled program serves every sequence, and calls of different sequences
-// run in parallel: each call reads and replaces only its own env's entries.
+// varEnv is a table of the model's variable values, indexed by
+// variable.idx: one sequence's (sequence.go), or one call's outside
+// sequences (model.Predict). A call carries it in its context
+// (withVarEnv), so the same compiled program serves every table, and calls
+// on different tables run in parallel: each call reads and replaces only
+// its own table's entries.
 type varEnv struct {
 	vals []*dense
 }
@@ -35,18 +40,18 @@ func withVarEnv(ctx context.Context, env *varEnv) context.Context {
 	return context.WithValue(ctx, varEnvKey{}, env)
 }
 
-// sequenceVarHook, when set (by tests only), is called by every variable
-// step that runs on a sequence's env: it lets a test see calls of different
-// sequences inside the program at the same time.
-var sequenceVarHook func()
+// varEnvHook, when set (by tests only), is called by every variable step
+// that runs on a table of its call (a sequence's or a call's own): it lets
+// a test see calls inside the program at the same time.
+var varEnvHook func()
 
 // slot returns where v's value lives for the call with context ctx: the
 // entry of the call's varEnv, or the shared value when there is none.
 func (v *variable) slot(ctx context.Context) **dense {
 	if ctx != nil {
 		if env, ok := ctx.Value(varEnvKey{}).(*varEnv); ok {
-			if sequenceVarHook != nil {
-				sequenceVarHook()
+			if varEnvHook != nil {
+				varEnvHook()
 			}
 			return &env.vals[v.idx]
 		}
@@ -92,11 +97,12 @@ func (s *varStore) get(key string, dt dtype) *variable {
 type varKernel func(val **dense, vals []*dense) error
 
 // emitVar emits a step over variable v: run (used at load and when folding)
-// works on the shared value, runCtx on the value of the call's sequence, if
+// works on the shared value, runCtx on the value in the call's table, if
 // any.
 func (c *compiler) emitVar(nd *ndpb.NodeDef, ins, outs []int, v *variable, k varKernel) *step {
 	st := c.emit(nd, ins, outs, func(vals []*dense) error { return k(&v.value, vals) }, false)
 	st.runCtx = func(ctx context.Context, vals []*dense) error { return k(v.slot(ctx), vals) }
+	st.usesVar = v
 	return st
 }
 

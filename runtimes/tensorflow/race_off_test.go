@@ -1,0 +1,5 @@
+//go:build !race
+
+package tensorflow
+
+const raceEnabled = false

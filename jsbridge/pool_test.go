@@ -94,13 +94,16 @@ func TestNewRejectsBadModules(t *testing.T) {
 // back to the pool healthy.
 func TestDeadline(t *testing.T) {
 	// The pool's own CallTimeout.
-	short := newPool(t, Options{Size: 1, CallTimeout: 50 * time.Millisecond})
+	// A long interrupt grace: a loop stops at its next instruction, but a
+	// loaded machine may not run it within the default 25ms, and an
+	// abandoned runtime would refuse the follow-up call (MaxAbandoned 1).
+	short := newPool(t, Options{Size: 1, CallTimeout: 50 * time.Millisecond, InterruptGrace: 5 * time.Second})
 	if _, err := short.CallJSON(context.Background(), "spin"); !errors.Is(err, ErrDeadline) {
 		t.Fatalf("spin: %v, want ErrDeadline", err)
 	}
 	// A context deadline earlier than CallTimeout; the follow-up calls get
 	// the long CallTimeout, so a loaded machine cannot fail them.
-	p := newPool(t, Options{Size: 1, CallTimeout: time.Minute})
+	p := newPool(t, Options{Size: 1, CallTimeout: time.Minute, InterruptGrace: 5 * time.Second})
 	for range 3 {
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		_, err := p.CallJSON(ctx, "spin")

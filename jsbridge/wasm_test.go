@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 )
 
 // wasmFile reads testdata/wasm/name.wasm (built from name.wat; see
@@ -162,6 +164,191 @@ func TestWasmTestdataUpToDate(t *testing.T) {
 		committed, err := os.ReadFile(strings.TrimSuffix(wat, ".wat") + ".wasm")
 		if err != nil || !bytes.Equal(got, committed) {
 			t.Errorf("%s: the committed .wasm is not what wat2wasm builds from it (%v): run go generate ./jsbridge/ ./examples/...", wat, err)
+		}
+	}
+}
+
+func newWasmPool(t *testing.T, src string, opts Options) *Pool {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = quietLogger()
+	}
+	p, err := New("wasm.js", src, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// TestWasmDeadline: a Wasm loop, and a JS import looping inside a Wasm
+// call, end with the call's ErrDeadline within its deadline + 10%, and the
+// runtime stops (no abandon): wazero checks for the closed instance at loop
+// back-edges.
+func TestWasmDeadline(t *testing.T) {
+	src := jsBytes("SPIN", wasmFile(t, "spin")) + jsBytes("KITCHEN", wasmFile(t, "kitchen")) + `
+function spin() {
+  const i = new WebAssembly.Instance(new WebAssembly.Module(SPIN));
+  try { i.exports.spin(); } catch (e) { return "caught " + e; }
+  return "returned";
+}
+function spinImport() {
+  const env = { log: () => { for (;;) {} }, twice: (x) => x, big: (x) => x };
+  new WebAssembly.Instance(new WebAssembly.Module(KITCHEN), { env }).exports.callLog(1);
+}
+function ok() { return new WebAssembly.Instance(new WebAssembly.Module(SPIN)) instanceof WebAssembly.Instance; }
+`
+	const timeout = 300 * time.Millisecond
+	p := newWasmPool(t, src, Options{Size: 1, CallTimeout: timeout, InterruptGrace: 100 * time.Millisecond})
+	for _, fn := range []string{"spin", "spinImport"} {
+		start := time.Now()
+		out, err := p.CallJSON(context.Background(), fn)
+		took := time.Since(start)
+		if !errors.Is(err, ErrDeadline) || errors.Is(err, ErrAbandoned) {
+			t.Fatalf("%s: %s, %v; want ErrDeadline (not abandoned)", fn, out, err)
+		}
+		if took > timeout+timeout/10 {
+			t.Errorf("%s: the error came after %v; the deadline is %v (+10%%)", fn, took, timeout)
+		}
+		t.Logf("%s: %v after %v", fn, err, took)
+	}
+	if st := p.Stats(); st.AbandonedTotal != 0 {
+		t.Errorf("abandoned %d runtimes", st.AbandonedTotal)
+	}
+	// The pool serves on.
+	if out, err := p.CallJSON(context.Background(), "ok"); err != nil || string(out) != "true" {
+		t.Fatalf("after: %s, %v", out, err)
+	}
+}
+
+// TestWasmMemoryBound: memory.grow stops at WasmMaxMemoryBytes (-1), for
+// the instances of one call together, and the next call has the whole
+// bound again.
+func TestWasmMemoryBound(t *testing.T) {
+	src := jsBytes("BOMB", wasmFile(t, "growbomb")) + `
+function bomb(n) {
+  const m = new WebAssembly.Module(BOMB);
+  const pages = [];
+  for (let i = 0; i < n; i++) pages.push(new WebAssembly.Instance(m).exports.bomb());
+  let more;
+  try { new WebAssembly.Instance(m); more = "instantiated"; } catch (e) { more = e.constructor.name; }
+  let mem;
+  try { new WebAssembly.Memory({ initial: 1 }); mem = "made"; } catch (e) { mem = e.constructor.name; }
+  return { pages, more, mem };
+}
+`
+	p := newWasmPool(t, src, Options{Size: 1, WasmMaxMemoryBytes: 16 << 20, ShareRuntimes: true})
+	for range 2 { // the same runtime: the second call has the whole bound again
+		out, err := p.CallJSON(context.Background(), "bomb", []byte("1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := `{"pages":[256],"more":"RangeError","mem":"RangeError"}`; string(out) != want {
+			t.Fatalf("got %s, want %s", out, want)
+		}
+	}
+	// The default bound: 1 GiB (not grown to here: 1.5 GB of RSS while
+	// the memory is copied into its doubled slice).
+	if p = newWasmPool(t, src, Options{Size: 1}); p.wasm.maxMem != 1<<30 {
+		t.Fatalf("default bound %d", p.wasm.maxMem)
+	}
+}
+
+// TestWasmHostileModules: bytes that are not Wasm, a table over the limit
+// and a table grown past it.
+func TestWasmHostileModules(t *testing.T) {
+	src := jsBytes("HUGE", wasmFile(t, "hugetable")) + jsBytes("TG", wasmFile(t, "tablegrow")) + `
+function name(f) { try { f(); return "ok"; } catch (e) { return e.constructor.name + ": " + e.message; } }
+function run() {
+  return [
+    name(() => new WebAssembly.Module(new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 1, 255, 255]))),
+    name(() => new WebAssembly.Module(new ArrayBuffer(0))),
+    WebAssembly.validate(new Uint8Array([1, 2, 3])),
+    name(() => new WebAssembly.Instance(new WebAssembly.Module(HUGE))),
+    new WebAssembly.Instance(new WebAssembly.Module(TG)).exports.grow(20),
+    new WebAssembly.Instance(new WebAssembly.Module(TG)).exports.grow(2000000000),
+  ];
+}
+`
+	p := newWasmPool(t, src, Options{Size: 1, WasmMaxTableElements: 1000})
+	out, err := p.CallJSON(context.Background(), "run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []any
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	for i, prefix := range []string{"CompileError: WebAssembly.Module()", "CompileError: WebAssembly.Module()"} {
+		if s, _ := got[i].(string); !strings.HasPrefix(s, prefix) {
+			t.Errorf("%d: %v, want %s...", i, got[i], prefix)
+		}
+	}
+	if got[2] != false {
+		t.Errorf("validate: %v", got[2])
+	}
+	if s, _ := got[3].(string); !strings.HasPrefix(s, "RangeError: WebAssembly.Instance(): initial table size (100000000 elements) is larger than implementation limit (1000 elements)") {
+		t.Errorf("huge table: %v", got[3])
+	}
+	if got[4] != 1.0 || got[5] != -1.0 {
+		t.Errorf("table.grow: %v, %v; want 1, -1", got[4], got[5])
+	}
+}
+
+// TestWasmFreshEveryCall: an instance lives for the run that made it. In a
+// runtime that serves call after call (ShareRuntimes, or a group's calls),
+// an instance kept from an earlier call (or from the module's top level)
+// is closed and its memory detached: no Wasm global or memory of one call
+// is seen by the next, and each call's new instance starts from scratch.
+func TestWasmFreshEveryCall(t *testing.T) {
+	src := jsBytes("KITCHEN", wasmFile(t, "kitchen")) + `
+const env = { log() {}, twice: (x) => x, big: (x) => x };
+const mod = new WebAssembly.Module(KITCHEN);
+const top = new WebAssembly.Instance(mod, { env });
+let kept, keptBuf, keptView;
+function step() {
+  const out = {};
+  try { out.top = top.exports.inc(); } catch (e) { out.top = e.constructor.name; }
+  if (kept) {
+    try { out.kept = kept.exports.inc(); } catch (e) { out.kept = e.constructor.name; }
+    try { out.keptMem = kept.exports.memory.buffer.byteLength; } catch (e) { out.keptMem = e.constructor.name; }
+    out.keptBuf = keptBuf.byteLength;
+    out.keptView = keptView[0];
+  }
+  kept = new WebAssembly.Instance(mod, { env });
+  out.fresh = [kept.exports.inc(), kept.exports.inc(), new Uint8Array(kept.exports.memory.buffer)[0]];
+  keptBuf = kept.exports.memory.buffer;
+  keptView = new Uint8Array(keptBuf);
+  keptView[0] = 99;
+  return out;
+}
+`
+	first := `{"top":"RuntimeError","fresh":[1,2,0]}`
+	later := `{"top":"RuntimeError","kept":"RuntimeError","keptMem":"RuntimeError","keptBuf":0,"fresh":[1,2,0]}`
+	p := newWasmPool(t, src, Options{Size: 1, ShareRuntimes: true})
+	for i := range 3 {
+		out, err := p.CallJSON(context.Background(), "step")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := later
+		if i == 0 {
+			want = first
+		}
+		if string(out) != want {
+			t.Fatalf("call %d: %s, want %s", i, out, want)
+		}
+	}
+	// A group's calls share a runtime, not Wasm instances.
+	p = newWasmPool(t, src, Options{Size: 1})
+	res := p.CallJSONGroup(context.Background(), "step", [][][]byte{nil, nil, nil}, GroupOptions{})
+	for i, r := range res {
+		want := later
+		if i == 0 {
+			want = first
+		}
+		if r.Err != nil || string(r.Out) != want {
+			t.Fatalf("group call %d: %s, %v; want %s", i, r.Out, r.Err, want)
 		}
 	}
 }

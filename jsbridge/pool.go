@@ -996,6 +996,13 @@ func (p *Pool) installGlobals(v *vm) error {
 	if err := installWasm(v); err != nil {
 		return err
 	}
+	if p.wasm.helper != nil {
+		// Every call of the helper's function needs the namespace: make it
+		// now, on the refillers' time, not on the call's.
+		if _, err := v.wasm(); err != nil {
+			return err
+		}
+	}
 	if p.opts.Inference != nil {
 		b := &bindings{pool: p, vm: v}
 		if err := rt.Set("getModelPaths", b.getModelPaths); err != nil {

@@ -32,8 +32,18 @@ var wasmPrelude = sync.OnceValues(func() (*goja.Program, error) {
 // wasmModuleConfig instantiates anonymously (many instances of a module
 // at once), with no start function but the module's own start section (V8
 // calls no "_start"), and no WASI or other host module: an instance
-// imports nothing but what the imports object gives it.
-var wasmModuleConfig = wazero.NewModuleConfig().WithName("").WithStartFunctions()
+// imports nothing but what the imports object gives it. The random source
+// is only for WASI, which no instance can reach; set, it saves wazero
+// seeding a math/rand source per instance (a third of an instantiation).
+var wasmModuleConfig = wazero.NewModuleConfig().WithName("").WithStartFunctions().WithRandSource(zeroReader{})
+
+// zeroReader reads zeros.
+type zeroReader struct{}
+
+func (zeroReader) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
 
 var bigIntType = reflect.TypeFor[*big.Int]()
 
@@ -125,42 +135,74 @@ func (v *vm) wasm() (*wasmState, error) {
 	if !ok {
 		return nil, errors.New("jsbridge: the WebAssembly prelude is not a function")
 	}
-	natives := rt.NewObject()
-	for name, f := range map[string]func(goja.FunctionCall) goja.Value{
-		"compile":        ws.jsCompile,
-		"validate":       ws.jsValidate,
-		"moduleExports":  ws.jsModuleExports,
-		"moduleImports":  ws.jsModuleImports,
-		"customSections": ws.jsCustomSections,
-		"instantiate":    ws.jsInstantiate,
-		"newMemory":      ws.jsNewMemory,
-		"memoryBuffer":   ws.jsMemoryBuffer,
-		"memoryGrow":     ws.jsMemoryGrow,
-		"newGlobal":      ws.jsNewGlobal,
-		"globalGet":      ws.jsGlobalGet,
-		"globalSet":      ws.jsGlobalSet,
-		"newTable":       ws.jsNewTable,
-		"tableLength":    ws.jsTableLength,
-	} {
-		if err := natives.Set(name, f); err != nil {
-			return nil, err
-		}
-	}
+	natives := rt.ToValue(ws.native)
 	res, err := fn(goja.Undefined(), natives)
 	if err != nil {
 		return nil, err
 	}
 	o := res.ToObject(rt)
-	ws.ns = o.Get("WebAssembly").ToObject(rt)
-	ws.protoModule = o.Get("Module").ToObject(rt)
-	ws.protoMemory = o.Get("Memory").ToObject(rt)
-	ws.protoGlobal = o.Get("Global").ToObject(rt)
-	ws.protoTable = o.Get("Table").ToObject(rt)
+	ws.ns = rt.NewObject()
+	for _, name := range []string{"Module", "Instance", "Memory", "Global", "Table", "CompileError", "LinkError", "RuntimeError",
+		"validate", "compile", "instantiate"} {
+		if err := ws.ns.DefineDataProperty(name, o.Get(name), goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_FALSE); err != nil {
+			return nil, err
+		}
+	}
+	if err := ws.ns.DefineDataPropertySymbol(goja.SymToStringTag, rt.ToValue("WebAssembly"), goja.FLAG_FALSE, goja.FLAG_TRUE, goja.FLAG_FALSE); err != nil {
+		return nil, err
+	}
+	proto := func(class string) *goja.Object {
+		p := o.Get(class).ToObject(rt).Get("prototype").ToObject(rt)
+		_ = p.DefineDataPropertySymbol(goja.SymToStringTag, rt.ToValue("WebAssembly."+class), goja.FLAG_FALSE, goja.FLAG_TRUE, goja.FLAG_FALSE)
+		return p
+	}
+	ws.protoModule = proto("Module")
+	_ = proto("Instance")
+	ws.protoMemory = proto("Memory")
+	ws.protoGlobal = proto("Global")
+	ws.protoTable = proto("Table")
 	ws.compileError = o.Get("CompileError")
 	ws.linkError = o.Get("LinkError")
 	ws.runtimeError = o.Get("RuntimeError")
 	v.wasmState = ws
 	return ws, nil
+}
+
+// native is the prelude's N: N('op', args...) runs op with args.
+func (ws *wasmState) native(c goja.FunctionCall) goja.Value {
+	op := c.Argument(0).String()
+	c.Arguments = c.Arguments[1:]
+	switch op {
+	case "compile":
+		return ws.jsCompile(c)
+	case "validate":
+		return ws.jsValidate(c)
+	case "moduleExports":
+		return ws.jsModuleExports(c)
+	case "moduleImports":
+		return ws.jsModuleImports(c)
+	case "customSections":
+		return ws.jsCustomSections(c)
+	case "instantiate":
+		return ws.jsInstantiate(c)
+	case "newMemory":
+		return ws.jsNewMemory(c)
+	case "memoryBuffer":
+		return ws.jsMemoryBuffer(c)
+	case "memoryGrow":
+		return ws.jsMemoryGrow(c)
+	case "newGlobal":
+		return ws.jsNewGlobal(c)
+	case "globalGet":
+		return ws.jsGlobalGet(c)
+	case "globalSet":
+		return ws.jsGlobalSet(c)
+	case "newTable":
+		return ws.jsNewTable(c)
+	case "tableLength":
+		return ws.jsTableLength(c)
+	}
+	panic(ws.v.rt.NewTypeError("WebAssembly: no operation " + op))
 }
 
 // installWasm defines the global WebAssembly as an accessor that makes the

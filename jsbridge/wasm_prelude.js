@@ -1,13 +1,14 @@
 // The WebAssembly namespace of a jsbridge runtime (wasm.go, wasm_api.go).
 // It is run once per runtime, the first time a script reads the global
-// WebAssembly, with N: the runtime's native functions, which hold the Go
-// side (wazero modules, instances, memories) of every object made here.
-// It returns the namespace and the prototypes Go needs.
+// WebAssembly, with N: the runtime's native function (N('op', args...)),
+// which holds the Go side (wazero modules, instances, memories) of every
+// object made here. One function, not an object of them: each native
+// function costs goja a few microseconds to make, per runtime.
+// It returns the namespace's members.
 (function (N) {
   'use strict';
   const defineProperty = Object.defineProperty;
   const freeze = Object.freeze;
-  const toStringTag = Symbol.toStringTag;
 
   function errorClass(name) {
     const C = ({ [name]: class extends Error {
@@ -32,19 +33,19 @@
 
   class Module {
     constructor(src) {
-      N.compile(this, bytes(src, 'WebAssembly.Module()'));
+      N('compile', this, bytes(src, 'WebAssembly.Module()'));
     }
-    static exports(module) { return N.moduleExports(module); }
-    static imports(module) { return N.moduleImports(module); }
+    static exports(module) { return N('moduleExports', module); }
+    static imports(module) { return N('moduleImports', module); }
     static customSections(module, name) {
       if (name === undefined) throw new TypeError('WebAssembly.Module.customSections(): Argument 1 is required');
-      return N.customSections(module, String(name));
+      return N('customSections', module, String(name));
     }
   }
 
   class Instance {
     constructor(module, imports) {
-      const e = N.instantiate(module, imports);
+      const e = N('instantiate', module, imports);
       freeze(e);
       exportsOf.set(this, e);
     }
@@ -56,26 +57,30 @@
   }
 
   class Memory {
-    constructor(descriptor) { N.newMemory(this, descriptor); }
-    get buffer() { return N.memoryBuffer(this); }
-    grow(delta) { return N.memoryGrow(this, delta); }
+    constructor(descriptor) { N('newMemory', this, descriptor); }
+    get buffer() { return N('memoryBuffer', this); }
+    grow(delta) { return N('memoryGrow', this, delta); }
   }
 
   class Global {
-    constructor(descriptor, value) { N.newGlobal(this, descriptor, value); }
-    get value() { return N.globalGet(this); }
-    set value(v) { N.globalSet(this, v); }
-    valueOf() { return N.globalGet(this); }
+    constructor(descriptor, value) { N('newGlobal', this, descriptor, value); }
+    get value() { return N('globalGet', this); }
+    set value(v) { N('globalSet', this, v); }
+    valueOf() { return N('globalGet', this); }
   }
 
   class Table {
-    constructor(descriptor) { N.newTable(this, descriptor); }
-    get length() { return N.tableLength(this); }
+    constructor(descriptor) { N('newTable', this, descriptor); }
+    get length() { return N('tableLength', this); }
   }
 
-  const WebAssembly = {
+  // Go makes the namespace of these (non-enumerable, as V8's) and sets
+  // the Symbol.toStringTag of it and of the prototypes: for...of, object
+  // spreading and the Symbol constructor cost goja tens of microseconds per
+  // runtime the first time.
+  return {
     Module, Instance, Memory, Global, Table, CompileError, LinkError, RuntimeError,
-    validate(src) { return N.validate(bytes(src, 'WebAssembly.validate()')); },
+    validate(src) { return N('validate', bytes(src, 'WebAssembly.validate()')); },
     compile(src) {
       return new Promise((resolve) => resolve(new Module(src)));
     },
@@ -90,14 +95,4 @@
       });
     },
   };
-  for (const k of Object.keys(WebAssembly)) {
-    defineProperty(WebAssembly, k, { enumerable: false });
-  }
-  defineProperty(WebAssembly, toStringTag, { value: 'WebAssembly', configurable: true });
-  for (const [C, tag] of [[Module, 'WebAssembly.Module'], [Instance, 'WebAssembly.Instance'],
-    [Memory, 'WebAssembly.Memory'], [Global, 'WebAssembly.Global'], [Table, 'WebAssembly.Table']]) {
-    defineProperty(C.prototype, toStringTag, { value: tag, configurable: true });
-  }
-  return { WebAssembly, Module: Module.prototype, Memory: Memory.prototype, Global: Global.prototype,
-    Table: Table.prototype, CompileError, LinkError, RuntimeError };
 })

@@ -52,7 +52,9 @@ function generateBid(interestGroup, auctionSignals, perBuyerSignals, trustedBidd
   const f = features(interestGroup);
   let vector;
   let by = 'js';
-  if (browserSignals && browserSignals.wasmHelper instanceof WebAssembly.Module) {
+  // (WebAssembly is only read when there is a helper: a runtime makes its
+  // WebAssembly namespace the first time a script reads it.)
+  if (browserSignals && browserSignals.wasmHelper && browserSignals.wasmHelper instanceof WebAssembly.Module) {
     // A new instance per call: instances live for the call that made them.
     const helper = new WebAssembly.Instance(browserSignals.wasmHelper);
     vector = hashFeaturesWasm(helper.exports, f, BUCKETS);

@@ -44,7 +44,7 @@ function hashFeaturesWasm(exports, features, buckets) {
 
 // features are what the interest group says about the user.
 function features(interestGroup) {
-  const s = interestGroup.userBiddingSignals || {};
+  const s = interestGroup.userBiddingSignals || interestGroup.user_bidding_signals || {};
   return (s.features || []).concat(interestGroup.name ? ['ig=' + interestGroup.name] : []);
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 
 	"github.com/tetratelabs/wazero"
@@ -80,6 +81,12 @@ func newWasmEngine(opts Options) (*wasmEngine, error) {
 		cache:     map[[32]byte]*wasmModule{},
 		mems:      map[[2]uint32]*wasmModule{},
 	}
+	// The wazero runtime (compiled code in executable memory) is closed
+	// once nothing can run Wasm on it: when the pool and every runtime of
+	// it, an abandoned one still running included, are gone. Pool.Close
+	// cannot close it, since calls in flight finish after it. Nothing the
+	// runtime holds refers to e (imports find their instance in the ctx).
+	runtime.AddCleanup(e, func(rt wazero.Runtime) { _ = rt.Close(context.Background()) }, e.rt)
 	if opts.WasmMaxTableElements > 0 {
 		e.maxTable = uint32(min(opts.WasmMaxTableElements, 1<<31))
 	}
@@ -92,11 +99,6 @@ func newWasmEngine(opts Options) (*wasmEngine, error) {
 		e.helper = m
 	}
 	return e, nil
-}
-
-// close frees the engine's compiled code; nothing may use it afterwards.
-func (e *wasmEngine) close() {
-	e.rt.Close(context.Background())
 }
 
 // wasmModule is one compiled module, shared by every runtime of the pool

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -365,4 +366,31 @@ function step() {
 			t.Fatalf("group call %d: %s, %v; want %s", i, r.Out, r.Err, want)
 		}
 	}
+}
+
+// TestWasmEngineCollected: a pool's wazero runtime (its compiled code) is
+// closed once the pool and its runtimes are garbage.
+func TestWasmEngineCollected(t *testing.T) {
+	closed := make(chan struct{})
+	func() {
+		p, err := New("f.js", jsBytes("SPIN", wasmFile(t, "spin"))+`
+function f() { return new WebAssembly.Module(SPIN) instanceof WebAssembly.Module; }`, Options{Size: 1, Logger: quietLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, err := p.CallJSON(context.Background(), "f"); err != nil || string(out) != "true" {
+			t.Fatalf("%s, %v", out, err)
+		}
+		runtime.AddCleanup(p.wasm, func(struct{}) { close(closed) }, struct{}{})
+		p.Close()
+	}()
+	for range 100 {
+		runtime.GC()
+		select {
+		case <-closed:
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	t.Fatal("the pool's Wasm engine was not collected")
 }

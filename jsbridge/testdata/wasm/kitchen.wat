@@ -44,5 +44,11 @@
     (i32.load (local.get 0)))
   (func $rec (export "recurse") (param i32) (result i32)
     (i32.add (i32.const 1) (call $rec (local.get 0))))
+  ;; storeAfterLog: the import may grow the memory; the store after it
+  ;; must land in the grown memory.
+  (func (export "storeAfterLog") (param i32) (result i32)
+    (call $log (local.get 0))
+    (i32.store (i32.const 70000) (i32.const 1234))
+    (i32.load (i32.const 70000)))
   (func (export "pair") (param i32) (result i32 i32)
     (local.get 0) (i32.mul (local.get 0) (i32.const 2))))

@@ -63,6 +63,9 @@ async function main() {
   out.traps = [attempt(() => e.trap()), attempt(() => e.div(1, 0)), attempt(() => e.div(-2147483648, -1)),
     attempt(() => e.load(1 << 30)), attempt(() => e.recurse(0))];
   out.pair = e.pair(21);
+  const gi = new WebAssembly.Instance(mod, { env: { ...env, log: (x) => { gi.exports.memory.grow(x); } } });
+  out.growInImport = [attempt(() => gi.exports.storeAfterLog(0)), gi.exports.storeAfterLog(1),
+    new Int32Array(gi.exports.memory.buffer)[70000 / 4], gi.exports.memory.buffer.byteLength];
   out.compileError = attempt(() => new WebAssembly.Module(new Uint8Array([1, 2, 3, 4])));
   out.compileNotBuffer = attempt(() => new WebAssembly.Module('nope'));
   out.callWithoutNew = attempt(() => WebAssembly.Module(KITCHEN));

@@ -394,3 +394,22 @@ function f() { return new WebAssembly.Module(SPIN) instanceof WebAssembly.Module
 	}
 	t.Fatal("the pool's Wasm engine was not collected")
 }
+
+// TestWasmHeapWatchdog: linear memory is Go heap, so the heap watchdog
+// counts it: a call whose Wasm memory takes the heap over the budget and
+// keeps running is stopped with ErrHeapBudget, its Wasm loop included.
+func TestWasmHeapWatchdog(t *testing.T) {
+	src := jsBytes("HOG", wasmFile(t, "hog")) + `
+function hog(pages) { new WebAssembly.Instance(new WebAssembly.Module(HOG)).exports.hog(pages); }
+`
+	p := newWasmPool(t, src, Options{Size: 1, CallTimeout: 20 * time.Second, HeapBudget: 64 << 20})
+	start := time.Now()
+	_, err := p.CallJSON(context.Background(), "hog", []byte("2048")) // 128 MiB
+	if !errors.Is(err, ErrHeapBudget) || errors.Is(err, ErrAbandoned) {
+		t.Fatalf("hog: %v after %v; want ErrHeapBudget (not abandoned)", err, time.Since(start))
+	}
+	t.Logf("%v after %v", err, time.Since(start))
+	if st := p.Stats(); st.HeapStops != 1 {
+		t.Fatalf("heap stops: %d", st.HeapStops)
+	}
+}

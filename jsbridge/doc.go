@@ -104,8 +104,11 @@
 //     closed and the memory buffers it handed out detached, so that no Wasm
 //     state reaches the next call, even in a runtime that serves several
 //     (a group, ShareRuntimes): an instance kept in a global then throws a
-//     RuntimeError, its buffer reads as empty. A Module (compiled code) can
-//     be kept.
+//     RuntimeError, its buffer reads as empty. So do the run's other Wasm
+//     objects (memories, globals, tables, and Modules made in a call);
+//     Modules made by the module's top level stay usable in every call
+//     (compiled code holds no call's data). Past the cache's 256 modules,
+//     a module is compiled for its run only.
 //   - Deadlines: instances run under the call's ctx with wazero's
 //     close-on-context-done, so that a Wasm loop stops (wazero checks at
 //     function entries and loop back-edges) when the call's deadline

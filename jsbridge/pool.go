@@ -903,6 +903,8 @@ type vm struct {
 	// WebAssembly, made on first use (wasm_api.go).
 	wasmEng   *wasmEngine
 	wasmState *wasmState
+	// runs counts the runs that ended (the module's top level is run 0).
+	runs int
 	// mu and running order Interrupt against the end of a call, so that a
 	// late timer never interrupts the runtime's next user.
 	mu      sync.Mutex
@@ -1079,6 +1081,7 @@ func (v *vm) end() {
 		// Before the ctx goes: no Wasm instance outlives its run.
 		v.wasmState.endRun()
 	}
+	v.runs++
 	v.mu.Lock()
 	v.running = false
 	v.ctx = context.Background()

@@ -72,6 +72,9 @@ type wasmState struct {
 	instances []*wasmInstance
 	liveMems  []*wasmMemory
 	owned     []*wasmModule
+	// runObjs are the JS objects of the run's Wasm objects, forgotten (in
+	// the maps above) when it ends.
+	runObjs []*goja.Object
 	// used is the linear memory of the run's instances, in bytes.
 	used atomic.Uint64
 	// pending is what a JS import threw (a *goja.Exception, or goja's
@@ -283,11 +286,39 @@ func (ws *wasmState) endRun() {
 	for _, m := range ws.owned {
 		_ = m.compiled.Close(ctx)
 	}
+	for _, obj := range ws.runObjs {
+		delete(ws.modules, obj)
+		delete(ws.memories, obj)
+		delete(ws.globals, obj)
+		delete(ws.tables, obj)
+	}
+	clear(ws.runObjs)
+	ws.runObjs = ws.runObjs[:0]
 	clear(ws.liveMems)
 	clear(ws.instances)
 	clear(ws.owned)
 	ws.liveMems, ws.instances, ws.owned = ws.liveMems[:0], ws.instances[:0], ws.owned[:0]
 	ws.pending = nil
+}
+
+// ownedByRun makes obj's Go side die with the run: the maps would grow
+// without bound in a runtime that serves call after call. A Module made by
+// the module's top level (the runtime's first run) is kept: compiling once
+// and instantiating per call is the usual pattern, and compiled code holds
+// no call's data.
+func (ws *wasmState) ownedByRun(obj *goja.Object, isModule bool) {
+	if isModule && ws.v.runs == 0 {
+		return
+	}
+	ws.runObjs = append(ws.runObjs, obj)
+}
+
+// checkFreed throws a RuntimeError when val looks like one of ours (it has
+// proto's prototype) made in an earlier run: its Go side is gone.
+func (ws *wasmState) checkFreed(val goja.Value, proto *goja.Object, class string) {
+	if obj, ok := val.(*goja.Object); ok && obj.Prototype() == proto {
+		ws.throw(ws.runtimeError, "WebAssembly.%s: freed at the end of the call that made it (Wasm objects live for one call)", class)
+	}
 }
 
 // --- errors ---
@@ -502,6 +533,7 @@ func (ws *wasmState) bytesArg(val goja.Value, where string) []byte {
 func (ws *wasmState) moduleObject(m *wasmModule) *goja.Object {
 	obj := ws.v.rt.CreateObject(ws.protoModule)
 	ws.modules[obj] = m
+	ws.ownedByRun(obj, true)
 	return obj
 }
 
@@ -511,6 +543,7 @@ func (ws *wasmState) module(val goja.Value, where string) *wasmModule {
 			return m
 		}
 	}
+	ws.checkFreed(val, ws.protoModule, "Module")
 	ws.typeError("%s: Argument 0 must be a WebAssembly.Module", where)
 	return nil
 }
@@ -529,6 +562,7 @@ func (ws *wasmState) compile(b []byte, where string) *wasmModule {
 func (ws *wasmState) jsCompile(c goja.FunctionCall) goja.Value {
 	this := c.Argument(0).ToObject(ws.v.rt)
 	ws.modules[this] = ws.compile(ws.bytesArg(c.Argument(1), "WebAssembly.Module()"), "WebAssembly.Module()")
+	ws.ownedByRun(this, true)
 	return goja.Undefined()
 }
 
@@ -660,10 +694,12 @@ func (ws *wasmState) jsInstantiate(c goja.FunctionCall) goja.Value {
 			_, mutable := g.(api.MutableGlobal)
 			obj := rt.CreateObject(ws.protoGlobal)
 			ws.globals[obj] = &wasmGlobal{g: g, typ: g.Type(), mutable: mutable}
+			ws.ownedByRun(obj, false)
 			val = obj
 		case externTable:
 			obj := rt.CreateObject(ws.protoTable)
 			ws.tables[obj] = &wasmTable{length: -1}
+			ws.ownedByRun(obj, false)
 			val = obj
 		default:
 			val = goja.Undefined()
@@ -857,6 +893,7 @@ func (ws *wasmState) memoryObject(mem api.Memory, inst api.Module) *goja.Object 
 	obj := ws.v.rt.CreateObject(ws.protoMemory)
 	m := &wasmMemory{mem: mem, inst: inst}
 	ws.memories[obj] = m
+	ws.ownedByRun(obj, false)
 	ws.liveMems = append(ws.liveMems, m)
 	return obj
 }
@@ -867,6 +904,7 @@ func (ws *wasmState) memory(val goja.Value) *wasmMemory {
 			return m
 		}
 	}
+	ws.checkFreed(val, ws.protoMemory, "Memory")
 	ws.typeError("Receiver is not a WebAssembly.Memory")
 	return nil
 }
@@ -918,6 +956,7 @@ func (ws *wasmState) jsNewMemory(c goja.FunctionCall) goja.Value {
 	}
 	wm := &wasmMemory{mem: mod.ExportedMemory("m"), inst: mod}
 	ws.memories[this] = wm
+	ws.ownedByRun(this, false)
 	ws.liveMems = append(ws.liveMems, wm)
 	return goja.Undefined()
 }
@@ -991,6 +1030,7 @@ func (ws *wasmState) global(val goja.Value) *wasmGlobal {
 			return g
 		}
 	}
+	ws.checkFreed(val, ws.protoGlobal, "Global")
 	ws.typeError("Receiver is not a WebAssembly.Global")
 	return nil
 }
@@ -1012,6 +1052,7 @@ func (ws *wasmState) jsNewGlobal(c goja.FunctionCall) goja.Value {
 		g.val = ws.toWasm(v, typ)
 	}
 	ws.globals[this] = g
+	ws.ownedByRun(this, false)
 	return goja.Undefined()
 }
 
@@ -1049,6 +1090,7 @@ func (ws *wasmState) jsNewTable(c goja.FunctionCall) goja.Value {
 		ws.rangeError("WebAssembly.Table(): Property 'initial': value %v is above the upper bound %d", desc.Get("initial"), ws.e.maxTable)
 	}
 	ws.tables[this] = &wasmTable{length: int64(f)}
+	ws.ownedByRun(this, false)
 	return goja.Undefined()
 }
 
@@ -1061,6 +1103,7 @@ func (ws *wasmState) jsTableLength(c goja.FunctionCall) goja.Value {
 			return ws.v.rt.ToValue(t.length)
 		}
 	}
+	ws.checkFreed(c.Argument(0), ws.protoTable, "Table")
 	ws.typeError("Receiver is not a WebAssembly.Table")
 	return nil
 }

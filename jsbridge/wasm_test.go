@@ -320,7 +320,7 @@ func TestWasmFreshEveryCall(t *testing.T) {
 const env = { log() {}, twice: (x) => x, big: (x) => x };
 const mod = new WebAssembly.Module(KITCHEN);
 const top = new WebAssembly.Instance(mod, { env });
-let kept, keptBuf, keptView;
+let kept, keptBuf, keptView, keptCount, keptModule;
 function step() {
   const out = {};
   try { out.top = top.exports.inc(); } catch (e) { out.top = e.constructor.name; }
@@ -329,17 +329,22 @@ function step() {
     try { out.keptMem = kept.exports.memory.buffer.byteLength; } catch (e) { out.keptMem = e.constructor.name; }
     out.keptBuf = keptBuf.byteLength;
     out.keptView = keptView[0];
+    try { out.keptCount = keptCount.value; } catch (e) { out.keptCount = e.constructor.name; }
+    try { new WebAssembly.Instance(keptModule, { env }); out.keptModule = "instantiated"; } catch (e) { out.keptModule = e.constructor.name; }
   }
+  keptCount = undefined;
   kept = new WebAssembly.Instance(mod, { env });
   out.fresh = [kept.exports.inc(), kept.exports.inc(), new Uint8Array(kept.exports.memory.buffer)[0]];
   keptBuf = kept.exports.memory.buffer;
   keptView = new Uint8Array(keptBuf);
   keptView[0] = 99;
+  keptCount = kept.exports.count;
+  keptModule = new WebAssembly.Module(KITCHEN);
   return out;
 }
 `
 	first := `{"top":"RuntimeError","fresh":[1,2,0]}`
-	later := `{"top":"RuntimeError","kept":"RuntimeError","keptMem":"RuntimeError","keptBuf":0,"fresh":[1,2,0]}`
+	later := `{"top":"RuntimeError","kept":"RuntimeError","keptMem":"RuntimeError","keptBuf":0,"keptCount":"RuntimeError","keptModule":"RuntimeError","fresh":[1,2,0]}`
 	p := newWasmPool(t, src, Options{Size: 1, ShareRuntimes: true})
 	for i := range 3 {
 		out, err := p.CallJSON(context.Background(), "step")

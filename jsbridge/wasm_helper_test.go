@@ -3,6 +3,7 @@ package jsbridge
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -125,5 +126,40 @@ function vectors(f, s) {
 	}
 	if _, err := New("bad.js", src, Options{WasmHelper: []byte("not wasm"), Logger: quietLogger()}); err == nil || !strings.Contains(err.Error(), "Wasm helper") {
 		t.Fatalf("a helper that does not compile: %v", err)
+	}
+}
+
+// TestWasmHostileHelper: hostile helpers, handed in as Options.WasmHelper,
+// meet the same bounds: an endless loop ends at the call's deadline, a
+// memory.grow bomb at the memory bound, a huge table is a RangeError.
+func TestWasmHostileHelper(t *testing.T) {
+	src := `
+function generateBid(ig, a, p, t, bs) {
+  const e = new WebAssembly.Instance(bs.wasmHelper).exports;
+  return e.bomb ? e.bomb() : e.spin();
+}`
+	const timeout = 200 * time.Millisecond
+	spin := newWasmPool(t, src, Options{Size: 1, CallTimeout: timeout, InterruptGrace: 100 * time.Millisecond, WasmHelper: wasmFile(t, "spin")})
+	best := time.Hour
+	for range 3 {
+		start := time.Now()
+		_, err := spin.CallJSON(context.Background(), "generateBid", []byte(`{}`))
+		if !errors.Is(err, ErrDeadline) || errors.Is(err, ErrAbandoned) {
+			t.Fatalf("spin: %v; want ErrDeadline", err)
+		}
+		if best = min(best, time.Since(start)); best <= timeout+timeout/10 {
+			break
+		}
+	}
+	if best > timeout+timeout/10 {
+		t.Errorf("spin: the error came after %v at best; the deadline is %v (+10%%)", best, timeout)
+	}
+	bomb := newWasmPool(t, src, Options{Size: 1, WasmMaxMemoryBytes: 8 << 20, WasmHelper: wasmFile(t, "growbomb")})
+	if out, err := bomb.CallJSON(context.Background(), "generateBid", []byte(`{}`)); err != nil || string(out) != "128" {
+		t.Fatalf("bomb: %s, %v; want 128 pages", out, err)
+	}
+	huge := newWasmPool(t, src, Options{Size: 1, WasmHelper: wasmFile(t, "hugetable")})
+	if _, err := huge.CallJSON(context.Background(), "generateBid", []byte(`{}`)); err == nil || !strings.Contains(err.Error(), "RangeError") {
+		t.Fatalf("huge table: %v; want a RangeError", err)
 	}
 }

@@ -136,6 +136,12 @@
 // returns, on entry to a JS import, on the next read of memory.buffer),
 // which no script can tell from V8's detaching at the grow itself.
 //
+// Recursion: wazero grows a call's Wasm stack up to a fixed ceiling of 400
+// MB (a constant of wazero's) before the RangeError; unbounded recursion
+// takes about 100 ms and that much memory (Go heap, which the heap
+// watchdog counts), where V8 stops at about 1 MB. The deadline stops it (a
+// function entry checks too), once a stack copy in progress is done.
+//
 // What is not there: importing memories, tables or globals (a LinkError
 // says so; functions only), the Table API beyond new Table and length,
 // WebAssembly.Tag/Exception, compileStreaming/instantiateStreaming (no

@@ -100,7 +100,9 @@ func runNode(t testing.TB, node, src string) []byte {
 func TestWasmPeer(t *testing.T) {
 	node := nodePath(t)
 	src := peerSource(t)
-	p, err := New("peer.js", src, Options{Size: 1, Logger: quietLogger()})
+	// A long deadline: the recursion case grows wazero's stack to its
+	// 400 MB ceiling, which takes about 100 ms, a second under -race.
+	p, err := New("peer.js", src, Options{Size: 1, CallTimeout: time.Minute, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ TESTSUMMARY := .cache/bin/testsummary
 
 .PHONY: image deps-helm test-deploy
 .PHONY: all build build-pytorch deps deps-onnx deps-pytorch deps-test-servers deps-node-peer deps-tfjs \
-	test test-go test-pytorch testsummary bench lint proto proto-check demo fuzz models clean
+	test test-go test-pytorch testsummary bench lint proto proto-check demo fuzz models wasm clean
 
 all: build
 
@@ -171,6 +171,7 @@ bench: deps-onnx deps-pytorch deps-node-peer
 	$(GO) test $(BENCH_FLAGS) -bench 'InferenceLayers|ObjectArgument|JSON' -benchtime 2000x ./jsbridge/
 	$(GO) test $(BENCH_FLAGS) -bench 'V2Infer' -benchtime 2000x ./kserve/
 	$(GO) test $(BENCH_FLAGS) -bench 'Isolation' -benchtime 40000x ./jsbridge/
+	$(GO) test $(BENCH_FLAGS) -bench 'Wasm' -benchtime 20000x ./jsbridge/
 	$(GO) test $(BENCH_FLAGS) -bench 'ServerIsolation' -benchtime 16000x ./cmd/bidding-server/
 	$(GO) test $(BENCH_FLAGS) -bench 'HostileNeighbour' -benchtime 1x ./cmd/bidding-server/
 	INFERBID_REQUIRE_NATIVE=1 INFERBID_REQUIRE_PEER=1 $(GO) test -count=1 \
@@ -197,6 +198,13 @@ fuzz:
 # installing python3-onnx and python3-torch) and examples/bucket.
 models:
 	$(GO) generate ./runtimes/onnx ./runtimes/pytorch ./examples
+
+# wasm: rebuild the committed .wasm files (jsbridge/testdata/wasm,
+# examples/wasmhelper) from their .wat sources with Debian's wabt, installed
+# when missing (scripts/gen-wasm.sh); jsbridge's TestWasmTestdataUpToDate
+# compares them.
+wasm:
+	$(GO) generate ./jsbridge/
 
 clean:
 	rm -rf $(BIN)

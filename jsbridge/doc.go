@@ -74,6 +74,80 @@
 //     still allocate past the budget in one step (e.g. new ArrayBuffer(n),
 //     "x".repeat(n)): a hard bound needs the JS in a process of its own.
 //
+// WebAssembly (wasm.go, wasm_api.go, wasm_prelude.js): every runtime has
+// the WebAssembly JS API as B&A's V8 offers it to bidding code: Module,
+// Instance (exports: functions over i32, i64 as BigInt, f32 and f64;
+// memories whose buffer is an ArrayBuffer over the linear memory itself;
+// globals), Memory, Global, validate, compile, instantiate (promises,
+// settled by the job queue before the call returns), Module.exports,
+// imports and customSections, JS functions as imports, and the
+// CompileError, LinkError and RuntimeError classes, with V8's trap
+// messages. It runs on wazero (github.com/tetratelabs/wazero, pure Go, no
+// cgo; its compiler on amd64 and arm64, else its interpreter) rather than
+// on a hand-written interpreter: a Wasm engine is a validator, a compiler
+// and a runtime that each must be exactly right on hostile input, which
+// wazero's spec-test-passing implementation is and a few hundred lines of
+// ours would not be, and its compiled code is what makes a helper worth
+// calling. The part written here is the JS binding: converting values,
+// making exports and imports, and holding the sandbox:
+//
+//   - One wazero.Runtime per pool. Compiled modules are cached per pool by
+//     content (up to 256; code holds no script data) and shared by every
+//     runtime; Options.WasmHelper is compiled once, in New, and handed to
+//     each call of WasmHelperArg's function (by default generateBid's
+//     browserSignals) as its wasmHelper property, a WebAssembly.Module.
+//     The namespace itself is made on a runtime's first read of the global
+//     WebAssembly (about 40 µs), or ahead by the refillers when the pool
+//     has a helper.
+//   - Instances belong to the run that made them: the module's top level,
+//     or one call. When the run ends its instances (memories, globals) are
+//     closed and the memory buffers it handed out detached, so that no Wasm
+//     state reaches the next call, even in a runtime that serves several
+//     (a group, ShareRuntimes): an instance kept in a global then throws a
+//     RuntimeError, its buffer reads as empty. So do the run's other Wasm
+//     objects (memories, globals, tables, and Modules made in a call);
+//     Modules made by the module's top level stay usable in every call
+//     (compiled code holds no call's data). Past the cache's 256 modules,
+//     a module is compiled for its run only.
+//   - Deadlines: instances run under the call's ctx with wazero's
+//     close-on-context-done, so that a Wasm loop stops (wazero checks at
+//     function entries and loop back-edges) when the call's deadline
+//     passes or the heap watchdog stops it, and the call ends with the
+//     pool's error, on time. A JS import that loops is interrupted as any
+//     JS.
+//   - Memory: the linear memories of one run's instances together are
+//     bounded by WasmMaxMemoryBytes (1 GiB): memory.grow past it returns
+//     -1, an instance or a Memory whose initial size does not fit is a
+//     RangeError. They are Go slices (wazero's memory allocator hook), so
+//     the heap watchdog counts them as it counts JS values. A memory grows
+//     into a slice of twice its size (a page at a time would copy it each
+//     time): a memory of N bytes may hold up to 2N while it grows.
+//   - Tables: a table declaring more than WasmMaxTableElements (10 million,
+//     V8's limit) fails to instantiate with a RangeError, and every table's
+//     maximum is lowered to it (table.grow past it returns -1), by
+//     rewriting the table section before wazero compiles it.
+//   - Nothing else is reachable: no WASI, no host module but the JS
+//     imports of the instance itself, no start function but the module's.
+//
+// As in V8, memory.grow (from Wasm, or Memory.prototype.grow) detaches the
+// ArrayBuffer that memory.buffer returned before: views over it read as
+// empty, and memory.buffer returns a new one over the grown memory. The
+// old buffer is detached when JS can next see it (after the Wasm call
+// returns, on entry to a JS import, on the next read of memory.buffer),
+// which no script can tell from V8's detaching at the grow itself.
+//
+// Recursion: wazero grows a call's Wasm stack up to a fixed ceiling of 400
+// MB (a constant of wazero's) before the RangeError; unbounded recursion
+// takes about 100 ms and that much memory (Go heap, which the heap
+// watchdog counts), where V8 stops at about 1 MB. The deadline stops it (a
+// function entry checks too), once a stack copy in progress is done.
+//
+// What is not there: importing memories, tables or globals (a LinkError
+// says so; functions only), the Table API beyond new Table and length,
+// WebAssembly.Tag/Exception, compileStreaming/instantiateStreaming (no
+// fetch), v128 and reference types at the JS boundary (a TypeError, as in
+// V8 for v128).
+//
 // JSON: every runtime's JSON.parse and JSON.stringify are native Go
 // replacements (json_native.go, json_stringify.go), installed before the
 // module runs, because goja's own are a large part of a bidding call's

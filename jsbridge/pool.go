@@ -119,6 +119,23 @@ type Options struct {
 	// RequireFunctions are globals the module must define as functions;
 	// New fails, naming the first one missing, when it does not.
 	RequireFunctions []string
+
+	// WasmHelper is a WebAssembly module (its bytes) compiled once for the
+	// pool and handed to every call of WasmHelperArg's function as that
+	// argument's wasmHelper property, a WebAssembly.Module (B&A's
+	// browserSignals.wasmHelper); nil = none. New fails when it does not
+	// compile.
+	WasmHelper []byte
+	// WasmHelperArg is where the helper goes; the zero value is
+	// generateBid's browserSignals (argument 4).
+	WasmHelperArg WasmHelperArg
+	// WasmMaxMemoryBytes bounds the linear memory of the Wasm instances of
+	// one call (or of the module's top level), together; memory.grow past
+	// it returns -1. 0 = DefaultWasmMaxMemoryBytes (1 GiB).
+	WasmMaxMemoryBytes int64
+	// WasmMaxTableElements bounds a Wasm table's elements (declared, or
+	// grown to); 0 = DefaultWasmMaxTableElements.
+	WasmMaxTableElements int
 }
 
 func (o Options) withDefaults() Options {
@@ -231,6 +248,9 @@ type Pool struct {
 	// runners are idle moduleRunners, for builds.
 	runners sync.Pool
 
+	// wasm is the pool's WebAssembly engine (wasm.go).
+	wasm *wasmEngine
+
 	closeOnce sync.Once
 	closed    chan struct{}
 }
@@ -246,10 +266,15 @@ func New(name, source string, opts Options) (*Pool, error) {
 	if err != nil {
 		return nil, &ScriptError{Message: fmt.Sprintf("compile %s: %v", name, err)}
 	}
+	wasm, err := newWasmEngine(opts)
+	if err != nil {
+		return nil, err
+	}
 	p := &Pool{
 		name:   name,
 		prog:   prog,
 		opts:   opts,
+		wasm:   wasm,
 		slots:  make(chan struct{}, opts.Size),
 		idle:   make(chan *vm, opts.Size),
 		need:   make(chan struct{}, 1),
@@ -506,6 +531,12 @@ func jsonBody(fn string, args [][]byte, out *[]byte) func(v *vm, f goja.Callable
 				return fmt.Errorf("jsbridge: %s: argument %d is not JSON: %w", fn, i, err)
 			}
 			jsArgs[i] = val
+		}
+		if e := v.wasmEng; e != nil && e.helper != nil && fn == e.helperArg.Func {
+			var err error
+			if jsArgs, err = v.injectWasmHelper(jsArgs); err != nil {
+				return err
+			}
 		}
 		res, err := f(goja.Undefined(), jsArgs...)
 		if err != nil {
@@ -868,6 +899,12 @@ type vm struct {
 	// console is the current call's console sink; nil: none (the module's
 	// top level, a call without one).
 	console *callConsole
+	// wasmEng is the pool's WebAssembly engine; wasmState the runtime's
+	// WebAssembly, made on first use (wasm_api.go).
+	wasmEng   *wasmEngine
+	wasmState *wasmState
+	// runs counts the runs that ended (the module's top level is run 0).
+	runs int
 	// mu and running order Interrupt against the end of a call, so that a
 	// late timer never interrupts the runtime's next user.
 	mu      sync.Mutex
@@ -879,7 +916,7 @@ type vm struct {
 func (p *Pool) newVM() (*vm, error) {
 	rt := goja.New()
 	rt.SetMaxCallStackSize(p.opts.MaxCallStackSize)
-	v := &vm{rt: rt, ctx: context.Background()}
+	v := &vm{rt: rt, ctx: context.Background(), wasmEng: p.wasm}
 	if err := p.installGlobals(v); err != nil {
 		return nil, err
 	}
@@ -958,6 +995,16 @@ func (p *Pool) installGlobals(v *vm) error {
 	if err := installConsole(v, p.consoleLog); err != nil {
 		return err
 	}
+	if err := installWasm(v); err != nil {
+		return err
+	}
+	if p.wasm.helper != nil {
+		// Every call of the helper's function needs the namespace: make it
+		// now, on the refillers' time, not on the call's.
+		if _, err := v.wasm(); err != nil {
+			return err
+		}
+	}
 	if p.opts.Inference != nil {
 		b := &bindings{pool: p, vm: v}
 		if err := rt.Set("getModelPaths", b.getModelPaths); err != nil {
@@ -1030,6 +1077,11 @@ func (v *vm) interruptIfDone() {
 }
 
 func (v *vm) end() {
+	if v.wasmState != nil {
+		// Before the ctx goes: no Wasm instance outlives its run.
+		v.wasmState.endRun()
+	}
+	v.runs++
 	v.mu.Lock()
 	v.running = false
 	v.ctx = context.Background()

@@ -82,6 +82,11 @@ type Options struct {
 	// ShareRuntimes is UNSAFE: runtimes serve call after call, across
 	// requests (see jsbridge.Options).
 	ShareRuntimes bool
+	// WasmHelper is the Wasm helper module every worker compiles once and
+	// hands to generateBid as browserSignals.wasmHelper (see
+	// jsbridge.Options); nil = none. A helper that does not compile fails
+	// Start.
+	WasmHelper []byte
 
 	// SidecarSocket is the inference sidecar's socket, which every worker
 	// dials itself; "" = inference off.
@@ -966,6 +971,7 @@ func (h *Host) startProc(ctx context.Context) (*proc, error) {
 		RequireFunctions:      h.opts.RequireFunctions,
 		LogConsole:            h.opts.LogConsole,
 		ShareRuntimes:         h.opts.ShareRuntimes,
+		WasmHelper:            h.opts.WasmHelper,
 	}
 	sctx, cancel := context.WithTimeout(ctx, h.opts.StartLimit)
 	defer cancel()

@@ -177,6 +177,7 @@ func (w *worker) configure(f fastlane.Frame) {
 		RequireFunctions: cfg.GetRequireFunctions(),
 		LogConsole:       cfg.GetLogConsole(),
 		ShareRuntimes:    cfg.GetShareRuntimes(),
+		WasmHelper:       cfg.GetWasmHelper(),
 		Logger:           w.log,
 		Hooks:            w.hooks(),
 	}

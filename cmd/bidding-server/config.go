@@ -31,7 +31,10 @@ type config struct {
 	LocalModels          []localModel
 
 	UDFCodePath string
-	Listen      string
+	// UDFWasmHelperPath is a WebAssembly module handed to every generateBid
+	// call as browserSignals.wasmHelper ("" = none).
+	UDFWasmHelperPath string
+	Listen            string
 	// KServeListen serves the Open Inference Protocol's HTTP API on an
 	// address of its own too ("" = only on Listen).
 	KServeListen string
@@ -133,6 +136,7 @@ func newFlagSet(c *config, raw *flagText, stderr io.Writer) *flag.FlagSet {
 	cli.DurationVar(fs, &c.ModelFetchPeriod, "inference_model_fetch_period_ms", modelstore.DefaultPeriod, "bucket poll period; 0 = the default")
 	fs.StringVar(&raw.local, "inference_model_local_paths", "", "comma-separated local models registered at start: LOCAL or MODEL_PATH=LOCAL; without MODEL_PATH the path is LOCAL's base name, plus a trailing / for a directory; default none")
 	fs.StringVar(&c.UDFCodePath, "udf_code_path", "", "the JavaScript bidding module defining generateBid; default: the embedded example (examples/bidding/generate_bid.js)")
+	fs.StringVar(&c.UDFWasmHelperPath, "udf_wasm_helper_path", "", "a WebAssembly module (.wasm) compiled once and handed to every generateBid call as browserSignals.wasmHelper, a WebAssembly.Module (B&A's Wasm helper); default none")
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "HTTP listen address")
 	fs.StringVar(&c.KServeGRPCListen, "kserve_grpc_listen", "", "serve the Open Inference Protocol (KServe v2) gRPC service inference.GRPCInferenceService on this TCP address; default none: off")
 	fs.StringVar(&c.KServeListen, "kserve_listen", "", "also serve the Open Inference Protocol (KServe v2) HTTP API, which --listen always serves under /v2, on this address of its own; default none")

@@ -80,6 +80,17 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		source, name = string(b), cfg.UDFCodePath
 	}
+	var wasmHelper []byte
+	if cfg.UDFWasmHelperPath != "" {
+		b, err := os.ReadFile(cfg.UDFWasmHelperPath)
+		if err != nil {
+			return fmt.Errorf("--udf_wasm_helper_path: %w", err)
+		}
+		if len(b) == 0 {
+			return fmt.Errorf("--udf_wasm_helper_path: %s is empty", cfg.UDFWasmHelperPath)
+		}
+		wasmHelper = b
+	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -95,6 +106,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		MaxAbandoned:     cfg.JSMaxAbandoned,
 		RequireFunctions: []string{"generateBid"},
 		LogConsole:       cfg.JSLogConsoleUnsafe,
+		WasmHelper:       wasmHelper,
 		Logger:           logger,
 		Hooks:            m.hooks(),
 	}
@@ -218,6 +230,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			RequireFunctions:   popts.RequireFunctions,
 			LogConsole:         cfg.JSLogConsoleUnsafe,
 			ShareRuntimes:      !cfg.JSIsolateCalls,
+			WasmHelper:         wasmHelper,
 			RequestConcurrency: cfg.JSRequestConcurrency,
 			Slice:              cfg.JSRequestSlice,
 			RequestBudget:      cfg.JSRequestBudget,

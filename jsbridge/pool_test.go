@@ -259,7 +259,11 @@ func TestInterruptedSharedRuntimeDropped(t *testing.T) {
 	p, err := New("jobs.js", `
 async function spinAsync() { for (;;) {} }
 function jobsRun() { var r = {ran: false}; Promise.resolve().then(function () { r.ran = true; }); return r; }
-`, Options{Size: 1, ShareRuntimes: true, CallTimeout: 100 * time.Millisecond, Logger: quietLogger()})
+`, Options{Size: 1, ShareRuntimes: true, CallTimeout: 100 * time.Millisecond, Logger: quietLogger(),
+		// A loop stops at its next instruction, but a loaded machine may
+		// not run it within the default 25ms grace, and an abandoned
+		// runtime would refuse the next call (MaxAbandoned 1).
+		InterruptGrace: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package jsworker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -67,4 +68,13 @@ func (g *generation) unknown(v string) error {
 		list = strings.Join(names[:20], ", ") + fmt.Sprintf(", … (%d in all)", len(names))
 	}
 	return &callError{msg: fmt.Sprintf("jsworker: code version %q is not served (serving: %s; default %q)", v, list, g.def), is: []error{ErrUnknownVersion}}
+}
+
+// Validate loads mods in a fresh worker process configured by opts, as
+// Host.Validate does, without a Host: for checking code before the first
+// Host starts.
+func Validate(ctx context.Context, opts Options, mods []Module) map[string]error {
+	opts = opts.withDefaults()
+	h := &Host{opts: opts, log: opts.Logger, closed: make(chan struct{}), procs: map[*proc]struct{}{}}
+	return h.Validate(ctx, mods)
 }

@@ -1,0 +1,296 @@
+package codestore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"gocloud.dev/blob"
+
+	"github.com/inferbid/inferbid/jsworker"
+)
+
+// syncBuf is a log the test reads.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func bidJS(v string) string {
+	return fmt.Sprintf("function generateBid(ig) {\n  return {v: %q};\n}\n", v)
+}
+
+const brokenJS = "function generateBid(ig) {\n  return {v: 1 +};\n}\n"
+
+func hostOptions(logger *slog.Logger) jsworker.Options {
+	return jsworker.Options{Workers: 2, RequireFunctions: []string{"generateBid"}, Logger: logger}
+}
+
+// bidOf runs one group on h and returns the version that bid.
+func bidOf(h *jsworker.Host, version string) (string, error) {
+	r := h.GenerateBids(context.Background(), jsworker.Request{InterestGroups: [][]byte{[]byte(`{"name":"a"}`)}, CodeVersion: version}).Results[0]
+	if r.Err != nil {
+		return "", r.Err
+	}
+	s := string(r.Bid)
+	return strings.TrimSuffix(strings.TrimPrefix(s, `{"v":"`), `"}`), nil
+}
+
+// startStore makes a Store on cfg, syncs once, starts a Host with its
+// modules and attaches it.
+func startStore(t *testing.T, cfg FetchConfig, logs *syncBuf) (*Store, *jsworker.Host) {
+	t.Helper()
+	logger := slog.New(slog.NewTextHandler(logs, nil))
+	hopts := hostOptions(logger)
+	s, err := New(context.Background(), Options{Config: cfg, Logger: logger,
+		Validate: func(ctx context.Context, mods []jsworker.Module) map[string]error {
+			return jsworker.Validate(ctx, hopts, mods)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.SyncOnce(context.Background()); err != nil {
+		t.Fatalf("first sync: %v", err)
+	}
+	mods, def, ok := s.Modules()
+	if !ok {
+		t.Fatal("no default after the first sync")
+	}
+	hopts.Modules, hopts.DefaultModule = mods, def
+	h, err := jsworker.Start(context.Background(), hopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	s.Attach(h)
+	return s, h
+}
+
+func status(s *Store, name string) VersionStatus {
+	for _, st := range s.Status() {
+		if st.Name == name {
+			return st
+		}
+	}
+	return VersionStatus{}
+}
+
+// bucketFlow is the ad tech's upload flow against a bucket: the default
+// blob replaced under traffic, a broken upload, a request pinned to an
+// older blob, a deleted blob.
+func bucketFlow(t *testing.T, bucketURL string) {
+	ctx := context.Background()
+	b, err := blob.OpenBucket(ctx, bucketURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	put := func(key, src string) {
+		t.Helper()
+		if err := b.WriteAll(ctx, key, []byte(src), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("bid.js", bidJS("v1"))
+	put("bid-2026-11-01.js", bidJS("old"))
+	put("bid.wasm", "\x00asm\x01\x00\x00\x00")
+	logs := &syncBuf{}
+	s, h := startStore(t, FetchConfig{Mode: ModeBucket, Bucket: bucketURL, DefaultBlob: "bid.js"}, logs)
+	if v, err := bidOf(h, ""); err != nil || v != "v1" {
+		t.Fatalf("default: %q, %v", v, err)
+	}
+	if st := status(s, "bid.js"); st.State != StateDefault || st.WasmHelperSize != 8 || len(st.SHA256) != 64 {
+		t.Errorf("status of bid.js: %+v", st)
+	}
+
+	// A new default under steady traffic: no request fails.
+	trafficCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	for range 3 {
+		wg.Go(func() {
+			for trafficCtx.Err() == nil {
+				if _, err := bidOf(h, ""); err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err)
+				}
+			}
+		})
+	}
+	time.Sleep(50 * time.Millisecond)
+	put("bid.js", bidJS("v2"))
+	if err := s.SyncOnce(ctx); err != nil {
+		t.Fatalf("sync after upload: %v", err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	stop()
+	wg.Wait()
+	if n := failed.Load(); n > 0 {
+		t.Fatalf("%d requests failed across the swap; first: %v", n, firstErr.Load())
+	}
+	if v, _ := bidOf(h, ""); v != "v2" {
+		t.Fatalf("after the upload the default bids %q, want v2", v)
+	}
+
+	// A broken upload: v2 keeps serving, the status shows the error with
+	// its line and column, logged once however many polls see it.
+	put("bid.js", brokenJS)
+	for range 3 {
+		if err := s.SyncOnce(ctx); err == nil || !strings.Contains(err.Error(), "Line 2") {
+			t.Fatalf("sync of a broken upload: %v", err)
+		}
+	}
+	if v, _ := bidOf(h, ""); v != "v2" {
+		t.Fatalf("after a broken upload the default bids %q, want v2 still", v)
+	}
+	st := status(s, "bid.js")
+	if st.State != StateDefault || !strings.Contains(st.LastError, "Line 2:") || st.FailedSHA256 == "" || st.FailedSHA256 == st.SHA256 {
+		t.Errorf("status after a broken upload: %+v", st)
+	}
+	if n := strings.Count(logs.String(), "version does not load"); n != 1 {
+		t.Errorf("the broken version was logged %d times, want once", n)
+	}
+
+	// A request pinned to an older blob runs it.
+	if v, err := bidOf(h, "bid-2026-11-01.js"); err != nil || v != "old" {
+		t.Errorf("pinned to bid-2026-11-01.js: %q, %v", v, err)
+	}
+	// A deleted blob stops being offered.
+	if err := b.Delete(ctx, "bid-2026-11-01.js"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SyncOnce(ctx); err == nil {
+		t.Log("sync still reports the broken bid.js")
+	}
+	if _, err := bidOf(h, "bid-2026-11-01.js"); !errors.Is(err, jsworker.ErrUnknownVersion) {
+		t.Errorf("a deleted blob: %v, want ErrUnknownVersion", err)
+	}
+	// A fixed upload serves again and clears the error.
+	put("bid.js", bidJS("v3"))
+	if err := s.SyncOnce(ctx); err != nil {
+		t.Fatalf("sync of a fixed upload: %v", err)
+	}
+	if v, _ := bidOf(h, ""); v != "v3" {
+		t.Errorf("after a fixed upload: %q", v)
+	}
+	if st := status(s, "bid.js"); st.LastError != "" {
+		t.Errorf("error not cleared: %+v", st)
+	}
+}
+
+func TestFileBucketFlow(t *testing.T) {
+	bucketFlow(t, "file://"+t.TempDir())
+}
+
+func TestS3BucketFlow(t *testing.T) {
+	if servers.S3Endpoint == "" {
+		needServer(t, "S3", servers.S3SkipReason)
+	}
+	u, err := servers.S3BucketURL(context.Background(), "code-flow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucketFlow(t, u)
+}
+
+func TestGCSBucketFlow(t *testing.T) {
+	if servers.GCSHost == "" {
+		needServer(t, "GCS", servers.GCSSkipReason)
+	}
+	u, err := servers.GCSBucketURL(context.Background(), "code-flow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucketFlow(t, u)
+}
+
+func TestMissingDefaultChangesNothing(t *testing.T) {
+	dir := t.TempDir()
+	logger := slog.New(slog.NewTextHandler(&syncBuf{}, nil))
+	s, err := New(context.Background(), Options{Config: FetchConfig{Mode: ModeBucket, Bucket: "file://" + dir, DefaultBlob: "bid.js"}, Logger: logger,
+		Validate: func(ctx context.Context, mods []jsworker.Module) map[string]error {
+			return jsworker.Validate(ctx, hostOptions(logger), mods)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.SyncOnce(context.Background()); !errors.Is(err, errNoDefault) {
+		t.Fatalf("empty bucket: %v, want errNoDefault", err)
+	}
+	if _, _, ok := s.Modules(); ok {
+		t.Fatal("Modules ok without a default")
+	}
+}
+
+func TestURLMode(t *testing.T) {
+	var mu sync.Mutex
+	src, etag := bidJS("u1"), `"1"`
+	var notModified, slow atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if slow.Load() > 0 {
+			time.Sleep(500 * time.Millisecond)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if r.Header.Get("If-None-Match") == etag {
+			notModified.Add(1)
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		w.Header().Set("ETag", etag)
+		fmt.Fprint(w, src)
+	}))
+	defer srv.Close()
+	url := srv.URL + "/bid.js"
+	s, h := startStore(t, FetchConfig{Mode: ModeURL, JSURL: url, Timeout: 200 * time.Millisecond}, &syncBuf{})
+	if v, err := bidOf(h, ""); err != nil || v != "u1" {
+		t.Fatalf("%q, %v", v, err)
+	}
+	if err := s.SyncOnce(context.Background()); err != nil || notModified.Load() != 1 {
+		t.Fatalf("unchanged resource: %v, %d 304s", err, notModified.Load())
+	}
+	mu.Lock()
+	src, etag = bidJS("u2"), `"2"`
+	mu.Unlock()
+	if err := s.SyncOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := bidOf(h, ""); v != "u2" {
+		t.Fatalf("after a change: %q", v)
+	}
+	// A fetch past urlFetchTimeoutMs leaves the serving version alone.
+	mu.Lock()
+	src, etag = bidJS("u3"), `"3"`
+	mu.Unlock()
+	slow.Store(1)
+	if err := s.SyncOnce(context.Background()); err == nil {
+		t.Fatal("a fetch past the timeout succeeded")
+	}
+	if v, _ := bidOf(h, ""); v != "u2" {
+		t.Fatalf("after a timed-out fetch: %q, want u2", v)
+	}
+}

@@ -208,3 +208,35 @@ func TestCodeBucketMissingAtStart(t *testing.T) {
 	}
 	s.stop(t)
 }
+
+func TestParseCodeFetchConfig(t *testing.T) {
+	none := func(string) string { return "" }
+	bucket := `{"fetchMode":"BUCKET","protectedAuctionBiddingJsBucket":"file:///code","protectedAuctionBiddingJsBucketDefaultBlob":"bid.js"}`
+	c, err := parseConfig(nil, func(k string) string {
+		if k == "BUYER_CODE_FETCH_CONFIG" {
+			return bucket
+		}
+		return ""
+	}, io.Discard)
+	if err != nil || c.CodeFetch == nil || c.CodeFetch.Bucket != "file:///code" || c.CodeMaxBytes != 16<<20 {
+		t.Fatalf("from the environment: %+v, %v", c.CodeFetch, err)
+	}
+	c, err = parseConfig([]string{"--buyer_code_fetch_config", `{"fetchMode":"LOCAL","biddingJsPath":"/srv/bid.js"}`}, none, io.Discard)
+	if err != nil || c.CodeFetch != nil || c.UDFCodePath != "/srv/bid.js" {
+		t.Fatalf("LOCAL is --udf_code_path: %+v, %v", c, err)
+	}
+	for name, c := range map[string]struct {
+		args []string
+		want string
+	}{
+		"both":           {[]string{"--udf_code_path", "a.js", "--buyer_code_fetch_config", bucket}, "give one"},
+		"in process":     {[]string{"--js_in_process", "--buyer_code_fetch_config", bucket}, "--js_in_process"},
+		"unknown field":  {[]string{"--buyer_code_fetch_config", `{"fetchMode":"URL","biddingJsURL":"http://x/y"}`}, `unknown field "biddingJsURL"`},
+		"contradiction":  {[]string{"--buyer_code_fetch_config", `{"fetchMode":"URL","biddingJsUrl":"http://x/y","protectedAuctionBiddingJsBucket":"gs://b"}`}, "protectedAuctionBiddingJsBucket is set"},
+		"zero max bytes": {[]string{"--code_max_bytes", "0"}, "--code_max_bytes"},
+	} {
+		if _, err := parseConfig(c.args, none, io.Discard); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error containing %q", name, err, c.want)
+		}
+	}
+}

@@ -294,3 +294,76 @@ func TestURLMode(t *testing.T) {
 		t.Fatalf("after a timed-out fetch: %q, want u2", v)
 	}
 }
+
+// okValidate accepts every module (for tests of fetching alone).
+func okValidate(context.Context, []jsworker.Module) map[string]error { return map[string]error{} }
+
+func TestSizeCapAndHelpers(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	b, err := blob.OpenBucket(ctx, "file://"+dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for key, data := range map[string]string{
+		"bid.js":    bidJS("a"),
+		"bid.wasm":  "\x00asm\x01\x00\x00\x00",
+		"big.js":    bidJS(strings.Repeat("x", 200)),
+		"lone.wasm": "\x00asm",
+	} {
+		if err := b.WriteAll(ctx, key, []byte(data), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := New(ctx, Options{Config: FetchConfig{Mode: ModeBucket, Bucket: "file://" + dir, DefaultBlob: "bid.js"}, MaxBytes: 100,
+		Validate: okValidate, Logger: slog.New(slog.NewTextHandler(&syncBuf{}, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	err = s.SyncOnce(ctx)
+	if err == nil || !strings.Contains(err.Error(), `"big.js"`) || !strings.Contains(err.Error(), "100-byte limit") {
+		t.Fatalf("sync with an oversized blob: %v", err)
+	}
+	mods, def, ok := s.Modules()
+	if !ok || def != "bid.js" || len(mods) != 1 {
+		t.Fatalf("Modules() = %v, %q, %v; want bid.js alone", mods, def, ok)
+	}
+	if st := status(s, "bid.js"); st.WasmHelperSize != 8 || st.Size != int64(len(bidJS("a"))+8) {
+		t.Errorf("bid.js with its helper: %+v", st)
+	}
+	if st := status(s, "big.js"); st.State != StateFailed || !strings.Contains(st.LastError, "limit") {
+		t.Errorf("big.js: %+v", st)
+	}
+	if st := status(s, "lone.wasm"); st.Name != "" {
+		t.Errorf("a helper without a module is a version: %+v", st)
+	}
+}
+
+func TestURLModeWasmHelper(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/bid.js", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, bidJS("w")) })
+	mux.HandleFunc("/bid.wasm", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "\x00asm\x01\x00\x00\x00") })
+	mux.HandleFunc("/gone.wasm", http.NotFound)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	ctx := context.Background()
+	s, err := New(ctx, Options{Config: FetchConfig{Mode: ModeURL, JSURL: srv.URL + "/bid.js", WasmURL: srv.URL + "/bid.wasm"}, Validate: okValidate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SyncOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := status(s, srv.URL+"/bid.js"); st.State != StateDefault || st.WasmHelperSize != 8 {
+		t.Errorf("status: %+v", st)
+	}
+	s2, err := New(ctx, Options{Config: FetchConfig{Mode: ModeURL, JSURL: srv.URL + "/bid.js", WasmURL: srv.URL + "/gone.wasm"}, Validate: okValidate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.SyncOnce(ctx); err == nil || !strings.Contains(err.Error(), "biddingWasmHelperUrl") || !strings.Contains(err.Error(), "404") {
+		t.Errorf("a missing helper: %v, want an error naming biddingWasmHelperUrl and the 404", err)
+	}
+}

@@ -24,7 +24,9 @@
 // too). The bucket is the model store's (modelstore.Bucket: the same
 // gocloud opener, file:// reads confined to the bucket directory, listed
 // versions: S3 ETag, GCS generation, MD5, size and modification time), so
-// only blobs whose listing changed are read again; a URL is fetched with
+// only blobs whose listing changed are read again (a file:// bucket's blobs
+// are read on every poll: fileblob's modification time is too coarse to
+// trust, and a local read is cheap); a URL is fetched with
 // If-None-Match/If-Modified-Since, so an unchanged one costs a 304. A
 // version (module and helper) larger than Options.MaxBytes (16 MiB) is
 // refused before it is read.

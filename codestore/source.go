@@ -77,7 +77,8 @@ func (s *localSource) close() error { return nil }
 
 // bucketSource lists a bucket; every blob is a version named by its key,
 // except a "x.wasm" beside "x.js", which is x.js's Wasm helper. Only
-// objects whose listed version changed are read again.
+// objects whose listed version changed are read again (in S3 and GCS
+// buckets; a file:// bucket's are read on every poll).
 type bucketSource struct {
 	bucket   *modelstore.Bucket
 	maxBytes int64
@@ -149,7 +150,10 @@ func (s *bucketSource) poll(ctx context.Context) (poll, error) {
 // is unchanged.
 func (s *bucketSource) read(ctx context.Context, o modelstore.Object, keep map[string]bool) ([]byte, error) {
 	keep[o.Key] = true
-	if c, ok := s.cache[o.Key]; ok && c.version == o.Version {
+	// fileblob's modification time is coarse (a rewrite of the same size
+	// within a few ms lists the same), and a local read is cheap: file://
+	// blobs are read on every poll, and the content's hash decides.
+	if c, ok := s.cache[o.Key]; ok && c.version == o.Version && s.bucket.Scheme() != "file" {
 		return c.data, nil
 	}
 	data, err := s.bucket.Read(ctx, o.Key, s.maxBytes)

@@ -66,6 +66,9 @@ func OpenBucket(ctx context.Context, bucketURL string) (*Bucket, error) {
 	return &Bucket{url: bucketURL, bucket: b, scheme: scheme, root: root}, nil
 }
 
+// Scheme is the bucket URL's scheme: "file", "s3", "gs", ...
+func (b *Bucket) Scheme() string { return b.scheme }
+
 // URL is the URL the bucket was opened with.
 func (b *Bucket) URL() string { return b.url }
 

@@ -83,6 +83,7 @@ type bucketSource struct {
 	bucket   *modelstore.Bucket
 	maxBytes int64
 	cache    map[string]cachedObject
+	reads    int // objects read, for tests
 }
 
 type cachedObject struct {
@@ -156,6 +157,7 @@ func (s *bucketSource) read(ctx context.Context, o modelstore.Object, keep map[s
 	if c, ok := s.cache[o.Key]; ok && c.version == o.Version && s.bucket.Scheme() != "file" {
 		return c.data, nil
 	}
+	s.reads++
 	data, err := s.bucket.Read(ctx, o.Key, s.maxBytes)
 	if err != nil {
 		return nil, err

@@ -90,9 +90,10 @@ type Store struct {
 	// failed remembers, by name, the latest content that failed and why,
 	// so that it is neither validated nor logged again on each poll.
 	failed map[string]failure
-	// fetchErr is the last error of the whole source, logged once per
-	// message.
-	fetchErr string
+	// fetchErr is the last error of the whole source, and noDefault that
+	// of a missing default, each logged once per message.
+	fetchErr  string
+	noDefault string
 }
 
 type served struct {
@@ -298,9 +299,16 @@ func (s *Store) SyncOnce(ctx context.Context) error {
 		err := fmt.Errorf("%w: %q is missing or has never loaded; nothing changes", errNoDefault, s.def)
 		s.mu.Lock()
 		s.failed = failed
+		if msg := err.Error(); msg != s.noDefault {
+			s.noDefault = msg
+			s.log.Error(msg+" (the previous set keeps serving)", "default", s.def)
+		}
 		s.mu.Unlock()
 		return errors.Join(append(errs, err)...)
 	}
+	s.mu.Lock()
+	s.noDefault = ""
+	s.mu.Unlock()
 	if sameSet(serving, next) {
 		s.mu.Lock()
 		s.failed = failed

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -118,6 +119,24 @@ func bucketFlow(t *testing.T, bucketURL string) {
 	put("bid.wasm", "\x00asm\x01\x00\x00\x00")
 	logs := &syncBuf{}
 	s, h := startStore(t, FetchConfig{Mode: ModeBucket, Bucket: bucketURL, DefaultBlob: "bid.js"}, logs)
+	if src := s.src.(*bucketSource); src.bucket.Scheme() != "file" {
+		// Only what changed is read again: nothing, here.
+		before := src.reads
+		if err := s.SyncOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := src.reads - before; n != 0 {
+			t.Errorf("a poll of an unchanged bucket read %d objects, want 0", n)
+		}
+		put("bid-2026-11-01.js", bidJS("old")+"// uploaded again, changed\n")
+		before = src.reads
+		if err := s.SyncOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := src.reads - before; n != 1 {
+			t.Errorf("a poll after one upload read %d objects, want 1", n)
+		}
+	}
 	if v, err := bidOf(h, ""); err != nil || v != "v1" {
 		t.Fatalf("default: %q, %v", v, err)
 	}
@@ -365,5 +384,82 @@ func TestURLModeWasmHelper(t *testing.T) {
 	}
 	if err := s2.SyncOnce(ctx); err == nil || !strings.Contains(err.Error(), "biddingWasmHelperUrl") || !strings.Contains(err.Error(), "404") {
 		t.Errorf("a missing helper: %v, want an error naming biddingWasmHelperUrl and the 404", err)
+	}
+}
+
+// TestSourceFailureLoggedOnce: a source that cannot be read leaves what
+// serves alone and is logged once, however many polls fail the same way,
+// and its recovery once; so is a default blob that disappears.
+func TestSourceFailureLoggedOnce(t *testing.T) {
+	var failing atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if failing.Load() {
+			http.Error(w, "down", http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprint(w, bidJS("a"))
+	}))
+	defer srv.Close()
+	ctx := context.Background()
+	logs := &syncBuf{}
+	s, err := New(ctx, Options{Config: FetchConfig{Mode: ModeURL, JSURL: srv.URL + "/bid.js"},
+		Validate: okValidate, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.SyncOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	failing.Store(true)
+	for range 3 {
+		if err := s.SyncOnce(ctx); err == nil || !strings.Contains(err.Error(), "500") {
+			t.Fatalf("a poll of a failing source: %v", err)
+		}
+	}
+	if _, _, ok := s.Modules(); !ok {
+		t.Error("a failed poll dropped what serves")
+	}
+	if n := strings.Count(logs.String(), "cannot fetch the bidding code"); n != 1 {
+		t.Errorf("the failure was logged %d times over 3 polls, want once:\n%s", n, logs)
+	}
+	failing.Store(false)
+	if err := s.SyncOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(logs.String(), "can be fetched again"); n != 1 {
+		t.Errorf("the recovery was logged %d times, want once", n)
+	}
+}
+
+func TestDeletedDefaultLoggedOnce(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	if err := os.WriteFile(dir+"/bid.js", []byte(bidJS("a")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncBuf{}
+	s, err := New(ctx, Options{Config: FetchConfig{Mode: ModeBucket, Bucket: "file://" + dir, DefaultBlob: "bid.js"},
+		Validate: okValidate, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.SyncOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(dir + "/bid.js"); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := s.SyncOnce(ctx); !errors.Is(err, errNoDefault) {
+			t.Fatalf("default deleted: %v", err)
+		}
+	}
+	if _, _, ok := s.Modules(); !ok {
+		t.Error("the deleted default stopped serving")
+	}
+	if n := strings.Count(logs.String(), "the default version is not available"); n != 1 {
+		t.Errorf("logged %d times over 3 polls, want once:\n%s", n, logs)
 	}
 }

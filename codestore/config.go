@@ -72,10 +72,54 @@ var fields = map[string]string{
 	"urlFetchTimeoutMs": "urlFetchTimeoutMs", "url_fetch_timeout_ms": "urlFetchTimeoutMs",
 }
 
+// unsupported are the other fields of B&A's BuyerCodeFetchConfig (its
+// lowerCamelCase JSON names), with what they are for. A config copied from
+// B&A may carry them at their zero value (false, "", 0), which asks for
+// nothing and is accepted; any other value is an error naming the field.
+var unsupported = map[string]string{
+	"enableBuyerDebugUrlGeneration":                      "debug URL generation",
+	"enableAdtechCodeLogging":                            "console logging (inferbid: --consented_debug_token, --js_log_console_unsafe)",
+	"enablePrivateAggregateReporting":                    "private aggregate reporting",
+	"protectedAppSignalsBiddingJsUrl":                    "protected app signals",
+	"protectedAppSignalsBiddingWasmHelperUrl":            "protected app signals",
+	"protectedAppSignalsBiddingJsBucket":                 "protected app signals",
+	"protectedAppSignalsBiddingJsBucketDefaultBlob":      "protected app signals",
+	"prepareDataForAdsRetrievalJsUrl":                    "ads retrieval",
+	"prepareDataForAdsRetrievalWasmHelperUrl":            "ads retrieval",
+	"adsRetrievalJsBucket":                               "ads retrieval",
+	"adsRetrievalBucketDefaultBlob":                      "ads retrieval",
+	"biddingExecutablePath":                              "bring-your-own-binary executables",
+	"biddingExecutableUrl":                               "bring-your-own-binary executables",
+	"protectedAuctionBiddingExecutableBucket":            "bring-your-own-binary executables",
+	"protectedAuctionBiddingExecutableBucketDefaultBlob": "bring-your-own-binary executables",
+}
+
+// camel is a snake_case name in lowerCamelCase.
+func camel(s string) string {
+	parts := strings.Split(s, "_")
+	for i := 1; i < len(parts); i++ {
+		if parts[i] != "" {
+			parts[i] = strings.ToUpper(parts[i][:1]) + parts[i][1:]
+		}
+	}
+	return strings.Join(parts, "")
+}
+
+// isZeroJSON reports whether v is false, "", 0 or null.
+func isZeroJSON(v json.RawMessage) bool {
+	switch strings.TrimSpace(string(v)) {
+	case "false", `""`, "0", `"0"`, "null":
+		return true
+	}
+	return false
+}
+
 // ParseFetchConfig parses a buyer_code_fetch_config JSON object. Unknown
 // fields, a field given twice, a wrong type and contradictory settings
 // (a bucket in URL mode, a URL in BUCKET mode, a missing required field)
-// are errors naming the field. fetchMode is "LOCAL", "BUCKET" or "URL"
+// are errors naming the field; B&A's fields for what inferbid does not do
+// (protected app signals, ads retrieval, executables, debug URLs) are
+// accepted at their zero value only. fetchMode is "LOCAL", "BUCKET" or "URL"
 // (or "FETCH_MODE_…", or B&A's number); numbers may be JSON strings, as
 // protobuf JSON allows for int64.
 func ParseFetchConfig(data []byte) (FetchConfig, error) {
@@ -95,6 +139,12 @@ func ParseFetchConfig(data []byte) (FetchConfig, error) {
 	set := map[string]json.RawMessage{}
 	for k, v := range raw {
 		name, ok := fields[k]
+		if what, known := unsupported[camel(k)]; !ok && known {
+			if isZeroJSON(v) {
+				continue
+			}
+			return c, fmt.Errorf("buyer_code_fetch_config: %s is B&A's field for %s, which inferbid does not implement; remove it (or leave it at false or \"\")", k, what)
+		}
 		if !ok {
 			return c, fmt.Errorf("buyer_code_fetch_config: unknown field %q", k)
 		}

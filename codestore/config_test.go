@@ -19,6 +19,7 @@ func TestParseFetchConfig(t *testing.T) {
 			FetchConfig{Mode: ModeURL, JSURL: "https://example.com/bid.js", WasmURL: "https://example.com/bid.wasm", Timeout: 2500 * time.Millisecond}},
 		{`{"fetchMode":"LOCAL","biddingJsPath":"/srv/bid.js"}`, FetchConfig{Mode: ModeLocal, LocalPath: "/srv/bid.js"}},
 		{`{"fetchMode":2,"biddingJsPath":"bid.js"}`, FetchConfig{Mode: ModeLocal, LocalPath: "bid.js"}},
+		{`{"fetchMode":"LOCAL","biddingJsPath":"bid.js","enableBuyerDebugUrlGeneration":false,"protected_app_signals_bidding_js_url":""}`, FetchConfig{Mode: ModeLocal, LocalPath: "bid.js"}},
 	}
 	for _, c := range good {
 		got, err := ParseFetchConfig([]byte(c.in))
@@ -39,6 +40,8 @@ func TestParseFetchConfig(t *testing.T) {
 		{`{"fetchMode":"URL","biddingJsUrl":"http://x/y","urlFetchPeriodMs":-1}`, "urlFetchPeriodMs: want a number"},
 		{`{"fetchMode":"LOCAL","biddingJsPath":7}`, "biddingJsPath: want a string"},
 		{`[1]`, "not a JSON object"},
+		{`{"fetchMode":"LOCAL","biddingJsPath":"a","enableAdtechCodeLogging":true}`, "enableAdtechCodeLogging is B&A's field for console logging"},
+		{`{"fetchMode":"LOCAL","biddingJsPath":"a","ads_retrieval_js_bucket":"gs://x"}`, "ads_retrieval_js_bucket is B&A's field for ads retrieval"},
 		{`{"fetchMode":"LOCAL","biddingJsPath":"a"} {}`, "text after"},
 	}
 	for _, c := range bad {

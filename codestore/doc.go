@@ -8,11 +8,15 @@
 // protectedAuctionBiddingJsBucketDefaultBlob, biddingJsUrl,
 // biddingWasmHelperUrl, urlFetchPeriodMs, urlFetchTimeoutMs; snake_case
 // too); unknown fields and contradictions are errors naming the field.
+// B&A's fields for what inferbid does not do (protected app signals, ads
+// retrieval, executables, debug URLs) are accepted at their zero value, so
+// that a B&A config can be used as it is, and refused otherwise.
 //
 // # Versions
 //
 // In BUCKET mode each blob is a version named by its key; a blob "x.wasm"
-// beside "x.js" is x.js's Wasm helper (counted in its size and SHA-256; it
+// beside "x.js" is x.js's Wasm helper (inferbid's convention: B&A does not
+// support helpers in bucket mode yet) (counted in its size and SHA-256; it
 // is carried and shown in the status, but goja has no WebAssembly, so no
 // module can call it yet). A request names a version (code_version);
 // without one it runs protectedAuctionBiddingJsBucketDefaultBlob. In URL

@@ -189,3 +189,30 @@ func TestSwapUnderTraffic(t *testing.T) {
 	}
 	t.Logf("%d requests across 3 swaps, none failed", reqs.Load())
 }
+
+// TestDroppedVersionFinishesInFlight: a request running a version that a
+// swap drops finishes on it; later requests for it are refused.
+func TestDroppedVersionFinishesInFlight(t *testing.T) {
+	const slow = `function generateBid(ig) { var t = Date.now(); while (Date.now() - t < 150) {} return {v: "a", ig: ig.name}; }`
+	h := startVersions(t, []Module{{Name: "a.js", Source: slow}, {Name: "b.js", Source: versionJS("b")}}, "b.js", Options{Workers: 2, RequestConcurrency: 2})
+	done := make(chan Response, 1)
+	go func() {
+		done <- h.GenerateBids(context.Background(), Request{InterestGroups: groups(namesN("g", 6)...), CodeVersion: "a.js"})
+	}()
+	time.Sleep(50 * time.Millisecond) // the request is admitted and running
+	if err := h.SetModules(context.Background(), []Module{{Name: "b.js", Source: versionJS("b2")}}, ""); err != nil {
+		t.Fatal(err)
+	}
+	resp := <-done
+	for i, r := range resp.Results {
+		if r.Err != nil || !strings.Contains(string(r.Bid), `"v":"a"`) {
+			t.Fatalf("group %d of the in-flight request: %s, %v", i, r.Bid, r.Err)
+		}
+	}
+	if _, err := bidVersion(h, "a.js"); !errors.Is(err, ErrUnknownVersion) {
+		t.Errorf("after the swap a.js: %v, want ErrUnknownVersion", err)
+	}
+	if v, err := bidVersion(h, ""); err != nil || v != "b2" {
+		t.Errorf("default after the swap: %q, %v", v, err)
+	}
+}

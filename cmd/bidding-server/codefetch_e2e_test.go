@@ -180,8 +180,9 @@ func TestCodeBucketUploadFlow(t *testing.T) {
 	s.stop(t)
 }
 
-// TestCodeBucketMissingAtStart: a code bucket that cannot be opened keeps
-// the server not ready, saying why, and is retried until it appears.
+// TestCodeBucketMissingAtStart: a code bucket that cannot be opened, then
+// a default blob that does not load, keep the server not ready, saying
+// why, and are retried until they are fixed.
 func TestCodeBucketMissingAtStart(t *testing.T) {
 	bin := testhelp.BuildBinary(t, "cmd/bidding-server", false)
 	dir := filepath.Join(t.TempDir(), "code")
@@ -198,8 +199,22 @@ func TestCodeBucketMissingAtStart(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// The bucket appears with a broken default: still not ready, saying why.
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bid.js"), []byte("function generateBid(ig) {\n  return 1 +;\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		code, body := get(t, s.url+"/readyz")
+		if code == 503 && strings.Contains(body, "bidding code not fetched") && strings.Contains(body, "Line 2:") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("readyz never gave the default's syntax error: %d %s", code, body)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "bid.js"), []byte(codeJS("late")), 0o644); err != nil {
 		t.Fatal(err)

@@ -72,6 +72,24 @@
 // in one fresh runtime (jsbridge.Pool.CallJSONGroup), which never ran
 // another request's calls; Request.IsolateCalls gives each call its own.
 //
+// # Code versions and live swaps
+//
+// A Host serves a set of code versions (Options.Modules, named modules, one
+// the default); every worker loads every version at start (one
+// jsbridge.Pool each, built eagerly so that a version that does not load
+// is known before it serves and no request pays for a compile), and a
+// Request picks one by name (Request.CodeVersion; an unknown name fails
+// the request's groups with ErrUnknownVersion, never a fallback).
+// Validate loads candidate modules in a fresh worker process and reports
+// each one's error (a syntax error with its line and column, a top-level
+// exception, a missing generateBid, a top level that hangs or kills its
+// worker): untrusted top-level code never runs in the host. SetModules
+// swaps a new set in live: it starts Workers new processes for it and,
+// once all have loaded it, makes it current. A request runs whole in the
+// set current when it was admitted: the old set's workers finish its
+// requests, then stop; the spare is replaced by one of the new set. A swap
+// briefly doubles the worker processes and fails no request.
+//
 // # Hard limits
 //
 // Every call has its deadline, enforced in the worker by goja's Interrupt.

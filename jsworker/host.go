@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -42,16 +43,27 @@ type Inference interface {
 	ModelPaths(ctx context.Context) ([]string, error)
 }
 
-// Module is the bidding module the workers run.
+// Module is a bidding module the workers run: one code version, named
+// (the bucket key, or the file) so that a request can pick it.
 type Module struct {
 	Name   string
 	Source string
+	// WasmHelper is the version's own Wasm helper (a bucket's x.wasm
+	// beside x.js); nil = Options.WasmHelper.
+	WasmHelper []byte
 }
 
 // Options configure a Host. The zero value of every field means its
 // default.
 type Options struct {
+	// Module is the one module when Modules is empty.
 	Module Module
+	// Modules are the code versions every worker loads; a Request picks
+	// one by name (Request.CodeVersion). SetModules replaces them live.
+	Modules []Module
+	// DefaultModule is the version a Request without CodeVersion runs; ""
+	// = the first of Modules.
+	DefaultModule string
 	// Workers is the number of worker processes that run JS; 0 =
 	// GOMAXPROCS.
 	Workers int
@@ -171,6 +183,9 @@ func (o Options) withDefaults() Options {
 	if o.Module.Name == "" {
 		o.Module.Name = "module.js"
 	}
+	if len(o.Modules) == 0 {
+		o.Modules = []Module{o.Module}
+	}
 	return o
 }
 
@@ -206,6 +221,10 @@ type Request struct {
 	// Consented collects the request's console lines and inference debug
 	// lines into Response.Logs.
 	Consented bool
+	// CodeVersion is the module to run, by name; "" = the default. A
+	// version the host does not serve fails every group with
+	// ErrUnknownVersion.
+	CodeVersion string
 }
 
 // Result is one interest group's outcome: the function's value as JSON, or
@@ -247,7 +266,12 @@ type Host struct {
 	deaths   atomic.Uint64
 	busy     atomic.Int64
 	bursts   atomic.Uint64
+	swaps    atomic.Uint64
 	closeMu  sync.Once
+	// swapMu serialises SetModules; startMu orders its swap with Close (no
+	// slot starts once the host is closed).
+	swapMu  sync.Mutex
+	startMu sync.Mutex
 
 	// slots are the running slots (the Workers and any burst ones), for
 	// the burst watcher.
@@ -270,36 +294,20 @@ func Start(ctx context.Context, opts Options) (*Host, error) {
 	if opts.SidecarSocket != "" && opts.Inference == nil {
 		return nil, errors.New("jsworker: a SidecarSocket needs an Inference to answer the workers")
 	}
+	gen, err := newGeneration(opts.Modules, opts.DefaultModule)
+	if err != nil {
+		return nil, err
+	}
 	h := &Host{
 		opts:   opts,
 		log:    opts.Logger,
-		sched:  newScheduler(opts.RequestConcurrency, opts.RequestBudget),
+		sched:  newScheduler(opts.RequestConcurrency, opts.RequestBudget, gen),
 		spares: make(chan *proc),
 		closed: make(chan struct{}),
 		procs:  map[*proc]struct{}{},
 		slots:  map[*slotState]struct{}{},
 	}
-	// The first worker alone: a module that does not load fails here, once.
-	first, err := h.startProc(ctx)
-	if err != nil {
-		return nil, err
-	}
-	workers := []*proc{first}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for range opts.Workers - 1 {
-		wg.Go(func() {
-			p, perr := h.startProc(ctx)
-			mu.Lock()
-			defer mu.Unlock()
-			if perr != nil {
-				err = errors.Join(err, perr)
-				return
-			}
-			workers = append(workers, p)
-		})
-	}
-	wg.Wait()
+	workers, err := h.startWorkers(ctx, gen)
 	if err != nil {
 		h.Close()
 		return nil, err
@@ -316,8 +324,123 @@ func Start(ctx context.Context, opts Options) (*Host, error) {
 	return h, nil
 }
 
+// startWorkers starts the Workers processes of generation g. The first
+// starts alone: a module that does not load fails here, once.
+func (h *Host) startWorkers(ctx context.Context, g *generation) ([]*proc, error) {
+	first, err := h.startProc(ctx, g)
+	if err != nil {
+		return nil, err
+	}
+	workers := []*proc{first}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range h.opts.Workers - 1 {
+		wg.Go(func() {
+			p, perr := h.startProc(ctx, g)
+			mu.Lock()
+			defer mu.Unlock()
+			if perr != nil {
+				err = errors.Join(err, perr)
+				return
+			}
+			workers = append(workers, p)
+		})
+	}
+	wg.Wait()
+	if err != nil {
+		for _, p := range workers {
+			p.stop()
+		}
+		return nil, err
+	}
+	return workers, nil
+}
+
 // Workers is the number of worker processes that run JS.
 func (h *Host) Workers() int { return h.opts.Workers }
+
+// Versions returns the names of the code versions served now, sorted, and
+// the default.
+func (h *Host) Versions() (names []string, def string) {
+	g := h.sched.current()
+	return g.names(), g.def
+}
+
+// SetModules replaces the code versions served, live: it starts Workers
+// new worker processes that load every one of mods, and only when all have
+// loaded (a version that does not load fails SetModules with a
+// *ModuleError naming it, and nothing changes) does it swap them in. New
+// requests then run on the new workers; requests already admitted finish
+// on the old ones, which then stop. No request fails because of a swap.
+// def is the default version ("" = the first).
+func (h *Host) SetModules(ctx context.Context, mods []Module, def string) error {
+	g, err := newGeneration(mods, def)
+	if err != nil {
+		return err
+	}
+	h.swapMu.Lock()
+	defer h.swapMu.Unlock()
+	workers, err := h.startWorkers(ctx, g)
+	if err != nil {
+		return err
+	}
+	h.startMu.Lock()
+	defer h.startMu.Unlock()
+	select {
+	case <-h.closed:
+		for _, p := range workers {
+			p.stop()
+		}
+		return ErrClosed
+	default:
+	}
+	h.sched.swap(g)
+	for _, p := range workers {
+		h.wg.Go(func() { h.slot(p) })
+	}
+	h.swaps.Add(1)
+	h.log.Info("jsworker: code versions swapped in", "versions", len(mods), "default", g.def)
+	return nil
+}
+
+// Validate loads mods in one fresh worker process (never in the host: a
+// module's top level is untrusted code) and returns the error of each that
+// does not load, by name: a syntax error (with its line and column), an
+// exception at its top level, a missing required function, or the worker
+// dying while loading it. The worker is stopped afterwards.
+func (h *Host) Validate(ctx context.Context, mods []Module) map[string]error {
+	errs := map[string]error{}
+	if len(mods) == 0 {
+		return errs
+	}
+	g, err := newGeneration(mods, "")
+	if err != nil {
+		for _, m := range mods {
+			errs[m.Name] = err
+		}
+		return errs
+	}
+	p, err := h.startProc(ctx, g)
+	if err == nil {
+		p.stop()
+		return errs
+	}
+	if me, ok := errors.AsType[*ModuleError](err); ok && len(me.Versions) > 0 {
+		for name, msg := range me.Versions {
+			errs[name] = &ModuleError{Message: msg}
+		}
+		return errs
+	}
+	if len(mods) == 1 {
+		errs[mods[0].Name] = err
+		return errs
+	}
+	// The worker died (or timed out) loading them: which one did it?
+	for _, m := range mods {
+		maps.Copy(errs, h.Validate(ctx, []Module{m}))
+	}
+	return errs
+}
 
 // Stats are the host's counters, for metrics.
 type Stats struct {
@@ -335,12 +458,14 @@ type Stats struct {
 	Bursts uint64
 	// Queued is the number of requests waiting for a worker.
 	Queued int
+	// Swaps counts code version sets swapped in by SetModules.
+	Swaps uint64
 }
 
 // Stats returns the host's counters.
 func (h *Host) Stats() Stats {
 	return Stats{Restarts: h.restarts.Load(), Kills: h.kills.Load(), Deaths: h.deaths.Load(),
-		Busy: int(h.busy.Load()), Bursts: h.bursts.Load(), Queued: h.sched.queued()}
+		Busy: int(h.busy.Load()), Bursts: h.bursts.Load(), Queued: h.sched.queued(), Swaps: h.swaps.Load()}
 }
 
 // PIDs are the worker processes' ids (spares included).
@@ -357,7 +482,9 @@ func (h *Host) PIDs() []int {
 // Close stops the workers; requests in flight fail with ErrClosed.
 func (h *Host) Close() error {
 	h.closeMu.Do(func() {
+		h.startMu.Lock()
 		close(h.closed)
+		h.startMu.Unlock()
 		h.sched.close()
 		h.procsMu.Lock()
 		procs := make([]*proc, 0, len(h.procs))
@@ -397,7 +524,7 @@ func (h *Host) slot(p *proc) {
 	defer h.removeSlot(st, false)
 	defer func() { p.stop() }()
 	for {
-		c, ok := h.sched.next()
+		c, ok := h.sched.next(p.gen)
 		if !ok {
 			return
 		}
@@ -499,8 +626,14 @@ func (h *Host) burstSlot(st *slotState) {
 	case <-h.closed:
 		return
 	default:
+	}
+	if p != nil && p.gen != h.sched.current() {
+		p.stop()
+		p = nil
+	}
+	if p == nil {
 		var err error
-		if p, err = h.startProc(context.Background()); err != nil {
+		if p, err = h.startProc(context.Background(), h.sched.current()); err != nil {
 			h.log.Warn("jsworker: cannot start a burst worker", "err", err)
 			return
 		}
@@ -512,7 +645,7 @@ func (h *Host) burstSlot(st *slotState) {
 	}()
 	h.log.Debug("jsworker: a burst worker serves while long calls hold the others", "pid", p.pid)
 	for {
-		c, ok := h.sched.tryNext()
+		c, ok := h.sched.tryNext(p.gen)
 		if !ok {
 			long, extra, _ := h.held()
 			if long < extra {
@@ -541,19 +674,23 @@ func (h *Host) replace(p *proc) *proc {
 	}
 	backoff := 100 * time.Millisecond
 	for {
-		if h.opts.Spares > 0 {
+		// Spares are of the current generation; a worker of a retired one
+		// (draining after a swap) is replaced by a new one of its own.
+		if h.opts.Spares > 0 && p.gen == h.sched.current() {
 			select {
 			case s := <-h.spares:
-				if s.alive() {
+				if s.alive() && s.gen == p.gen {
 					return s
 				}
 				s.stop()
+				continue
+			case <-p.gen.retiredCh:
 				continue
 			case <-h.closed:
 				return nil
 			}
 		}
-		s, err := h.startProc(context.Background())
+		s, err := h.startProc(context.Background(), p.gen)
 		if err == nil {
 			return s
 		}
@@ -576,7 +713,8 @@ func (h *Host) fillSpares() {
 			return
 		default:
 		}
-		s, err := h.startProc(context.Background())
+		g := h.sched.current()
+		s, err := h.startProc(context.Background(), g)
 		if err != nil {
 			h.log.Error("jsworker: cannot start a spare worker; retrying", "err", err, "backoff", backoff)
 			select {
@@ -592,6 +730,8 @@ func (h *Host) fillSpares() {
 		case h.spares <- s:
 		case <-s.exited:
 			s.stop() // a spare that died idle is replaced
+		case <-g.retiredCh:
+			s.stop() // new code was swapped in: a spare of it replaces this one
 		case <-h.closed:
 			s.stop()
 			return
@@ -613,6 +753,7 @@ func (h *Host) runChunk(p *proc, c *chunk) {
 		IsolateCalls:   r.req.IsolateCalls,
 		Consented:      r.req.Consented,
 		Function:       r.req.Function,
+		CodeVersion:    r.version,
 	}
 	var timeout time.Duration
 	if d, ok := r.ctx.Deadline(); ok {
@@ -810,6 +951,7 @@ type proc struct {
 	cmd  *exec.Cmd
 	pid  int
 	peer *peer
+	gen  *generation // the code versions it loaded
 
 	exited  chan struct{} // closed once the process was reaped
 	exitErr error
@@ -883,8 +1025,8 @@ func (p *proc) exitReason(wait time.Duration) string {
 	return reason
 }
 
-// startProc starts a worker process and loads the module into it.
-func (h *Host) startProc(ctx context.Context) (*proc, error) {
+// startProc starts a worker process and loads the modules of g into it.
+func (h *Host) startProc(ctx context.Context, g *generation) (*proc, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("jsworker: socketpair: %w", err)
@@ -923,7 +1065,7 @@ func (h *Host) startProc(ctx context.Context) (*proc, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("jsworker: start worker %s: %w", cmd.Path, err)
 	}
-	p := &proc{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{})}
+	p := &proc{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{}), gen: g}
 	if h.opts.RlimitMB > 0 {
 		lim := uint64(h.opts.RlimitMB) << 20
 		_ = unix.Prlimit(p.pid, unix.RLIMIT_AS, &unix.Rlimit{Cur: lim, Max: lim}, nil)
@@ -957,9 +1099,13 @@ func (h *Host) startProc(ctx context.Context) (*proc, error) {
 		h.procsMu.Unlock()
 	}()
 
+	mods := make([]*pb.Module, len(g.order))
+	for i, m := range g.order {
+		mods[i] = &pb.Module{Name: m.Name, Source: m.Source, WasmHelper: m.WasmHelper}
+	}
 	cfg := &pb.Config{
-		ModuleName:            h.opts.Module.Name,
-		ModuleSource:          h.opts.Module.Source,
+		Modules:               mods,
+		DefaultModule:         g.def,
 		SidecarSocket:         h.opts.SidecarSocket,
 		SidecarTransport:      h.opts.SidecarTransport,
 		SidecarSpinWaitMicros: h.opts.SidecarSpinWait.Microseconds(),
@@ -986,7 +1132,7 @@ func (h *Host) startProc(ctx context.Context) (*proc, error) {
 	}
 	if ack.GetError() != "" {
 		p.stop()
-		return nil, &ModuleError{Message: ack.GetError()}
+		return nil, &ModuleError{Message: ack.GetError(), Versions: ack.GetModuleErrors()}
 	}
 	return p, nil
 }
@@ -994,7 +1140,11 @@ func (h *Host) startProc(ctx context.Context) (*proc, error) {
 // ModuleError is the bidding module's own failure to load (syntax, an
 // exception at its top level, a missing required function), as a worker
 // reported it.
-type ModuleError struct{ Message string }
+type ModuleError struct {
+	Message string
+	// Versions holds the error of each version that failed, by name.
+	Versions map[string]string
+}
 
 func (e *ModuleError) Error() string { return e.Message }
 

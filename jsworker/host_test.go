@@ -460,3 +460,26 @@ func TestLongCallsDoNotHoldWellBehaved(t *testing.T) {
 	<-hostileDone
 	<-hostileDone
 }
+
+// TestVersionWasmHelper: a code version's own Wasm helper reaches its
+// generateBid calls as browserSignals.wasmHelper; a version without one
+// gets none.
+func TestVersionWasmHelper(t *testing.T) {
+	// (module (func (export "add") (param i32 i32) (result i32) local.get 0 local.get 1 i32.add))
+	add := []byte{0, 97, 115, 109, 1, 0, 0, 0, 1, 7, 1, 96, 2, 127, 127, 1, 127, 3, 2, 1, 0,
+		7, 7, 1, 3, 97, 100, 100, 0, 0, 10, 9, 1, 7, 0, 32, 0, 32, 1, 106, 11}
+	const src = `function generateBid(ig, a, p, t, bs) {
+  if (!bs || !bs.wasmHelper) return "none";
+  return new WebAssembly.Instance(bs.wasmHelper, {}).exports.add(40, 2);
+}`
+	h, _ := startHost(t, "", Options{Workers: 1, Modules: []Module{
+		{Name: "with.js", Source: src, WasmHelper: add},
+		{Name: "without.js", Source: src},
+	}})
+	for version, want := range map[string]string{"with.js": "42", "without.js": `"none"`} {
+		resp := h.GenerateBids(context.Background(), Request{InterestGroups: groups("a"), CodeVersion: version})
+		if r := resp.Results[0]; r.Err != nil || string(r.Bid) != want {
+			t.Errorf("version %s: %s %v, want %s", version, r.Bid, r.Err, want)
+		}
+	}
+}

@@ -14,6 +14,11 @@ import (
 type request struct {
 	ctx context.Context
 	req Request
+	// gen is the code generation the request runs in, set when it is
+	// admitted; version is the module it runs (its name in gen).
+	gen     *generation
+	version string
+	counted bool // counted in scheduler.live
 
 	// Guarded by scheduler.mu.
 	results []Result
@@ -94,6 +99,10 @@ func (r *request) response() Response {
 // more. A chunk whose slice ran out comes back, and its rest joins the back
 // too: a request of 1,000 groups takes one slice of a worker at a time,
 // between the slices of the others.
+//
+// Requests run in the code generation current when they were admitted:
+// each worker serves one generation, and takes only its requests. After a
+// swap the old generation's workers finish its requests, then stop.
 type scheduler struct {
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -102,14 +111,24 @@ type scheduler struct {
 	maxPer  int
 	budget  time.Duration // < 0: none
 	waiting int
+
+	cur *generation
+	// live counts the admitted requests not done yet, by generation.
+	live map[*generation]int
+	// draining counts retired generations with live requests: while
+	// there are any, a new request wakes every waiting worker (one of the
+	// right generation must see it).
+	draining int
 }
 
-func newScheduler(maxPer int, budget time.Duration) *scheduler {
-	s := &scheduler{maxPer: maxPer, budget: budget}
+func newScheduler(maxPer int, budget time.Duration, g *generation) *scheduler {
+	s := &scheduler{maxPer: maxPer, budget: budget, cur: g, live: map[*generation]int{}}
 	s.cond = sync.NewCond(&s.mu)
 	return s
 }
 
+// add admits r into the current generation and queues it; a code version
+// the generation does not have fails r at once.
 func (s *scheduler) add(r *request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -117,7 +136,82 @@ func (s *scheduler) add(r *request) {
 		s.resolveLocked(r, ErrClosed)
 		return
 	}
+	r.gen = s.cur
+	r.version = r.req.CodeVersion
+	if r.version == "" {
+		r.version = r.gen.def
+	}
+	if _, ok := r.gen.modules[r.version]; !ok {
+		s.resolveLocked(r, r.gen.unknown(r.req.CodeVersion))
+		return
+	}
+	if r.open > 0 {
+		r.counted = true
+		s.live[r.gen]++
+	}
 	s.enqueueLocked(r)
+}
+
+// current is the generation new requests are admitted into.
+func (s *scheduler) current() *generation {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cur
+}
+
+// swap makes g current and retires the previous generation: its workers
+// finish its requests and then stop (next returns false to them).
+func (s *scheduler) swap(g *generation) *generation {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.cur
+	s.cur = g
+	old.retired = true
+	close(old.retiredCh)
+	if s.live[old] > 0 {
+		s.draining++
+	}
+	s.cond.Broadcast()
+	return old
+}
+
+// doneLocked accounts for a request that has every result.
+func (s *scheduler) doneLocked(r *request) {
+	if !r.counted {
+		return
+	}
+	r.counted = false
+	s.live[r.gen]--
+	if s.live[r.gen] > 0 {
+		return
+	}
+	delete(s.live, r.gen)
+	if r.gen.retired {
+		s.draining--
+		s.cond.Broadcast()
+	}
+}
+
+// exhaustedLocked reports whether g's workers may stop: g is retired and
+// has no request left.
+func (s *scheduler) exhaustedLocked(g *generation) bool {
+	return g.retired && s.live[g] == 0
+}
+
+// popLocked removes and returns the first queued request of generation g.
+func (s *scheduler) popLocked(g *generation) *request {
+	for i, r := range s.queue {
+		if r.gen == g {
+			if i == 0 {
+				s.queue = s.queue[1:]
+			} else {
+				s.queue = slices.Delete(s.queue, i, i+1)
+			}
+			r.queued = false
+			return r
+		}
+	}
+	return nil
 }
 
 // enqueueLocked puts r at the back of the queue when it has work it may
@@ -128,25 +222,29 @@ func (s *scheduler) enqueueLocked(r *request) {
 	}
 	r.queued = true
 	s.queue = append(s.queue, r)
-	s.cond.Signal()
+	if s.draining > 0 {
+		s.cond.Broadcast()
+	} else {
+		s.cond.Signal()
+	}
 }
 
-// next blocks until a chunk is ready and returns it; false once closed.
-func (s *scheduler) next() (*chunk, bool) {
+// next blocks until a chunk of generation g is ready and returns it; false
+// once closed, or once g is retired and has no request left.
+func (s *scheduler) next(g *generation) (*chunk, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for {
-		for len(s.queue) == 0 && !s.closed {
+		if s.closed || s.exhaustedLocked(g) {
+			return nil, false
+		}
+		r := s.popLocked(g)
+		if r == nil {
 			s.waiting++
 			s.cond.Wait()
 			s.waiting--
+			continue
 		}
-		if s.closed {
-			return nil, false
-		}
-		r := s.queue[0]
-		s.queue = s.queue[1:]
-		r.queued = false
 		if len(r.pending) == 0 || r.running >= s.maxPer {
 			continue
 		}
@@ -154,14 +252,16 @@ func (s *scheduler) next() (*chunk, bool) {
 	}
 }
 
-// tryNext returns a chunk when one is ready, without waiting.
-func (s *scheduler) tryNext() (*chunk, bool) {
+// tryNext returns a chunk of generation g when one is ready, without
+// waiting.
+func (s *scheduler) tryNext(g *generation) (*chunk, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for len(s.queue) > 0 && !s.closed {
-		r := s.queue[0]
-		s.queue = s.queue[1:]
-		r.queued = false
+	for !s.closed {
+		r := s.popLocked(g)
+		if r == nil {
+			break
+		}
 		if len(r.pending) == 0 || r.running >= s.maxPer {
 			continue
 		}
@@ -239,6 +339,7 @@ func (s *scheduler) setLocked(r *request, i int, res Result) {
 	r.results[i] = res
 	r.open--
 	if r.open == 0 {
+		s.doneLocked(r)
 		close(r.done)
 	}
 }

@@ -91,7 +91,11 @@ type ServeOptions struct {
 type worker struct {
 	peer *peer
 	log  *slog.Logger
-	pool *jsbridge.Pool
+	// pools holds one pool per code version, by name; def is the one a
+	// request without a code version runs.
+	pools      map[string]*jsbridge.Pool
+	def        string
+	configured bool
 
 	reqs chan fastlane.Frame
 
@@ -130,8 +134,8 @@ func Serve(ctx context.Context, conn net.Conn, opts ServeOptions) error {
 	go w.peer.readLoop()
 	defer w.peer.close()
 	defer func() {
-		if w.pool != nil {
-			w.pool.Close()
+		for _, p := range w.pools {
+			p.Close()
 		}
 	}()
 	for {
@@ -141,7 +145,7 @@ func Serve(ctx context.Context, conn net.Conn, opts ServeOptions) error {
 		case <-ctx.Done():
 			return nil
 		case f := <-w.reqs:
-			if w.pool == nil {
+			if !w.configured {
 				w.configure(f)
 				continue
 			}
@@ -201,13 +205,39 @@ func (w *worker) configure(f fastlane.Frame) {
 			return
 		}
 	}
-	pool, err := jsbridge.New(cfg.GetModuleName(), cfg.GetModuleSource(), opts)
-	if err != nil {
-		w.peer.answer(f.ID, &pb.ConfigAck{Error: err.Error(), Pid: int32(os.Getpid())}, nil)
-		return
+	mods := cfg.GetModules()
+	if len(mods) == 0 {
+		mods = []*pb.Module{{Name: cfg.GetModuleName(), Source: cfg.GetModuleSource()}}
 	}
-	w.pool = pool
-	w.peer.answer(f.ID, &pb.ConfigAck{Pid: int32(os.Getpid())}, nil)
+	ack := &pb.ConfigAck{Pid: int32(os.Getpid())}
+	w.pools = make(map[string]*jsbridge.Pool, len(mods))
+	// Every version is loaded now, not on its first request: a version
+	// that does not load is reported here, before it may serve, and no
+	// request pays for a compile.
+	for _, m := range mods {
+		opts := opts
+		if h := m.GetWasmHelper(); len(h) > 0 {
+			opts.WasmHelper = h
+		}
+		pool, err := jsbridge.New(m.GetName(), m.GetSource(), opts)
+		if err != nil {
+			if ack.ModuleErrors == nil {
+				ack.ModuleErrors = map[string]string{}
+			}
+			ack.ModuleErrors[m.GetName()] = err.Error()
+			if ack.Error == "" {
+				ack.Error = err.Error()
+			}
+			continue
+		}
+		w.pools[m.GetName()] = pool
+	}
+	w.def = cfg.GetDefaultModule()
+	if w.def == "" {
+		w.def = mods[0].GetName()
+	}
+	w.configured = true
+	w.peer.answer(f.ID, ack, nil)
 }
 
 func (w *worker) hooks() jsbridge.Hooks {
@@ -306,7 +336,21 @@ func (w *worker) runChunk(parent context.Context, f fastlane.Frame) (tainted boo
 	if fn == "" {
 		fn = "generateBid"
 	}
-	results := w.pool.CallJSONGroup(ctx, fn, calls, jsbridge.GroupOptions{
+	version := req.GetCodeVersion()
+	if version == "" {
+		version = w.def
+	}
+	pool := w.pools[version]
+	if pool == nil {
+		// The host sends a chunk only to a worker that loaded its version.
+		resp := &pb.BidsResponse{Results: make([]*pb.CallResult, len(calls))}
+		for i := range resp.Results {
+			resp.Results[i] = &pb.CallResult{ErrorKind: pb.ErrorKind_ERROR_KIND_OTHER, Error: fmt.Sprintf("jsworker: code version %q is not loaded in this worker", version)}
+		}
+		w.peer.answer(f.ID, resp, nil)
+		return false
+	}
+	results := pool.CallJSONGroup(ctx, fn, calls, jsbridge.GroupOptions{
 		Slice:        time.Duration(req.GetSliceMicros()) * time.Microsecond,
 		IsolateCalls: req.GetIsolateCalls(),
 	})

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -139,13 +138,8 @@ func NewWatcher(opts WatcherOptions) (*Watcher, error) {
 		opts.RetryBackoff < 0 || opts.MaxRetryBackoff < 0 {
 		return nil, errors.New("modelstore: negative Period, MaxModelBytes, Parallelism, OpTimeout, RetryBackoff or MaxRetryBackoff")
 	}
-	u, err := url.Parse(opts.BucketURL)
-	if err != nil {
-		return nil, fmt.Errorf("modelstore: bucket URL %q: %w", opts.BucketURL, err)
-	}
 	w := &Watcher{
 		opts:          opts,
-		scheme:        u.Scheme,
 		log:           opts.Logger,
 		now:           opts.Now,
 		maxModelBytes: opts.MaxModelBytes,
@@ -184,16 +178,12 @@ func NewWatcher(opts WatcherOptions) (*Watcher, error) {
 	// then is not put off by a whole period.
 	w.failures = &failures{m: map[string]*failure{}, initial: w.opts.RetryBackoff, max: w.opts.MaxRetryBackoff, slack: w.opts.Period / 10}
 	w.problems = &problemLog{log: w.log, m: map[string]*problem{}, initial: w.opts.RetryBackoff, max: w.opts.MaxRetryBackoff}
+	var err error
 	if w.metrics, err = newMetrics(opts.Metrics, w.now); err != nil {
 		return nil, fmt.Errorf("modelstore: register metrics: %w", err)
 	}
-	if u.Scheme == "file" {
-		if w.root, err = newFileRoot(u); err != nil {
-			return nil, fmt.Errorf("modelstore: bucket URL %q: %w", opts.BucketURL, err)
-		}
-	}
-	if w.bucket, err = blob.OpenBucket(context.Background(), opts.BucketURL); err != nil {
-		return nil, fmt.Errorf("modelstore: open bucket %q: %w", opts.BucketURL, err)
+	if w.bucket, w.scheme, w.root, err = openBucket(context.Background(), opts.BucketURL); err != nil {
+		return nil, fmt.Errorf("modelstore: %w", err)
 	}
 	return w, nil
 }

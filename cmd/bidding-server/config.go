@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/inferbid/inferbid/codestore"
 	"github.com/inferbid/inferbid/internal/cli"
 	"github.com/inferbid/inferbid/modelstore"
 	"github.com/inferbid/inferbid/sidecar"
@@ -34,7 +35,11 @@ type config struct {
 	// UDFWasmHelperPath is a WebAssembly module handed to every generateBid
 	// call as browserSignals.wasmHelper ("" = none).
 	UDFWasmHelperPath string
-	Listen            string
+	// CodeFetch is --buyer_code_fetch_config; nil = none (--udf_code_path
+	// or the embedded example). LOCAL is turned into UDFCodePath.
+	CodeFetch    *codestore.FetchConfig
+	CodeMaxBytes int64
+	Listen       string
 	// KServeListen serves the Open Inference Protocol's HTTP API on an
 	// address of its own too ("" = only on Listen).
 	KServeListen string
@@ -97,6 +102,7 @@ var envFlags = []string{
 	"inference_model_fetch_period_ms",
 	"inference_model_local_paths",
 	"consented_debug_token",
+	"buyer_code_fetch_config",
 }
 
 const usageHeader = `bidding-server runs an ad tech's generateBid JavaScript with ML inference.
@@ -113,7 +119,7 @@ Flags:
 
 // flagText is what the flags that need conversion after parsing hold.
 type flagText struct {
-	local, transport string
+	local, transport, codeFetch string
 }
 
 // newFlagSet defines every flag on a new flag set, storing into c and raw.
@@ -137,6 +143,8 @@ func newFlagSet(c *config, raw *flagText, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&raw.local, "inference_model_local_paths", "", "comma-separated local models registered at start: LOCAL or MODEL_PATH=LOCAL; without MODEL_PATH the path is LOCAL's base name, plus a trailing / for a directory; default none")
 	fs.StringVar(&c.UDFCodePath, "udf_code_path", "", "the JavaScript bidding module defining generateBid; default: the embedded example (examples/bidding/generate_bid.js)")
 	fs.StringVar(&c.UDFWasmHelperPath, "udf_wasm_helper_path", "", "a WebAssembly module (.wasm) compiled once and handed to every generateBid call as browserSignals.wasmHelper, a WebAssembly.Module (B&A's Wasm helper); default none")
+	fs.StringVar(&raw.codeFetch, "buyer_code_fetch_config", "", `where the bidding code comes from (env BUYER_CODE_FETCH_CONFIG), B&A's JSON: {"fetchMode":"BUCKET","protectedAuctionBiddingJsBucket":"s3://...","protectedAuctionBiddingJsBucketDefaultBlob":"bid.js","urlFetchPeriodMs":60000}, or "URL" with "biddingJsUrl" (and "biddingWasmHelperUrl", "urlFetchTimeoutMs"), or "LOCAL" with "biddingJsPath"; in BUCKET mode every blob is a code version a request may name (code_version), swapped in live as it changes; default none: --udf_code_path`)
+	fs.Int64Var(&c.CodeMaxBytes, "code_max_bytes", codestore.DefaultMaxBytes, "largest bidding module (with its Wasm helper) fetched from a bucket or URL; larger ones are refused")
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "HTTP listen address")
 	fs.StringVar(&c.KServeGRPCListen, "kserve_grpc_listen", "", "serve the Open Inference Protocol (KServe v2) gRPC service inference.GRPCInferenceService on this TCP address; default none: off")
 	fs.StringVar(&c.KServeListen, "kserve_listen", "", "also serve the Open Inference Protocol (KServe v2) HTTP API, which --listen always serves under /v2, on this address of its own; default none")
@@ -249,6 +257,26 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if c.ModelBucketName != "" && c.ModelConfigPath == "" {
 		return c, errors.New("--inference_model_bucket_name needs --inference_model_config_path")
+	}
+	if c.CodeMaxBytes <= 0 {
+		return c, errors.New("--code_max_bytes must be > 0")
+	}
+	if raw.codeFetch != "" {
+		fc, err := codestore.ParseFetchConfig([]byte(raw.codeFetch))
+		if err != nil {
+			return c, fmt.Errorf("--buyer_code_fetch_config: %w", err)
+		}
+		if c.UDFCodePath != "" {
+			return c, errors.New("--udf_code_path and --buyer_code_fetch_config both say where the bidding code is: give one (--udf_code_path is the LOCAL shorthand)")
+		}
+		if fc.Mode == codestore.ModeLocal {
+			c.UDFCodePath = fc.LocalPath
+		} else {
+			if c.JSInProcess {
+				return c, fmt.Errorf("--buyer_code_fetch_config fetchMode %s swaps code live in JS worker processes; --js_in_process has none", fc.Mode)
+			}
+			c.CodeFetch = &fc
+		}
 	}
 	return c, nil
 }

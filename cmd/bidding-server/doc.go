@@ -11,14 +11,19 @@
 // same name in upper case; a flag on the command line wins. See -help.
 //
 // Without --udf_code_path it runs the embedded example module
-// (examples/bidding/generate_bid.js). --inference_model_local_paths takes
+// (examples/bidding/generate_bid.js). --buyer_code_fetch_config (env
+// BUYER_CODE_FETCH_CONFIG, B&A's JSON) fetches the code instead from a
+// bucket, where every blob is a code version a request may name, or from a
+// URL, polls it and swaps changes in live (package codestore; README.md,
+// "Bidding code from a bucket"). --inference_model_local_paths takes
 // LOCAL or MODEL_PATH=LOCAL items; without MODEL_PATH the model path is
 // LOCAL's base name, with a trailing "/" for a directory.
 //
 // HTTP API:
 //
 //	POST /v1/generateBids  {"interest_groups":[{"name":..},..], "auction_signals":..,
-//	                        "per_buyer_signals":.., "trusted_bidding_signals":.., "browser_signals":..}
+//	                        "per_buyer_signals":.., "trusted_bidding_signals":.., "browser_signals":..,
+//	                        "code_version":..}  (a code version not served is a 400)
 //	                       -> {"bids":[{"interest_group":N,"bid":..} or {"interest_group":N,"error":..}]}
 //	                       groups run concurrently through the JS pool, answers keep the request order;
 //	                       a body that is not JSON, lacks interest groups or is too large is a 400/413
@@ -28,6 +33,8 @@
 //	                       "last_error":..,"inputs":[{"name":..,"dtype":..,"shape":[..]}],"outputs":[..]},..]}
 //	                       (docs/architecture.md, "Model status over HTTP")
 //	GET  /v1/models/{path} one model of the models array (e.g. /v1/models/pctr/v1/); 404 {"error":..}
+//	GET  /v1/code          {"default":..,"versions":[{"name":..,"sha256":..,"size":..,"state":"default|serving|failed",
+//	                       "loaded_at":..,"last_error":..},..]}: the bidding code versions
 //	GET  /healthz          200 while the process serves (from the moment the port is bound)
 //	GET  /readyz           200 once the module compiled, the sidecar is healthy (after a restart:
 //	                       with every model replayed), the local models

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/inferbid/inferbid/codestore"
 	"github.com/inferbid/inferbid/examples"
 	"github.com/inferbid/inferbid/internal/cli"
 	"github.com/inferbid/inferbid/jsbridge"
@@ -91,12 +92,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		wasmHelper = b
 	}
+	startedAt := time.Now()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := newMetrics(reg)
 
-	srv := &server{metrics: m, gatherer: reg, logger: logger, maxBody: cfg.MaxRequestBytes, maxGroups: cfg.MaxGroups,
+	srv := &server{moduleName: name, moduleSource: source, moduleLoadedAt: startedAt, metrics: m, gatherer: reg, logger: logger, maxBody: cfg.MaxRequestBytes, maxGroups: cfg.MaxGroups,
 		maxBidBytes: cfg.MaxBidBytes, requestTimeout: cfg.RequestTimeout, requestConcurrency: cfg.JSRequestConcurrency,
 		isolateCalls: cfg.JSIsolateEachCall, consentToken: cfg.ConsentedDebugToken}
 	popts := jsbridge.Options{
@@ -248,11 +250,44 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			hopts.SidecarSpinWait = cfg.SidecarSpinWait
 			hopts.Inference = client
 		}
+		var store *codestore.Store
+		if cfg.CodeFetch != nil {
+			if store, err = fetchCode(ctx, cfg, hopts, srv, reg, logger); err != nil {
+				if ctx.Err() != nil {
+					logger.Info("stopped while the bidding code was being fetched")
+					return nil
+				}
+				return err
+			}
+			mods, def, _ := store.Modules()
+			hopts.Modules, hopts.DefaultModule = mods, def
+			name = def
+		}
 		host, err := jsworker.Start(ctx, hopts)
 		if err != nil {
+			if store != nil {
+				store.Close()
+			}
 			return fmt.Errorf("load bidding module: %w", err)
 		}
 		defer host.Close()
+		if store != nil {
+			// Polls until shutdown; the bucket closes once the last poll
+			// has ended.
+			store.Attach(host)
+			srv.code.Store(store)
+			codeCtx, cancelCode := context.WithCancel(ctx)
+			codeDone := make(chan struct{})
+			go func() {
+				defer close(codeDone)
+				_ = store.Run(codeCtx)
+			}()
+			defer func() {
+				cancelCode()
+				<-codeDone
+				store.Close()
+			}()
+		}
 		srv.workers = host
 		m.registerWorkers(reg, host)
 		srv.started()
@@ -391,6 +426,57 @@ func registerLocal(ctx context.Context, sup modelstore.Registrar, lm localModel)
 		return err
 	}
 	return sup.RegisterModel(ctx, lm.ModelPath, files, "")
+}
+
+// fetchCode opens the code source and syncs it until the default version
+// loads, retrying with back-off (a bucket that cannot be opened, a default
+// blob missing or broken may be fixed while the server starts); /readyz
+// says what it waits for.
+func fetchCode(ctx context.Context, cfg config, hopts jsworker.Options, srv *server, reg prometheus.Registerer, logger *slog.Logger) (*codestore.Store, error) {
+	srv.setStarting("the bidding code is being fetched")
+	report := func(err error) { srv.setStarting("the bidding code is not fetched yet: " + err.Error()) }
+	fc := *cfg.CodeFetch
+	where := fc.Bucket
+	if fc.Mode == codestore.ModeURL {
+		where = fc.JSURL
+	}
+	retry := newRetrier(logger, "bidding code", fc.Period, "mode", fc.Mode.String(), "source", where)
+	var store *codestore.Store
+	for store == nil {
+		undo := &undoRegisterer{Registerer: reg}
+		s, err := codestore.New(ctx, codestore.Options{
+			Config:   fc,
+			MaxBytes: cfg.CodeMaxBytes,
+			Logger:   logger,
+			Metrics:  undo,
+			Validate: func(ctx context.Context, mods []jsworker.Module) map[string]error {
+				return jsworker.Validate(ctx, hopts, mods)
+			},
+		})
+		if err == nil {
+			store = s
+			break
+		}
+		undo.undo()
+		if !retry.failedReport(ctx, report, "code bucket not opened", err) {
+			return nil, ctx.Err()
+		}
+	}
+	retry.reset()
+	for {
+		err := store.SyncOnce(ctx)
+		if _, def, ok := store.Modules(); ok {
+			if err != nil {
+				logger.Warn("first code sync finished with failures; the default version loads, the rest is shown in /v1/code and retried when it changes",
+					"default", def, "err", err)
+			}
+			return store, nil
+		}
+		if !retry.failedReport(ctx, report, "bidding code not fetched", err) {
+			store.Close()
+			return nil, ctx.Err()
+		}
+	}
 }
 
 // gcPercent is GOGC when a soft memory limit bounds the heap.

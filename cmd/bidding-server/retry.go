@@ -49,13 +49,18 @@ func newRetrier(logger *slog.Logger, what string, period time.Duration, attrs ..
 // failed reports err in /readyz (through srv) and the log, then waits for
 // the next attempt; false when ctx ended first.
 func (r *retrier) failed(ctx context.Context, srv *server, msg string, err error) bool {
+	return r.failedReport(ctx, srv.setSyncResult, msg, err)
+}
+
+// failedReport is failed with report in place of the model sync's result.
+func (r *retrier) failedReport(ctx context.Context, report func(error), msg string, err error) bool {
 	if ctx.Err() != nil {
 		return false
 	}
 	r.attempts++
 	wait := r.next
 	r.next = min(2*r.next, r.ceiling)
-	srv.setSyncResult(fmt.Errorf("%s (attempt %d, next in %s): %w", msg, r.attempts, wait, err))
+	report(fmt.Errorf("%s (attempt %d, next in %s): %w", msg, r.attempts, wait, err))
 	text := msg + ": " + err.Error()
 	switch {
 	case text != r.lastMsg:

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/inferbid/inferbid/batch"
+	"github.com/inferbid/inferbid/codestore"
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/jsbridge"
 	"github.com/inferbid/inferbid/jsworker"
@@ -83,6 +86,12 @@ type server struct {
 	// watcher is the model bucket's watcher once it is made (nil without
 	// a bucket): /v1/models reports its failed and draining models.
 	watcher atomic.Pointer[modelstore.Watcher]
+	// code is the bidding code's store with --buyer_code_fetch_config
+	// BUCKET or URL; nil: the one module (moduleName) serves.
+	code           atomic.Pointer[codestore.Store]
+	moduleName     string
+	moduleSource   string
+	moduleLoadedAt time.Time
 }
 
 // setStarting records the start-up step under way, for /readyz.
@@ -111,6 +120,7 @@ func (s *server) handler() http.Handler {
 		return http.StatusOK
 	}))
 	mux.HandleFunc("GET /readyz", s.count("readyz", s.ready))
+	mux.HandleFunc("GET /v1/code", s.count("code", s.listCode))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{}))
 	if s.v2 != nil {
 		mux.Handle("/v2", s.v2.Handler())
@@ -139,6 +149,10 @@ type generateBidsRequest struct {
 	TrustedBiddingSignals json.RawMessage       `json:"trusted_bidding_signals"`
 	BrowserSignals        json.RawMessage       `json:"browser_signals"`
 	ConsentedDebugConfig  *consentedDebugConfig `json:"consented_debug_config"`
+	// CodeVersion names the code version to run (a blob of the code
+	// bucket); "" = the default. An unknown one is the request's error
+	// (400), never a fallback.
+	CodeVersion string `json:"code_version"`
 }
 
 // consentedDebugConfig is B&A's ConsentedDebugConfiguration: a request
@@ -215,6 +229,10 @@ func (s *server) generateBids(w http.ResponseWriter, r *http.Request) int {
 		Signals:        signals,
 		IsolateCalls:   s.isolateCalls,
 		Consented:      s.consented(req.ConsentedDebugConfig),
+		CodeVersion:    req.CodeVersion,
+	}
+	if s.workers == nil && req.CodeVersion != "" && req.CodeVersion != s.moduleName {
+		return writeError(w, http.StatusBadRequest, fmt.Sprintf("code_version %q is not served: only %q (--js_in_process serves one module)", req.CodeVersion, s.moduleName))
 	}
 	for i, ig := range req.InterestGroups {
 		jreq.InterestGroups[i] = ig
@@ -224,6 +242,9 @@ func (s *server) generateBids(w http.ResponseWriter, r *http.Request) int {
 		resp = s.workers.GenerateBids(ctx, jreq)
 	} else {
 		resp = s.runInProcess(ctx, jreq)
+	}
+	if len(resp.Results) > 0 && errors.Is(resp.Results[0].Err, jsworker.ErrUnknownVersion) {
+		return writeError(w, http.StatusBadRequest, resp.Results[0].Err.Error())
 	}
 	bids := make([]bidResult, len(names))
 	for i, res := range resp.Results {
@@ -248,6 +269,23 @@ func (s *server) generateBids(w http.ResponseWriter, r *http.Request) int {
 		out["debug_info"] = map[string]any{"logs": lines}
 	}
 	writeJSON(w, http.StatusOK, out)
+	return http.StatusOK
+}
+
+// listCode answers GET /v1/code: every code version, its SHA-256, size,
+// state (default, serving, failed), when it loaded and its last error.
+func (s *server) listCode(w http.ResponseWriter, r *http.Request) int {
+	if code, ok := s.notStarted(w); ok {
+		return code
+	}
+	if st := s.code.Load(); st != nil {
+		writeJSON(w, http.StatusOK, map[string]any{"default": st.Default(), "versions": st.Status()})
+		return http.StatusOK
+	}
+	sum := sha256.Sum256([]byte(s.moduleSource))
+	v := codestore.VersionStatus{Name: s.moduleName, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(s.moduleSource)),
+		State: codestore.StateDefault, LoadedAt: s.moduleLoadedAt}
+	writeJSON(w, http.StatusOK, map[string]any{"default": s.moduleName, "versions": []codestore.VersionStatus{v}})
 	return http.StatusOK
 }
 

@@ -129,7 +129,12 @@ type Config struct {
 	// The Wasm helper module (its bytes), compiled once by the worker and
 	// handed to every generateBid call as browserSignals.wasmHelper, a
 	// WebAssembly.Module; empty = none.
-	WasmHelper    []byte `protobuf:"bytes,15,opt,name=wasm_helper,json=wasmHelper,proto3" json:"wasm_helper,omitempty"`
+	WasmHelper []byte `protobuf:"bytes,15,opt,name=wasm_helper,json=wasmHelper,proto3" json:"wasm_helper,omitempty"`
+	// Every code version the worker serves (a BidsRequest names one); when
+	// empty, module_name and module_source are the only one.
+	Modules []*Module `protobuf:"bytes,16,rep,name=modules,proto3" json:"modules,omitempty"`
+	// The version a BidsRequest without code_version runs; "" = the first.
+	DefaultModule string `protobuf:"bytes,17,opt,name=default_module,json=defaultModule,proto3" json:"default_module,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -269,19 +274,100 @@ func (x *Config) GetWasmHelper() []byte {
 	return nil
 }
 
+func (x *Config) GetModules() []*Module {
+	if x != nil {
+		return x.Modules
+	}
+	return nil
+}
+
+func (x *Config) GetDefaultModule() string {
+	if x != nil {
+		return x.DefaultModule
+	}
+	return ""
+}
+
+// Module is one code version: its name (the bucket key, or the file) and
+// source.
+type Module struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Name   string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Source string                 `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
+	// The version's own Wasm helper (a bucket's x.wasm beside x.js); empty =
+	// Config.wasm_helper, if any.
+	WasmHelper    []byte `protobuf:"bytes,3,opt,name=wasm_helper,json=wasmHelper,proto3" json:"wasm_helper,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Module) Reset() {
+	*x = Module{}
+	mi := &file_jsworker_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Module) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Module) ProtoMessage() {}
+
+func (x *Module) ProtoReflect() protoreflect.Message {
+	mi := &file_jsworker_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Module.ProtoReflect.Descriptor instead.
+func (*Module) Descriptor() ([]byte, []int) {
+	return file_jsworker_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Module) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Module) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *Module) GetWasmHelper() []byte {
+	if x != nil {
+		return x.WasmHelper
+	}
+	return nil
+}
+
 type ConfigAck struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The module's error (syntax, top-level exception, missing function);
 	// "" = ready.
-	Error         string `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
-	Pid           int32  `protobuf:"varint,2,opt,name=pid,proto3" json:"pid,omitempty"`
+	Error string `protobuf:"bytes,1,opt,name=error,proto3" json:"error,omitempty"`
+	Pid   int32  `protobuf:"varint,2,opt,name=pid,proto3" json:"pid,omitempty"`
+	// Each version that failed to load, by name: its error. error is set
+	// too when any failed.
+	ModuleErrors  map[string]string `protobuf:"bytes,3,rep,name=module_errors,json=moduleErrors,proto3" json:"module_errors,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ConfigAck) Reset() {
 	*x = ConfigAck{}
-	mi := &file_jsworker_proto_msgTypes[1]
+	mi := &file_jsworker_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -293,7 +379,7 @@ func (x *ConfigAck) String() string {
 func (*ConfigAck) ProtoMessage() {}
 
 func (x *ConfigAck) ProtoReflect() protoreflect.Message {
-	mi := &file_jsworker_proto_msgTypes[1]
+	mi := &file_jsworker_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -306,7 +392,7 @@ func (x *ConfigAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConfigAck.ProtoReflect.Descriptor instead.
 func (*ConfigAck) Descriptor() ([]byte, []int) {
-	return file_jsworker_proto_rawDescGZIP(), []int{1}
+	return file_jsworker_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ConfigAck) GetError() string {
@@ -323,6 +409,13 @@ func (x *ConfigAck) GetPid() int32 {
 	return 0
 }
 
+func (x *ConfigAck) GetModuleErrors() map[string]string {
+	if x != nil {
+		return x.ModuleErrors
+	}
+	return nil
+}
+
 // BidsRequest is a chunk of one generateBids request: its interest groups
 // in order, run in one fresh runtime (or one each with isolate_calls).
 type BidsRequest struct {
@@ -337,14 +430,16 @@ type BidsRequest struct {
 	// Collect the chunk's console lines and inference debug lines.
 	Consented bool `protobuf:"varint,5,opt,name=consented,proto3" json:"consented,omitempty"`
 	// The function to call; "" = generateBid.
-	Function      string `protobuf:"bytes,6,opt,name=function,proto3" json:"function,omitempty"`
+	Function string `protobuf:"bytes,6,opt,name=function,proto3" json:"function,omitempty"`
+	// The code version to run (a Module's name); "" = the default.
+	CodeVersion   string `protobuf:"bytes,7,opt,name=code_version,json=codeVersion,proto3" json:"code_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BidsRequest) Reset() {
 	*x = BidsRequest{}
-	mi := &file_jsworker_proto_msgTypes[2]
+	mi := &file_jsworker_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -356,7 +451,7 @@ func (x *BidsRequest) String() string {
 func (*BidsRequest) ProtoMessage() {}
 
 func (x *BidsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_jsworker_proto_msgTypes[2]
+	mi := &file_jsworker_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -369,7 +464,7 @@ func (x *BidsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BidsRequest.ProtoReflect.Descriptor instead.
 func (*BidsRequest) Descriptor() ([]byte, []int) {
-	return file_jsworker_proto_rawDescGZIP(), []int{2}
+	return file_jsworker_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *BidsRequest) GetInterestGroups() [][]byte {
@@ -414,6 +509,13 @@ func (x *BidsRequest) GetFunction() string {
 	return ""
 }
 
+func (x *BidsRequest) GetCodeVersion() string {
+	if x != nil {
+		return x.CodeVersion
+	}
+	return ""
+}
+
 type CallResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// generateBid's return value as JSON.
@@ -427,7 +529,7 @@ type CallResult struct {
 
 func (x *CallResult) Reset() {
 	*x = CallResult{}
-	mi := &file_jsworker_proto_msgTypes[3]
+	mi := &file_jsworker_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -439,7 +541,7 @@ func (x *CallResult) String() string {
 func (*CallResult) ProtoMessage() {}
 
 func (x *CallResult) ProtoReflect() protoreflect.Message {
-	mi := &file_jsworker_proto_msgTypes[3]
+	mi := &file_jsworker_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -452,7 +554,7 @@ func (x *CallResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallResult.ProtoReflect.Descriptor instead.
 func (*CallResult) Descriptor() ([]byte, []int) {
-	return file_jsworker_proto_rawDescGZIP(), []int{3}
+	return file_jsworker_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CallResult) GetBid() []byte {
@@ -496,7 +598,7 @@ type LogLine struct {
 
 func (x *LogLine) Reset() {
 	*x = LogLine{}
-	mi := &file_jsworker_proto_msgTypes[4]
+	mi := &file_jsworker_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -508,7 +610,7 @@ func (x *LogLine) String() string {
 func (*LogLine) ProtoMessage() {}
 
 func (x *LogLine) ProtoReflect() protoreflect.Message {
-	mi := &file_jsworker_proto_msgTypes[4]
+	mi := &file_jsworker_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -521,7 +623,7 @@ func (x *LogLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogLine.ProtoReflect.Descriptor instead.
 func (*LogLine) Descriptor() ([]byte, []int) {
-	return file_jsworker_proto_rawDescGZIP(), []int{4}
+	return file_jsworker_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *LogLine) GetSource() string {
@@ -557,7 +659,7 @@ type EntryEvent struct {
 
 func (x *EntryEvent) Reset() {
 	*x = EntryEvent{}
-	mi := &file_jsworker_proto_msgTypes[5]
+	mi := &file_jsworker_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -569,7 +671,7 @@ func (x *EntryEvent) String() string {
 func (*EntryEvent) ProtoMessage() {}
 
 func (x *EntryEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_jsworker_proto_msgTypes[5]
+	mi := &file_jsworker_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -582,7 +684,7 @@ func (x *EntryEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntryEvent.ProtoReflect.Descriptor instead.
 func (*EntryEvent) Descriptor() ([]byte, []int) {
-	return file_jsworker_proto_rawDescGZIP(), []int{5}
+	return file_jsworker_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *EntryEvent) GetModelPath() string {
@@ -629,7 +731,7 @@ type InferenceEvent struct {
 
 func (x *InferenceEvent) Reset() {
 	*x = InferenceEvent{}
-	mi := &file_jsworker_proto_msgTypes[6]
+	mi := &file_jsworker_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -641,7 +743,7 @@ func (x *InferenceEvent) String() string {
 func (*InferenceEvent) ProtoMessage() {}
 
 func (x *InferenceEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_jsworker_proto_msgTypes[6]
+	mi := &file_jsworker_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -654,7 +756,7 @@ func (x *InferenceEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InferenceEvent.ProtoReflect.Descriptor instead.
 func (*InferenceEvent) Descriptor() ([]byte, []int) {
-	return file_jsworker_proto_rawDescGZIP(), []int{6}
+	return file_jsworker_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *InferenceEvent) GetDurationMicros() int64 {
@@ -722,7 +824,7 @@ type BidsResponse struct {
 
 func (x *BidsResponse) Reset() {
 	*x = BidsResponse{}
-	mi := &file_jsworker_proto_msgTypes[7]
+	mi := &file_jsworker_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -734,7 +836,7 @@ func (x *BidsResponse) String() string {
 func (*BidsResponse) ProtoMessage() {}
 
 func (x *BidsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_jsworker_proto_msgTypes[7]
+	mi := &file_jsworker_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -747,7 +849,7 @@ func (x *BidsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BidsResponse.ProtoReflect.Descriptor instead.
 func (*BidsResponse) Descriptor() ([]byte, []int) {
-	return file_jsworker_proto_rawDescGZIP(), []int{7}
+	return file_jsworker_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *BidsResponse) GetResults() []*CallResult {
@@ -800,7 +902,7 @@ type HostCall struct {
 
 func (x *HostCall) Reset() {
 	*x = HostCall{}
-	mi := &file_jsworker_proto_msgTypes[8]
+	mi := &file_jsworker_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -812,7 +914,7 @@ func (x *HostCall) String() string {
 func (*HostCall) ProtoMessage() {}
 
 func (x *HostCall) ProtoReflect() protoreflect.Message {
-	mi := &file_jsworker_proto_msgTypes[8]
+	mi := &file_jsworker_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -825,7 +927,7 @@ func (x *HostCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostCall.ProtoReflect.Descriptor instead.
 func (*HostCall) Descriptor() ([]byte, []int) {
-	return file_jsworker_proto_rawDescGZIP(), []int{8}
+	return file_jsworker_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *HostCall) GetCall() isHostCall_Call {
@@ -886,7 +988,7 @@ type HostAnswer struct {
 
 func (x *HostAnswer) Reset() {
 	*x = HostAnswer{}
-	mi := &file_jsworker_proto_msgTypes[9]
+	mi := &file_jsworker_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -898,7 +1000,7 @@ func (x *HostAnswer) String() string {
 func (*HostAnswer) ProtoMessage() {}
 
 func (x *HostAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_jsworker_proto_msgTypes[9]
+	mi := &file_jsworker_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -911,7 +1013,7 @@ func (x *HostAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HostAnswer.ProtoReflect.Descriptor instead.
 func (*HostAnswer) Descriptor() ([]byte, []int) {
-	return file_jsworker_proto_rawDescGZIP(), []int{9}
+	return file_jsworker_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *HostAnswer) GetAnswer() isHostAnswer_Answer {
@@ -964,7 +1066,7 @@ type ModelPaths struct {
 
 func (x *ModelPaths) Reset() {
 	*x = ModelPaths{}
-	mi := &file_jsworker_proto_msgTypes[10]
+	mi := &file_jsworker_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -976,7 +1078,7 @@ func (x *ModelPaths) String() string {
 func (*ModelPaths) ProtoMessage() {}
 
 func (x *ModelPaths) ProtoReflect() protoreflect.Message {
-	mi := &file_jsworker_proto_msgTypes[10]
+	mi := &file_jsworker_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -989,7 +1091,7 @@ func (x *ModelPaths) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelPaths.ProtoReflect.Descriptor instead.
 func (*ModelPaths) Descriptor() ([]byte, []int) {
-	return file_jsworker_proto_rawDescGZIP(), []int{10}
+	return file_jsworker_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ModelPaths) GetPaths() []string {
@@ -1003,7 +1105,7 @@ var File_jsworker_proto protoreflect.FileDescriptor
 
 const file_jsworker_proto_rawDesc = "" +
 	"\n" +
-	"\x0ejsworker.proto\x12\x14inferbid.jsworker.v1\x1a\x0finference.proto\"\xfd\x04\n" +
+	"\x0ejsworker.proto\x12\x14inferbid.jsworker.v1\x1a\x0finference.proto\"\xdc\x05\n" +
 	"\x06Config\x12\x1f\n" +
 	"\vmodule_name\x18\x01 \x01(\tR\n" +
 	"moduleName\x12#\n" +
@@ -1023,17 +1125,29 @@ const file_jsworker_proto_rawDesc = "" +
 	"\x0eshare_runtimes\x18\r \x01(\bR\rshareRuntimes\x12\x1b\n" +
 	"\tlog_level\x18\x0e \x01(\tR\blogLevel\x12\x1f\n" +
 	"\vwasm_helper\x18\x0f \x01(\fR\n" +
-	"wasmHelper\"3\n" +
+	"wasmHelper\x126\n" +
+	"\amodules\x18\x10 \x03(\v2\x1c.inferbid.jsworker.v1.ModuleR\amodules\x12%\n" +
+	"\x0edefault_module\x18\x11 \x01(\tR\rdefaultModule\"U\n" +
+	"\x06Module\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06source\x18\x02 \x01(\tR\x06source\x12\x1f\n" +
+	"\vwasm_helper\x18\x03 \x01(\fR\n" +
+	"wasmHelper\"\xcc\x01\n" +
 	"\tConfigAck\x12\x14\n" +
 	"\x05error\x18\x01 \x01(\tR\x05error\x12\x10\n" +
-	"\x03pid\x18\x02 \x01(\x05R\x03pid\"\xd2\x01\n" +
+	"\x03pid\x18\x02 \x01(\x05R\x03pid\x12V\n" +
+	"\rmodule_errors\x18\x03 \x03(\v21.inferbid.jsworker.v1.ConfigAck.ModuleErrorsEntryR\fmoduleErrors\x1a?\n" +
+	"\x11ModuleErrorsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf5\x01\n" +
 	"\vBidsRequest\x12'\n" +
 	"\x0finterest_groups\x18\x01 \x03(\fR\x0einterestGroups\x12\x18\n" +
 	"\asignals\x18\x02 \x03(\fR\asignals\x12!\n" +
 	"\fslice_micros\x18\x03 \x01(\x03R\vsliceMicros\x12#\n" +
 	"\risolate_calls\x18\x04 \x01(\bR\fisolateCalls\x12\x1c\n" +
 	"\tconsented\x18\x05 \x01(\bR\tconsented\x12\x1a\n" +
-	"\bfunction\x18\x06 \x01(\tR\bfunction\"\x9d\x01\n" +
+	"\bfunction\x18\x06 \x01(\tR\bfunction\x12!\n" +
+	"\fcode_version\x18\a \x01(\tR\vcodeVersion\"\x9d\x01\n" +
 	"\n" +
 	"CallResult\x12\x10\n" +
 	"\x03bid\x18\x01 \x01(\fR\x03bid\x12>\n" +
@@ -1110,40 +1224,44 @@ func file_jsworker_proto_rawDescGZIP() []byte {
 }
 
 var file_jsworker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_jsworker_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_jsworker_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_jsworker_proto_goTypes = []any{
 	(ErrorKind)(0),                      // 0: inferbid.jsworker.v1.ErrorKind
 	(*Config)(nil),                      // 1: inferbid.jsworker.v1.Config
-	(*ConfigAck)(nil),                   // 2: inferbid.jsworker.v1.ConfigAck
-	(*BidsRequest)(nil),                 // 3: inferbid.jsworker.v1.BidsRequest
-	(*CallResult)(nil),                  // 4: inferbid.jsworker.v1.CallResult
-	(*LogLine)(nil),                     // 5: inferbid.jsworker.v1.LogLine
-	(*EntryEvent)(nil),                  // 6: inferbid.jsworker.v1.EntryEvent
-	(*InferenceEvent)(nil),              // 7: inferbid.jsworker.v1.InferenceEvent
-	(*BidsResponse)(nil),                // 8: inferbid.jsworker.v1.BidsResponse
-	(*HostCall)(nil),                    // 9: inferbid.jsworker.v1.HostCall
-	(*HostAnswer)(nil),                  // 10: inferbid.jsworker.v1.HostAnswer
-	(*ModelPaths)(nil),                  // 11: inferbid.jsworker.v1.ModelPaths
-	(inferencepb.ErrorType)(0),          // 12: inferbid.inference.v1.ErrorType
-	(*inferencepb.PredictRequest)(nil),  // 13: inferbid.inference.v1.PredictRequest
-	(*inferencepb.PredictResponse)(nil), // 14: inferbid.inference.v1.PredictResponse
+	(*Module)(nil),                      // 2: inferbid.jsworker.v1.Module
+	(*ConfigAck)(nil),                   // 3: inferbid.jsworker.v1.ConfigAck
+	(*BidsRequest)(nil),                 // 4: inferbid.jsworker.v1.BidsRequest
+	(*CallResult)(nil),                  // 5: inferbid.jsworker.v1.CallResult
+	(*LogLine)(nil),                     // 6: inferbid.jsworker.v1.LogLine
+	(*EntryEvent)(nil),                  // 7: inferbid.jsworker.v1.EntryEvent
+	(*InferenceEvent)(nil),              // 8: inferbid.jsworker.v1.InferenceEvent
+	(*BidsResponse)(nil),                // 9: inferbid.jsworker.v1.BidsResponse
+	(*HostCall)(nil),                    // 10: inferbid.jsworker.v1.HostCall
+	(*HostAnswer)(nil),                  // 11: inferbid.jsworker.v1.HostAnswer
+	(*ModelPaths)(nil),                  // 12: inferbid.jsworker.v1.ModelPaths
+	nil,                                 // 13: inferbid.jsworker.v1.ConfigAck.ModuleErrorsEntry
+	(inferencepb.ErrorType)(0),          // 14: inferbid.inference.v1.ErrorType
+	(*inferencepb.PredictRequest)(nil),  // 15: inferbid.inference.v1.PredictRequest
+	(*inferencepb.PredictResponse)(nil), // 16: inferbid.inference.v1.PredictResponse
 }
 var file_jsworker_proto_depIdxs = []int32{
-	0,  // 0: inferbid.jsworker.v1.CallResult.error_kind:type_name -> inferbid.jsworker.v1.ErrorKind
-	12, // 1: inferbid.jsworker.v1.EntryEvent.error_type:type_name -> inferbid.inference.v1.ErrorType
-	12, // 2: inferbid.jsworker.v1.InferenceEvent.error_type:type_name -> inferbid.inference.v1.ErrorType
-	6,  // 3: inferbid.jsworker.v1.InferenceEvent.entries:type_name -> inferbid.jsworker.v1.EntryEvent
-	4,  // 4: inferbid.jsworker.v1.BidsResponse.results:type_name -> inferbid.jsworker.v1.CallResult
-	5,  // 5: inferbid.jsworker.v1.BidsResponse.logs:type_name -> inferbid.jsworker.v1.LogLine
-	7,  // 6: inferbid.jsworker.v1.BidsResponse.inferences:type_name -> inferbid.jsworker.v1.InferenceEvent
-	13, // 7: inferbid.jsworker.v1.HostCall.predict:type_name -> inferbid.inference.v1.PredictRequest
-	14, // 8: inferbid.jsworker.v1.HostAnswer.predict:type_name -> inferbid.inference.v1.PredictResponse
-	11, // 9: inferbid.jsworker.v1.HostAnswer.model_paths:type_name -> inferbid.jsworker.v1.ModelPaths
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	2,  // 0: inferbid.jsworker.v1.Config.modules:type_name -> inferbid.jsworker.v1.Module
+	13, // 1: inferbid.jsworker.v1.ConfigAck.module_errors:type_name -> inferbid.jsworker.v1.ConfigAck.ModuleErrorsEntry
+	0,  // 2: inferbid.jsworker.v1.CallResult.error_kind:type_name -> inferbid.jsworker.v1.ErrorKind
+	14, // 3: inferbid.jsworker.v1.EntryEvent.error_type:type_name -> inferbid.inference.v1.ErrorType
+	14, // 4: inferbid.jsworker.v1.InferenceEvent.error_type:type_name -> inferbid.inference.v1.ErrorType
+	7,  // 5: inferbid.jsworker.v1.InferenceEvent.entries:type_name -> inferbid.jsworker.v1.EntryEvent
+	5,  // 6: inferbid.jsworker.v1.BidsResponse.results:type_name -> inferbid.jsworker.v1.CallResult
+	6,  // 7: inferbid.jsworker.v1.BidsResponse.logs:type_name -> inferbid.jsworker.v1.LogLine
+	8,  // 8: inferbid.jsworker.v1.BidsResponse.inferences:type_name -> inferbid.jsworker.v1.InferenceEvent
+	15, // 9: inferbid.jsworker.v1.HostCall.predict:type_name -> inferbid.inference.v1.PredictRequest
+	16, // 10: inferbid.jsworker.v1.HostAnswer.predict:type_name -> inferbid.inference.v1.PredictResponse
+	12, // 11: inferbid.jsworker.v1.HostAnswer.model_paths:type_name -> inferbid.jsworker.v1.ModelPaths
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_jsworker_proto_init() }
@@ -1151,11 +1269,11 @@ func file_jsworker_proto_init() {
 	if File_jsworker_proto != nil {
 		return
 	}
-	file_jsworker_proto_msgTypes[8].OneofWrappers = []any{
+	file_jsworker_proto_msgTypes[9].OneofWrappers = []any{
 		(*HostCall_Predict)(nil),
 		(*HostCall_ModelPaths)(nil),
 	}
-	file_jsworker_proto_msgTypes[9].OneofWrappers = []any{
+	file_jsworker_proto_msgTypes[10].OneofWrappers = []any{
 		(*HostAnswer_Predict)(nil),
 		(*HostAnswer_ModelPaths)(nil),
 	}
@@ -1165,7 +1283,7 @@ func file_jsworker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_jsworker_proto_rawDesc), len(file_jsworker_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   11,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

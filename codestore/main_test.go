@@ -1,0 +1,50 @@
+package codestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/inferbid/inferbid/internal/testhelp"
+	"github.com/inferbid/inferbid/jsworker"
+	"github.com/inferbid/inferbid/modelstore/storetest"
+)
+
+var servers *storetest.Servers
+
+// TestMain runs the test binary as a JS worker when a Host started it, and
+// otherwise starts the S3 and GCS test servers as modelstore's tests do.
+func TestMain(m *testing.M) {
+	if jsworker.IsWorker(os.Getenv) {
+		err := jsworker.Main(context.Background(), os.Getenv, os.Stderr)
+		switch {
+		case err == nil:
+			os.Exit(0)
+		case errors.Is(err, jsworker.ErrTainted):
+			os.Exit(jsworker.ExitTainted)
+		}
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		os.Exit(1)
+	}
+	var err error
+	servers, err = storetest.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "test servers:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	servers.Stop()
+	testhelp.RemoveBinaries()
+	os.Exit(code)
+}
+
+func needServer(t *testing.T, name, reason string) {
+	t.Helper()
+	msg := fmt.Sprintf("%s test server unavailable: %s", name, reason)
+	if storetest.Required() {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}

@@ -71,8 +71,10 @@
 // deadline error, the rest of the request cut off) and exits (ExitTainted),
 // and the host replaces it. A worker that cannot even answer (thrashing at
 // its memory limit, stopped) is killed by the host when a chunk's answer is
-// later than the slice, the call timeout, the grace and KillGrace: the
-// chunk's calls fail with jsbridge.ErrDeadline (and ErrWorkerKilled). A
+// later than the slice (none for a chunk of one call), the call timeout,
+// the grace and KillGrace: the chunk's calls fail with jsbridge.ErrDeadline
+// (and ErrWorkerKilled) at once, without waiting for the kernel to tear the
+// process down (hundreds of milliseconds for one holding gigabytes). A
 // worker that dies (out of memory, its rlimit, a crash) fails only the chunk
 // it held (ErrWorkerDied, naming the cause it printed, e.g. "fatal error:
 // runtime: out of memory"), and the request's remaining calls are cut off

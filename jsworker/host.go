@@ -350,19 +350,30 @@ func (h *Host) GenerateBids(ctx context.Context, req Request) Response {
 	return r.response()
 }
 
-// slot runs chunks on one worker, replacing it when it dies or is killed.
+// slot runs chunks on one worker, replacing it when it dies or is killed:
+// at once, not when the next chunk comes, so that the replacement (and the
+// restart it counts) never waits on a request.
 func (h *Host) slot(p *proc) {
-	defer func() { p.stop() }()
+	defer func() {
+		if p != nil {
+			p.stop()
+		}
+	}()
 	for {
+		if !p.alive() {
+			if p = h.replace(p); p == nil {
+				return
+			}
+		}
 		c, ok := h.sched.next()
 		if !ok {
 			return
 		}
 		if !p.alive() {
-			if p = h.replace(p); p == nil {
-				h.sched.finish(c, nil, c.lo, 0, ErrClosed)
-				return
-			}
+			// It died while idle: the chunk goes back to the queue, for
+			// this slot once it has a replacement or for another.
+			h.sched.finish(c, nil, c.lo, 0, nil)
+			continue
 		}
 		h.busy.Add(1)
 		h.runChunk(p, c)
@@ -380,6 +391,11 @@ func (h *Host) replace(p *proc) *proc {
 	}
 	backoff := 100 * time.Millisecond
 	for {
+		select {
+		case <-h.closed:
+			return nil
+		default:
+		}
 		if h.opts.Spares > 0 {
 			select {
 			case s := <-h.spares:
@@ -464,11 +480,15 @@ func (h *Host) runChunk(p *proc, c *chunk) {
 		h.sched.finish(c, nil, c.lo, 0, nil)
 		return
 	}
-	// The worker starts calls for one slice, and each ends within its
-	// deadline and the interrupt's grace, or the worker stops itself: an
-	// answer later than that means a worker that cannot run Go (thrashing
-	// at its memory limit, stopped).
-	backstop := time.NewTimer(h.opts.Slice + h.opts.CallTimeout + h.opts.InterruptGrace + h.opts.KillGrace)
+	// The worker starts calls for one slice (a chunk of one call starts
+	// it at once), and each ends within its deadline and the interrupt's
+	// grace, or the worker stops itself: an answer later than that means a
+	// worker that cannot run Go (thrashing at its memory limit, stopped).
+	lastStart := h.opts.Slice
+	if c.hi-c.lo == 1 {
+		lastStart = 0
+	}
+	backstop := time.NewTimer(lastStart + h.opts.CallTimeout + h.opts.InterruptGrace + h.opts.KillGrace)
 	defer backstop.Stop()
 	ctxDone := r.ctx.Done()
 	var f fastlane.Frame
@@ -482,22 +502,29 @@ wait:
 			ctxDone = nil
 			_ = p.peer.write(fastlane.KindCancel, id, 0, nil)
 		case <-backstop.C:
+			// Answer now: the connection closes only once the kernel has
+			// torn the process down, which takes long for one that holds
+			// gigabytes (hundreds of ms were measured).
 			killed = true
 			h.kills.Add(1)
+			p.retiring.Store(true)
 			p.kill()
-			f, ok = <-ans
+			select {
+			case f, ok = <-ans: // it answered after all: the answer stands
+			default:
+			}
 			break wait
 		}
 	}
 	used := time.Since(start)
 	if !ok {
-		cause := p.exitReason(200 * time.Millisecond)
 		var err error
 		if killed {
 			err = &callError{msg: fmt.Sprintf("jsworker: %s: the call did not stop within %v of its deadline of %v; its JS worker was killed and replaced",
 				r.fn(), h.opts.InterruptGrace+h.opts.KillGrace, h.opts.CallTimeout), is: []error{jsbridge.ErrDeadline, ErrWorkerKilled}}
 		} else {
 			h.deaths.Add(1)
+			cause := p.exitReason(200 * time.Millisecond)
 			err = &callError{msg: fmt.Sprintf("jsworker: %s: the JS worker running the call died (%s) and was replaced", r.fn(), cause), is: []error{ErrWorkerDied}}
 			h.log.Warn("jsworker: a worker died while running a call", "pid", p.pid, "cause", cause)
 		}

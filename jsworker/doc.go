@@ -12,7 +12,8 @@
 //
 // # Processes
 //
-// A Host (in bidding-server) starts Options.Workers worker processes, each
+// A Host (in bidding-server) starts Options.Workers worker processes (twice
+// GOMAXPROCS by default: see DefaultWorkers), each
 // the same binary re-executed with WorkerEnv set (its main calls Main), plus
 // Options.Spares warm spares. A worker's connection to the host is one end
 // of a socketpair (fd 3): no path, nothing another process can connect to.
@@ -55,9 +56,12 @@
 // another for one Slice (10 ms) and hands the rest back, which joins the
 // back of the queue: a request of 1,000 interest groups takes one slice of
 // a worker at a time, between the slices of the others, instead of holding
-// every runtime. A request's JS time, summed over its chunks, is bounded by
-// RequestBudget (twice the call timeout): its calls not started by then
-// fail with ErrRequestBudget.
+// every runtime. A call that runs long still holds its worker until its
+// deadline: by default a request runs on at most a quarter of the workers,
+// which outnumber the cores twice, so that two such requests leave half the
+// workers to the others and the kernel shares the cores. A request's JS
+// time, summed over its chunks, is bounded by RequestBudget (twice the call
+// timeout): its calls not started by then fail with ErrRequestBudget.
 //
 // The privacy boundary is the user, i.e. one request: a chunk's calls run
 // in one fresh runtime (jsbridge.Pool.CallJSONGroup), which never ran

@@ -52,8 +52,8 @@ type Module struct {
 // default.
 type Options struct {
 	Module Module
-	// Workers is the number of worker processes that run JS; 0 =
-	// GOMAXPROCS.
+	// Workers is the number of worker processes that run JS; 0 = twice
+	// GOMAXPROCS, at least 3 (DefaultWorkers).
 	Workers int
 	// Spares is the number of warm spare workers, started and loaded, that
 	// take a failed worker's place at once; 0 = 1, < 0 = none.
@@ -93,7 +93,7 @@ type Options struct {
 	Inference Inference
 
 	// RequestConcurrency bounds the chunks of one request that run at once
-	// (each in its own worker); 0 = half the workers, at least 1.
+	// (each in its own worker); 0 = a quarter of the workers, at least 1.
 	RequestConcurrency int
 	// Slice is how long a worker keeps starting calls of one chunk before
 	// it hands the rest back, so that the calls of concurrent requests
@@ -116,9 +116,23 @@ type Options struct {
 	OnRestart func()
 }
 
+// DefaultWorkers is the number of workers when Options.Workers is 0: twice
+// GOMAXPROCS, at least 3. A call holds its worker until it returns or its
+// deadline, and goja cannot be preempted, but a process can: with more
+// workers than cores, and each request on at most a quarter of them (the
+// default RequestConcurrency), two requests whose calls all run to their
+// deadline hold at most half the workers, and the kernel shares the cores
+// between them and everyone else's calls. With as many workers as cores,
+// two such requests held all of them, and every other request waited for
+// their deadlines (BenchmarkHostileNeighbour in cmd/bidding-server: a
+// client's p99 went from 2 ms to 380 ms next to two requests of 1,000
+// looping groups; 5 ms with twice the workers). An idle worker costs about
+// 40 MB.
+func DefaultWorkers() int { return max(3, 2*runtime.GOMAXPROCS(0)) }
+
 func (o Options) withDefaults() Options {
 	if o.Workers <= 0 {
-		o.Workers = runtime.GOMAXPROCS(0)
+		o.Workers = DefaultWorkers()
 	}
 	if o.Spares == 0 {
 		o.Spares = 1
@@ -133,7 +147,7 @@ func (o Options) withDefaults() Options {
 		o.InterruptGrace = jsbridge.DefaultInterruptGrace
 	}
 	if o.RequestConcurrency <= 0 {
-		o.RequestConcurrency = max(1, o.Workers/2)
+		o.RequestConcurrency = max(1, o.Workers/4)
 	}
 	if o.Slice <= 0 {
 		o.Slice = DefaultSlice

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -459,6 +460,59 @@ func TestFairShares(t *testing.T) {
 	default:
 	}
 	<-bigDone
+}
+
+// TestLongRequestsLeaveWorkers: two requests whose calls run to their
+// deadline do not hold every worker at the default request concurrency: a
+// small request sent after them is answered while they still run.
+func TestLongRequestsLeaveWorkers(t *testing.T) {
+	h, _ := startHost(t, hostile, Options{Workers: 4, CallTimeout: 5 * time.Second})
+	loopDone := make(chan struct{}, 2)
+	for range 2 {
+		go func() {
+			h.GenerateBids(context.Background(), Request{InterestGroups: groups("loop", "loop", "loop", "loop")})
+			loopDone <- struct{}{}
+		}()
+	}
+	waitBusy(t, h, 2)
+	resp := h.GenerateBids(context.Background(), Request{InterestGroups: groups("small")})
+	if resp.Results[0].Err != nil {
+		t.Fatal(resp.Results[0].Err)
+	}
+	select {
+	case <-loopDone:
+		t.Fatal("the small request waited for a looping one (their calls run 5 s)")
+	default:
+	}
+	if st := h.Stats(); st.Busy != 2 {
+		t.Errorf("busy workers %d, want the 2 looping ones: %+v", st.Busy, st)
+	}
+}
+
+// waitBusy waits until n workers run chunks.
+func waitBusy(t *testing.T, h *Host, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for h.Stats().Busy < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d workers busy, want %d: %+v", h.Stats().Busy, n, h.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestDefaultWorkersOutnumberLongRequests: on any number of cores, the
+// default workers and request concurrency leave workers free next to two
+// requests that hold their share.
+func TestDefaultWorkersOutnumberLongRequests(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, procs := range []int{1, 2, 3, 4, 8, 64} {
+		runtime.GOMAXPROCS(procs)
+		o := Options{}.withDefaults()
+		if o.Workers <= 2*o.RequestConcurrency || o.Workers < 2*procs {
+			t.Errorf("GOMAXPROCS %d: %d workers, %d per request: two requests leave %d", procs, o.Workers, o.RequestConcurrency, o.Workers-2*o.RequestConcurrency)
+		}
+	}
 }
 
 // TestRequestBudget: a request's JS time is bounded over all its calls.

@@ -649,6 +649,8 @@ func resultError(fn string, k pb.ErrorKind, msg string) error {
 		return &callError{msg: msg, is: []error{jsbridge.ErrCutOff}}
 	case pb.ErrorKind_ERROR_KIND_NOT_FUNCTION:
 		return &callError{msg: msg, is: []error{jsbridge.ErrNotFunction}}
+	case pb.ErrorKind_ERROR_KIND_UNSETTLED:
+		return &callError{msg: msg, is: []error{jsbridge.ErrUnsettled}}
 	}
 	return &callError{msg: msg}
 }

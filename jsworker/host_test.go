@@ -515,6 +515,24 @@ func TestDefaultWorkersOutnumberLongRequests(t *testing.T) {
 	}
 }
 
+// TestPromises: an async function's value is its bid, and a promise that
+// never settles fails with jsbridge.ErrUnsettled, as in process.
+func TestPromises(t *testing.T) {
+	const src = `
+function generateBid(ig) {
+  if (ig.name === "never") return new Promise(function () {});
+  return (async function () { await null; return {ig: ig.name}; })();
+}`
+	h, _ := startHost(t, src, Options{})
+	resp := h.GenerateBids(context.Background(), Request{InterestGroups: groups("async", "never")})
+	if r := resp.Results[0]; r.Err != nil || string(r.Bid) != `{"ig":"async"}` {
+		t.Errorf("async: %s %v", r.Bid, r.Err)
+	}
+	if r := resp.Results[1]; !errors.Is(r.Err, jsbridge.ErrUnsettled) {
+		t.Errorf("never: %s %v, want ErrUnsettled", r.Bid, r.Err)
+	}
+}
+
 // TestRequestBudget: a request's JS time is bounded over all its calls.
 func TestRequestBudget(t *testing.T) {
 	// A long KillGrace: a worker slow to answer on a loaded machine (the

@@ -368,6 +368,8 @@ func errorKind(err error) pb.ErrorKind {
 		return pb.ErrorKind_ERROR_KIND_SCRIPT
 	case errors.Is(err, jsbridge.ErrNotFunction):
 		return pb.ErrorKind_ERROR_KIND_NOT_FUNCTION
+	case errors.Is(err, jsbridge.ErrUnsettled):
+		return pb.ErrorKind_ERROR_KIND_UNSETTLED
 	}
 	return pb.ErrorKind_ERROR_KIND_OTHER
 }

@@ -542,6 +542,11 @@ wait:
 			err = &callError{msg: fmt.Sprintf("jsworker: %s: the JS worker running the call died (%s) and was replaced", r.fn(), cause), is: []error{ErrWorkerDied}}
 			h.log.Warn("jsworker: a worker died while running a call", "pid", p.pid, "cause", cause)
 		}
+		if hook := h.opts.Hooks.OnCall; hook != nil {
+			// The call that ended the worker: which of the chunk's calls
+			// had run is lost with it, but that one did.
+			hook(jsbridge.CallEvent{Func: r.fn(), Duration: used, Err: err})
+		}
 		h.sched.finish(c, nil, c.hi, used, err)
 		h.sched.stop(r, &callError{msg: "not run: an earlier generateBid call of this request killed its JS worker", is: []error{jsbridge.ErrCutOff}})
 		return

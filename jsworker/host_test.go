@@ -377,6 +377,33 @@ func TestReplacedBeforeTheNextRequest(t *testing.T) {
 	}
 }
 
+// TestLostCallsReachOnCall: the call that got its worker killed, and the
+// one whose worker died, are seen by Hooks.OnCall (the metrics count them)
+// with their errors.
+func TestLostCallsReachOnCall(t *testing.T) {
+	var mu sync.Mutex
+	var events []jsbridge.CallEvent
+	hooks := jsbridge.Hooks{OnCall: func(ev jsbridge.CallEvent) {
+		mu.Lock()
+		events = append(events, ev)
+		mu.Unlock()
+	}}
+	killed, _ := startHost(t, bidByName, Options{Workers: 1, Spares: -1, CallTimeout: 100 * time.Millisecond, Hooks: hooks,
+		Command: func() *exec.Cmd {
+			cmd := exec.Command(os.Args[0])
+			cmd.Env = append(os.Environ(), hangEnv+"=1")
+			return cmd
+		}})
+	killed.GenerateBids(context.Background(), Request{InterestGroups: groups("a", "b")})
+	died, _ := startHost(t, hostile, Options{Workers: 1, RlimitMB: 3072, Hooks: hooks})
+	died.GenerateBids(context.Background(), Request{InterestGroups: groups("arraybuffer")})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(events) != 2 || !errors.Is(events[0].Err, ErrWorkerKilled) || !errors.Is(events[1].Err, ErrWorkerDied) {
+		t.Fatalf("OnCall saw %+v, want the killed worker's call and the dead one's", events)
+	}
+}
+
 // TestRequestsNeverShareRuntimes: what one request's calls leave in their
 // runtime is seen by its own later calls and never by another request's.
 func TestRequestsNeverShareRuntimes(t *testing.T) {

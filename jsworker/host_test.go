@@ -404,6 +404,46 @@ func TestLostCallsReachOnCall(t *testing.T) {
 	}
 }
 
+// TestStoppedCallsMemoryReturned: a call stopped at its deadline holding
+// hundreds of megabytes leaves its worker idle with them resident, unless
+// the worker returns them.
+func TestStoppedCallsMemoryReturned(t *testing.T) {
+	const src = `
+function generateBid(ig) {
+  var a = [], mib = "x".repeat(1 << 20);
+  for (var i = 0; i < 400; i++) a.push(mib + i);
+  for (;;) {}
+}`
+	h, _ := startHost(t, src, Options{Workers: 1, Spares: -1, CallTimeout: 2 * time.Second, HeapBudget: 1 << 30})
+	pid := h.PIDs()[0]
+	resp := h.GenerateBids(context.Background(), Request{InterestGroups: groups("hog")})
+	if !errors.Is(resp.Results[0].Err, jsbridge.ErrDeadline) {
+		t.Fatalf("%v, want the deadline", resp.Results[0].Err)
+	}
+	if peak := statusKB(pid, "VmHWM"); peak < 400<<10 {
+		t.Fatalf("the worker peaked at %d kB: the script did not allocate its 400 MiB", peak)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for statusKB(pid, "VmRSS") > 200<<10 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the idle worker still holds %d kB after a stopped call", statusKB(pid, "VmRSS"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// statusKB is a kB field of /proc/pid/status.
+func statusKB(pid int, field string) int64 {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
 // TestRequestsNeverShareRuntimes: what one request's calls leave in their
 // runtime is seen by its own later calls and never by another request's.
 func TestRequestsNeverShareRuntimes(t *testing.T) {

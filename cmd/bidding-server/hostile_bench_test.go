@@ -136,9 +136,13 @@ func BenchmarkHostileNeighbour(b *testing.B) {
 	}
 	extra := strings.Fields(os.Getenv("INFERBID_HOSTILE_ARGS"))
 	args := append([]string{"--udf_code_path", udf, "--js_call_timeout", benchCallTimeout.String()}, extra...)
-	title := "JS workers, defaults but --js_call_timeout " + benchCallTimeout.String()
-	if len(extra) > 0 {
-		title += " " + strings.Join(extra, " ")
+	title := "JS workers, defaults but --js_call_timeout " + flagDuration(args, "js_call_timeout").String()
+	for i := 0; i < len(extra); i++ {
+		if extra[i] == "--js_call_timeout" {
+			i++
+			continue
+		}
+		title += " " + extra[i]
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), benchLimit)
 	defer cancel()
@@ -168,11 +172,12 @@ type hostileRow struct {
 	answerErr      string        // the first hostile group's error
 	badAnswer      string        // set: a hostile answer that was not an error per group
 	idle, attack   neighbourStats
-	failures       int    // the well-behaved client's failed requests
-	firstFailure   string // the first of them
-	hostRSSBefore  int64  // kB
-	hostRSSAfter   int64  // kB
-	maxWorkerRSS   int64  // kB: the largest peak RSS (VmHWM) of a worker seen
+	baseline       neighbourStats // every row's idle window together
+	failures       int            // the well-behaved client's failed requests
+	firstFailure   string         // the first of them
+	hostRSSBefore  int64          // kB
+	hostRSSAfter   int64          // kB
+	maxWorkerRSS   int64          // kB: the largest peak RSS (VmHWM) of a worker seen
 	restarts       float64
 	crashed        bool
 	abandonedAfter float64       // in process: runtimes still running when the row ended
@@ -181,10 +186,10 @@ type hostileRow struct {
 
 func (r hostileRow) answerRatio() float64 { return float64(r.answer) / float64(r.deadline) }
 func (r hostileRow) p99Ratio() float64 {
-	if r.idle.p99 == 0 {
+	if r.baseline.p99 == 0 {
 		return 0
 	}
-	return float64(r.attack.p99) / float64(r.idle.p99)
+	return float64(r.attack.p99) / float64(r.baseline.p99)
 }
 
 // hostileTable runs every hostile case against one server started with
@@ -224,6 +229,17 @@ func hostileTable(ctx context.Context, b *testing.B, bin string, args []string) 
 			row.abandonedAfter = metricOf(s.url, "inferbid_js_abandoned_running")
 		}
 		rows = append(rows, row)
+	}
+	// The client's idle baseline is every row's idle window together: one
+	// window of a second holds 500 requests, whose p99 is the machine's
+	// noise of that second more than the server's.
+	var idle []time.Duration
+	for _, r := range rows {
+		idle = append(idle, r.idle.lat...)
+	}
+	baseline := newNeighbourStats(idle)
+	for i := range rows {
+		rows[i].baseline = baseline
 	}
 	return rows
 }
@@ -413,6 +429,16 @@ func neighbourOnce(client *http.Client, url string) error {
 type neighbourStats struct {
 	calls         int
 	p50, p99, max time.Duration
+	lat           []time.Duration // sorted
+}
+
+func newNeighbourStats(lat []time.Duration) neighbourStats {
+	slices.Sort(lat)
+	st := neighbourStats{calls: len(lat), lat: lat, p50: benchlat.Percentile(lat, 0.5), p99: benchlat.Percentile(lat, 0.99)}
+	if len(lat) > 0 {
+		st.max = lat[len(lat)-1]
+	}
+	return st
 }
 
 // stop ends the run (waiting for the requests in flight) and returns the
@@ -422,12 +448,7 @@ func (n *neighbourRun) stop() (neighbourStats, int, []string) {
 	<-n.ended
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	slices.Sort(n.lat)
-	st := neighbourStats{calls: len(n.lat), p50: benchlat.Percentile(n.lat, 0.5), p99: benchlat.Percentile(n.lat, 0.99)}
-	if len(n.lat) > 0 {
-		st.max = n.lat[len(n.lat)-1]
-	}
-	return st, len(n.failed), n.failed
+	return newNeighbourStats(n.lat), len(n.failed), n.failed
 }
 
 // rssSampler records the largest peak RSS (VmHWM) of pid's children, every
@@ -535,7 +556,12 @@ func printHostileTable(title string, rows []hostileRow) {
 	var buf bytes.Buffer
 	fmt.Fprintf(&buf, "\nhostile neighbour, bidding-server binary, %s; %d rounds per script; the well-behaved client sends a 1-group request every %v (open loop: latency from when each was due)\n", title, hostileRounds, neighbourEvery)
 	w := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "script\tdeadline\tanswer (worst)\t/deadline\tclient p50 idle -> attack\tp99 idle -> attack\tp99 x\tmax under attack\tfailed/sent\thost RSS MB before -> after\tmax worker RSS MB\trestarts\t")
+	if len(rows) > 0 {
+		bl := rows[0].baseline
+		fmt.Fprintf(&buf, "client idle (all rows' idle windows, %d requests): p50 %v, p99 %v, max %v; \"p99 x idle\" divides by this p99\n",
+			bl.calls, roundLat(bl.p50), roundLat(bl.p99), roundLat(bl.max))
+	}
+	fmt.Fprintln(w, "script\tdeadline\tanswer (worst)\t/deadline\tclient p50 idle -> attack\tp99 idle (row) -> attack\tp99 x idle\tmax under attack\tfailed/sent\thost RSS MB before -> after\tmax worker RSS MB\trestarts\t")
 	var missed []string
 	for _, r := range rows {
 		answer := fmt.Sprintf("%v", r.answer.Round(time.Millisecond))

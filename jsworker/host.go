@@ -124,10 +124,11 @@ type Options struct {
 // deadline hold at most half the workers, and the kernel shares the cores
 // between them and everyone else's calls. With as many workers as cores,
 // two such requests held all of them, and every other request waited for
-// their deadlines (BenchmarkHostileNeighbour in cmd/bidding-server: a
-// client's p99 went from 2 ms to 380 ms next to two requests of 1,000
-// looping groups; 5 ms with twice the workers). An idle worker costs about
-// 40 MB.
+// their deadlines (BenchmarkHostileNeighbour in cmd/bidding-server, 2
+// cores, 300 ms deadlines: a client's p99 went from 2-3 ms to 340-380 ms
+// next to two requests of 1,000 looping groups; with twice the workers it
+// stayed at 5-18 ms, the loaded machine's noise). An idle worker costs
+// about 40 MB.
 func DefaultWorkers() int { return max(3, 2*runtime.GOMAXPROCS(0)) }
 
 func (o Options) withDefaults() Options {

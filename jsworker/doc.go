@@ -12,7 +12,8 @@
 //
 // # Processes
 //
-// A Host (in bidding-server) starts Options.Workers worker processes, each
+// A Host (in bidding-server) starts Options.Workers worker processes (twice
+// GOMAXPROCS by default: see DefaultWorkers), each
 // the same binary re-executed with WorkerEnv set (its main calls Main), plus
 // Options.Spares warm spares. A worker's connection to the host is one end
 // of a socketpair (fd 3): no path, nothing another process can connect to.
@@ -55,9 +56,12 @@
 // another for one Slice (10 ms) and hands the rest back, which joins the
 // back of the queue: a request of 1,000 interest groups takes one slice of
 // a worker at a time, between the slices of the others, instead of holding
-// every runtime. A request's JS time, summed over its chunks, is bounded by
-// RequestBudget (twice the call timeout): its calls not started by then
-// fail with ErrRequestBudget.
+// every runtime. A call that runs long still holds its worker until its
+// deadline: by default a request runs on at most a quarter of the workers,
+// which outnumber the cores twice, so that two such requests leave half the
+// workers to the others and the kernel shares the cores. A request's JS
+// time, summed over its chunks, is bounded by RequestBudget (twice the call
+// timeout): its calls not started by then fail with ErrRequestBudget.
 //
 // A call that loops to its deadline holds its worker for the whole call
 // timeout, which no slice can shorten. While requests wait, no worker is
@@ -98,8 +102,10 @@
 // deadline error, the rest of the request cut off) and exits (ExitTainted),
 // and the host replaces it. A worker that cannot even answer (thrashing at
 // its memory limit, stopped) is killed by the host when a chunk's answer is
-// later than the slice, the call timeout, the grace and KillGrace: the
-// chunk's calls fail with jsbridge.ErrDeadline (and ErrWorkerKilled). A
+// later than the slice (none for a chunk of one call), the call timeout,
+// the grace and KillGrace: the chunk's calls fail with jsbridge.ErrDeadline
+// (and ErrWorkerKilled) at once, without waiting for the kernel to tear the
+// process down (hundreds of milliseconds for one holding gigabytes). A
 // worker that dies (out of memory, its rlimit, a crash) fails only the chunk
 // it held (ErrWorkerDied, naming the cause it printed, e.g. "fatal error:
 // runtime: out of memory"), and the request's remaining calls are cut off

@@ -64,8 +64,8 @@ type Options struct {
 	// DefaultModule is the version a Request without CodeVersion runs; ""
 	// = the first of Modules.
 	DefaultModule string
-	// Workers is the number of worker processes that run JS; 0 =
-	// GOMAXPROCS.
+	// Workers is the number of worker processes that run JS; 0 = twice
+	// GOMAXPROCS, at least 3 (DefaultWorkers).
 	Workers int
 	// Spares is the number of warm spare workers, started and loaded, that
 	// take a failed worker's place at once; 0 = 1, < 0 = none.
@@ -110,7 +110,7 @@ type Options struct {
 	Inference Inference
 
 	// RequestConcurrency bounds the chunks of one request that run at once
-	// (each in its own worker); 0 = half the workers, at least 1.
+	// (each in its own worker); 0 = a quarter of the workers, at least 1.
 	RequestConcurrency int
 	// Slice is how long a worker keeps starting calls of one chunk before
 	// it hands the rest back, so that the calls of concurrent requests
@@ -143,9 +143,24 @@ type Options struct {
 	OnRestart func()
 }
 
+// DefaultWorkers is the number of workers when Options.Workers is 0: twice
+// GOMAXPROCS, at least 3. A call holds its worker until it returns or its
+// deadline, and goja cannot be preempted, but a process can: with more
+// workers than cores, and each request on at most a quarter of them (the
+// default RequestConcurrency), two requests whose calls all run to their
+// deadline hold at most half the workers, and the kernel shares the cores
+// between them and everyone else's calls. With as many workers as cores,
+// two such requests held all of them, and every other request waited for
+// their deadlines (BenchmarkHostileNeighbour in cmd/bidding-server, 2
+// cores, 300 ms deadlines: a client's p99 went from 2-3 ms to 340-380 ms
+// next to two requests of 1,000 looping groups; with twice the workers it
+// stayed at 5-18 ms, the loaded machine's noise). An idle worker costs
+// about 40 MB.
+func DefaultWorkers() int { return max(3, 2*runtime.GOMAXPROCS(0)) }
+
 func (o Options) withDefaults() Options {
 	if o.Workers <= 0 {
-		o.Workers = runtime.GOMAXPROCS(0)
+		o.Workers = DefaultWorkers()
 	}
 	if o.Spares == 0 {
 		o.Spares = 1
@@ -160,7 +175,7 @@ func (o Options) withDefaults() Options {
 		o.InterruptGrace = jsbridge.DefaultInterruptGrace
 	}
 	if o.RequestConcurrency <= 0 {
-		o.RequestConcurrency = max(1, o.Workers/2)
+		o.RequestConcurrency = max(1, o.Workers/4)
 	}
 	if o.Slice <= 0 {
 		o.Slice = DefaultSlice
@@ -518,12 +533,26 @@ func (h *Host) GenerateBids(ctx context.Context, req Request) Response {
 	return r.response()
 }
 
-// slot runs chunks on one worker, replacing it when it dies or is killed.
+// slot runs chunks on one worker, replacing it when it dies or is killed:
+// at once, not when the next chunk comes, so that the replacement (and the
+// restart it counts) never waits on a request.
 func (h *Host) slot(p *proc) {
 	st := h.addSlot(false)
 	defer h.removeSlot(st, false)
-	defer func() { p.stop() }()
+	defer func() {
+		if p != nil {
+			p.stop()
+		}
+	}()
 	for {
+		// A worker that died (or said it will exit) is replaced now, not
+		// when the next chunk comes: the restart is counted at once, and
+		// no chunk waits for a worker to start.
+		if !p.alive() {
+			if p = h.replace(p); p == nil {
+				return
+			}
+		}
 		c, ok := h.sched.next(p.gen)
 		if !ok {
 			return
@@ -674,6 +703,11 @@ func (h *Host) replace(p *proc) *proc {
 	}
 	backoff := 100 * time.Millisecond
 	for {
+		select {
+		case <-h.closed:
+			return nil
+		default:
+		}
 		// Spares are of the current generation; a worker of a retired one
 		// (draining after a swap) is replaced by a new one of its own.
 		if h.opts.Spares > 0 && p.gen == h.sched.current() {
@@ -766,11 +800,15 @@ func (h *Host) runChunk(p *proc, c *chunk) {
 		h.sched.finish(c, nil, c.lo, 0, nil)
 		return
 	}
-	// The worker starts calls for one slice, and each ends within its
-	// deadline and the interrupt's grace, or the worker stops itself: an
-	// answer later than that means a worker that cannot run Go (thrashing
-	// at its memory limit, stopped).
-	backstop := time.NewTimer(h.opts.Slice + h.opts.CallTimeout + h.opts.InterruptGrace + h.opts.KillGrace)
+	// The worker starts calls for one slice (a chunk of one call starts
+	// it at once), and each ends within its deadline and the interrupt's
+	// grace, or the worker stops itself: an answer later than that means a
+	// worker that cannot run Go (thrashing at its memory limit, stopped).
+	lastStart := h.opts.Slice
+	if c.hi-c.lo == 1 {
+		lastStart = 0
+	}
+	backstop := time.NewTimer(lastStart + h.opts.CallTimeout + h.opts.InterruptGrace + h.opts.KillGrace)
 	defer backstop.Stop()
 	ctxDone := r.ctx.Done()
 	var f fastlane.Frame
@@ -784,24 +822,36 @@ wait:
 			ctxDone = nil
 			_ = p.peer.write(fastlane.KindCancel, id, 0, nil)
 		case <-backstop.C:
+			// Answer now: the connection closes only once the kernel has
+			// torn the process down, which takes long for one that holds
+			// gigabytes (hundreds of ms were measured).
 			killed = true
 			h.kills.Add(1)
+			p.retiring.Store(true)
 			p.kill()
-			f, ok = <-ans
+			select {
+			case f, ok = <-ans: // it answered after all: the answer stands
+			default:
+			}
 			break wait
 		}
 	}
 	used := time.Since(start)
 	if !ok {
-		cause := p.exitReason(200 * time.Millisecond)
 		var err error
 		if killed {
 			err = &callError{msg: fmt.Sprintf("jsworker: %s: the call did not stop within %v of its deadline of %v; its JS worker was killed and replaced",
 				r.fn(), h.opts.InterruptGrace+h.opts.KillGrace, h.opts.CallTimeout), is: []error{jsbridge.ErrDeadline, ErrWorkerKilled}}
 		} else {
 			h.deaths.Add(1)
+			cause := p.exitReason(200 * time.Millisecond)
 			err = &callError{msg: fmt.Sprintf("jsworker: %s: the JS worker running the call died (%s) and was replaced", r.fn(), cause), is: []error{ErrWorkerDied}}
 			h.log.Warn("jsworker: a worker died while running a call", "pid", p.pid, "cause", cause)
+		}
+		if hook := h.opts.Hooks.OnCall; hook != nil {
+			// The call that ended the worker: which of the chunk's calls
+			// had run is lost with it, but that one did.
+			hook(jsbridge.CallEvent{Func: r.fn(), Duration: used, Err: err})
 		}
 		h.sched.finish(c, nil, c.hi, used, err)
 		h.sched.stop(r, &callError{msg: "not run: an earlier generateBid call of this request killed its JS worker", is: []error{jsbridge.ErrCutOff}})
@@ -910,6 +960,8 @@ func resultError(fn string, k pb.ErrorKind, msg string) error {
 		return &callError{msg: msg, is: []error{jsbridge.ErrCutOff}}
 	case pb.ErrorKind_ERROR_KIND_NOT_FUNCTION:
 		return &callError{msg: msg, is: []error{jsbridge.ErrNotFunction}}
+	case pb.ErrorKind_ERROR_KIND_UNSETTLED:
+		return &callError{msg: msg, is: []error{jsbridge.ErrUnsettled}}
 	}
 	return &callError{msg: msg}
 }

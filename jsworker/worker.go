@@ -10,8 +10,10 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"runtime/metrics"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -99,6 +101,9 @@ type worker struct {
 
 	reqs chan fastlane.Frame
 
+	// releasing is set while releaseMemory runs.
+	releasing atomic.Bool
+
 	// mu guards the running chunk's cancel and collected events.
 	mu        sync.Mutex
 	runningID uint64
@@ -149,8 +154,12 @@ func Serve(ctx context.Context, conn net.Conn, opts ServeOptions) error {
 				w.configure(f)
 				continue
 			}
-			if tainted := w.runChunk(ctx, f); tainted {
+			tainted, stopped := w.runChunk(ctx, f)
+			if tainted {
 				return ErrTainted
+			}
+			if stopped {
+				w.releaseMemory()
 			}
 		}
 	}
@@ -284,12 +293,14 @@ func (w *worker) cancelChunk(id uint64) {
 }
 
 // runChunk runs one BidsRequest and answers it; it reports whether a
-// runtime was abandoned (the worker must go).
-func (w *worker) runChunk(parent context.Context, f fastlane.Frame) (tainted bool) {
+// runtime was abandoned (the worker must go), and whether a call was
+// stopped (at its deadline, for the heap budget: its runtime was dropped
+// with whatever it had allocated).
+func (w *worker) runChunk(parent context.Context, f fastlane.Frame) (tainted, stopped bool) {
 	var req pb.BidsRequest
 	if err := proto.Unmarshal(f.Payload, &req); err != nil {
 		w.peer.answer(f.ID, nil, inferr.Errorf(inferr.InputParsing, "jsworker: bids request: %v", err))
-		return false
+		return false, false
 	}
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
@@ -348,7 +359,7 @@ func (w *worker) runChunk(parent context.Context, f fastlane.Frame) (tainted boo
 			resp.Results[i] = &pb.CallResult{ErrorKind: pb.ErrorKind_ERROR_KIND_OTHER, Error: fmt.Sprintf("jsworker: code version %q is not loaded in this worker", version)}
 		}
 		w.peer.answer(f.ID, resp, nil)
-		return false
+		return false, false
 	}
 	results := pool.CallJSONGroup(ctx, fn, calls, jsbridge.GroupOptions{
 		Slice:        time.Duration(req.GetSliceMicros()) * time.Microsecond,
@@ -366,6 +377,9 @@ func (w *worker) runChunk(parent context.Context, f fastlane.Frame) (tainted boo
 			if errors.Is(r.Err, jsbridge.ErrAbandoned) {
 				tainted = true
 			}
+			if errors.Is(r.Err, jsbridge.ErrDeadline) || errors.Is(r.Err, jsbridge.ErrHeapBudget) {
+				stopped = true
+			}
 		}
 		resp.Results[i] = cr
 	}
@@ -379,7 +393,34 @@ func (w *worker) runChunk(parent context.Context, f fastlane.Frame) (tainted boo
 	if tainted {
 		w.log.Warn("jsworker: a runtime could not be stopped at its deadline; this worker exits to be replaced")
 	}
-	return tainted
+	return tainted, stopped
+}
+
+// releaseAbove is the heap (in use or kept by the Go runtime, not returned
+// to the OS) past which a worker returns its free memory after a stopped
+// call. A worker idles at about 40 MB; a call stopped at its deadline may
+// leave up to the heap budget of garbage (a push bomb: 600 MB to 1 GB),
+// which the Go runtime would keep resident until later calls allocate
+// enough to collect it, and return to the OS slowly after.
+const releaseAbove = 128 << 20
+
+// releaseMemory collects and returns free memory to the OS, in the
+// background (the next chunk does not wait), when the heap is over
+// releaseAbove; at most one runs at a time.
+func (w *worker) releaseMemory() {
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/released:bytes"}, {Name: "/memory/classes/total:bytes"}}
+	metrics.Read(sample)
+	if sample[1].Value.Kind() != metrics.KindUint64 || sample[0].Value.Kind() != metrics.KindUint64 ||
+		sample[1].Value.Uint64()-sample[0].Value.Uint64() < releaseAbove {
+		return
+	}
+	if !w.releasing.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer w.releasing.Store(false)
+		debug.FreeOSMemory()
+	}()
 }
 
 // consoleLevel names a console line's level as the response carries it.
@@ -413,6 +454,8 @@ func errorKind(err error) pb.ErrorKind {
 		return pb.ErrorKind_ERROR_KIND_SCRIPT
 	case errors.Is(err, jsbridge.ErrNotFunction):
 		return pb.ErrorKind_ERROR_KIND_NOT_FUNCTION
+	case errors.Is(err, jsbridge.ErrUnsettled):
+		return pb.ErrorKind_ERROR_KIND_UNSETTLED
 	}
 	return pb.ErrorKind_ERROR_KIND_OTHER
 }

@@ -59,6 +59,10 @@ func launchBiddingServer(t testing.TB, bin string, args, env []string) *runningS
 	// would only add its wait to every stop.
 	s := &runningServer{cmd: exec.Command(bin, append([]string{"--listen", "127.0.0.1:0", "--drain_period", "0"}, args...)...), done: make(chan error, 1)}
 	s.cmd.Env = append(os.Environ(), env...)
+	// A test binary that is killed (a timeout, a closed pipe) runs no
+	// cleanup: the server must not outlive it (its sidecar and JS workers
+	// go with it).
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stderr, err := s.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -257,33 +257,6 @@ func TestModuleWithoutGenerateBid(t *testing.T) {
 	}
 	t.Log(err)
 }
-
-// BenchmarkHostileNeighbour measures what one hostile request does to a
-// small client next to it: the client's p50 and p99 alone and while the
-// hostile request (and any work it left running) lasts, and when the
-// hostile request got its answer. Pool of 2, call deadline 300 ms, request
-// timeout 2 s, JS heap budget 64 MiB.
-func BenchmarkHostileNeighbour(b *testing.B) {
-	ts, s := newHostileServer(b)
-	for _, h := range hostileRequests {
-		b.Run(h.name, func(b *testing.B) {
-			var base, client benchlat.Stats
-			var took time.Duration
-			for b.Loop() {
-				base = idle(b, ts, time.Second)
-				took, _, client = attack(b, ts, s, h.body)
-			}
-			b.ReportMetric(float64(took.Milliseconds()), "hostile-answer-ms")
-			b.ReportMetric(base.P50.Seconds()*1e3, "idle-p50-ms")
-			b.ReportMetric(base.P99.Seconds()*1e3, "idle-p99-ms")
-			b.ReportMetric(client.P50.Seconds()*1e3, "attack-p50-ms")
-			b.ReportMetric(client.P99.Seconds()*1e3, "attack-p99-ms")
-			fmt.Printf("hostile %s: answered after %v; neighbour p50 %v -> %v, p99 %v -> %v (x%.1f)\n", h.name, took.Round(time.Millisecond),
-				base.P50, client.P50, base.P99, client.P99, float64(client.P99)/float64(base.P99))
-		})
-	}
-}
-
 func containsAny(s string, subs []string) bool {
 	for _, sub := range subs {
 		if strings.Contains(s, sub) {

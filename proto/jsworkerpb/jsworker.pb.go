@@ -44,6 +44,8 @@ const (
 	ErrorKind_ERROR_KIND_CUT_OFF      ErrorKind = 6
 	ErrorKind_ERROR_KIND_NOT_FUNCTION ErrorKind = 7
 	ErrorKind_ERROR_KIND_OTHER        ErrorKind = 8
+	// The function returned a promise that never settled.
+	ErrorKind_ERROR_KIND_UNSETTLED ErrorKind = 9
 )
 
 // Enum value maps for ErrorKind.
@@ -58,6 +60,7 @@ var (
 		6: "ERROR_KIND_CUT_OFF",
 		7: "ERROR_KIND_NOT_FUNCTION",
 		8: "ERROR_KIND_OTHER",
+		9: "ERROR_KIND_UNSETTLED",
 	}
 	ErrorKind_value = map[string]int32{
 		"ERROR_KIND_NONE":         0,
@@ -69,6 +72,7 @@ var (
 		"ERROR_KIND_CUT_OFF":      6,
 		"ERROR_KIND_NOT_FUNCTION": 7,
 		"ERROR_KIND_OTHER":        8,
+		"ERROR_KIND_UNSETTLED":    9,
 	}
 )
 
@@ -1199,7 +1203,7 @@ const file_jsworker_proto_rawDesc = "" +
 	"\x06answer\"\"\n" +
 	"\n" +
 	"ModelPaths\x12\x14\n" +
-	"\x05paths\x18\x01 \x03(\tR\x05paths*\xe9\x01\n" +
+	"\x05paths\x18\x01 \x03(\tR\x05paths*\x83\x02\n" +
 	"\tErrorKind\x12\x13\n" +
 	"\x0fERROR_KIND_NONE\x10\x00\x12\x15\n" +
 	"\x11ERROR_KIND_SCRIPT\x10\x01\x12\x17\n" +
@@ -1209,7 +1213,8 @@ const file_jsworker_proto_rawDesc = "" +
 	"\x12ERROR_KIND_NOT_RUN\x10\x05\x12\x16\n" +
 	"\x12ERROR_KIND_CUT_OFF\x10\x06\x12\x1b\n" +
 	"\x17ERROR_KIND_NOT_FUNCTION\x10\a\x12\x14\n" +
-	"\x10ERROR_KIND_OTHER\x10\bB/Z-github.com/inferbid/inferbid/proto/jsworkerpbb\x06proto3"
+	"\x10ERROR_KIND_OTHER\x10\b\x12\x18\n" +
+	"\x14ERROR_KIND_UNSETTLED\x10\tB/Z-github.com/inferbid/inferbid/proto/jsworkerpbb\x06proto3"
 
 var (
 	file_jsworker_proto_rawDescOnce sync.Once

@@ -76,6 +76,9 @@ func BenchmarkPeerComparison(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { localShared.Close() })
+	// The js-worker row: the js-string script in one JS worker process
+	// (this test binary re-executed), with its own fast lane to the sidecar.
+	host := startWorkerHost(b, f.script, sup.SocketPath(), fast, log)
 	callJSOn := func(pool *jsbridge.Pool, fn string, rows int) func() ([]float64, error) {
 		return func() ([]float64, error) {
 			var s []float64
@@ -113,11 +116,13 @@ func BenchmarkPeerComparison(b *testing.B) {
 		jsString, jsObject := callJS("jsString", rows), callJS("jsObject", rows)
 		jsLocal := callJSOn(local, "jsString", rows)
 		jsLocalShared := callJSOn(localShared, "jsString", rows)
+		jsWorker := callWorker(ctx, host, rows)
 		for name, got := range map[string]func() ([]float64, error){
 			"fast-lane":        func() ([]float64, error) { return resultScores(fast.Predict(ctx, req.entries)) },
 			"grpc":             func() ([]float64, error) { return resultScores(grpc.Predict(ctx, req.entries)) },
 			"js-string":        jsString,
 			"js-object":        jsObject,
+			"js-worker":        jsWorker,
 			"js-inproc":        jsLocal,
 			"js-inproc-shared": jsLocalShared,
 		} {
@@ -141,6 +146,7 @@ func BenchmarkPeerComparison(b *testing.B) {
 			{"grpc", func() error { _, err := resultScores(grpc.Predict(ctx, req.entries)); return err }, nil},
 			{"js-string", func() error { _, err := jsString(); return err }, pool},
 			{"js-object", func() error { _, err := jsObject(); return err }, pool},
+			{"js-worker", func() error { _, err := jsWorker(); return err }, nil},
 			{"js-inproc", func() error { _, err := jsLocal(); return err }, local},
 			{"js-inproc-shared", func() error { _, err := jsLocalShared(); return err }, localShared},
 		}

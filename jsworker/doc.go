@@ -29,6 +29,13 @@
 //     sidecar restart) and, as the client's Fallback, a request the sidecar
 //     could not be reached for or whose answer names a model it does not
 //     have (the host's client waits out a replay);
+//   - runs its Go code on one CPU (GOMAXPROCS 1, unless GOMAXPROCS is in
+//     its environment): it runs one call at a time, so its goroutines
+//     (the call's executor, the reader, the refill, the collector) take
+//     turns instead of waking a second thread at each hand-off, and the
+//     machine's other CPUs stay with the host, the sidecar and the other
+//     workers. GOGC and GOMEMLIMIT in its environment override the
+//     collector settings it derives from the heap budget;
 //   - gets SIGKILL when the host dies (Pdeathsig), ignores SIGINT/SIGTERM
 //     (the host stops it by hanging up), and exits when the host hangs up.
 //

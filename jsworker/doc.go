@@ -52,6 +52,10 @@
 // cancel frame cancels the running chunk. Worker to host: HostCall
 // (model paths, or a Predict for the host's client), answered by HostAnswer
 // or an error frame carrying the typed error (sidecar.ErrorToProto).
+// Both ends read with a dedicated goroutine parked in the network poller;
+// Options.SpinWait (off by default) makes the host poll for a chunk's
+// answer and a worker for its next chunk instead
+// (fastlane.ExpectReader).
 //
 // # Scheduling: fair shares, one request per runtime
 //

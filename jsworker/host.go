@@ -88,6 +88,15 @@ type Options struct {
 	SidecarSocket    string
 	SidecarTransport string
 	SidecarSpinWait  time.Duration
+	// SpinWait, when > 0, is how long the host polls a worker's
+	// connection for a chunk's answer (only while no other chunk runs)
+	// and a worker polls for its next chunk after answering one (while
+	// chunks come back to back), before they park
+	// (fastlane.ExpectReader): a wake-up of a parked reader costs about
+	// 10 µs on a virtual CPU, polling costs CPU. 0 (the default) or less
+	// = never: on two loaded CPUs polling gained nothing measurable
+	// (docs/architecture.md, "The JS path's tail").
+	SpinWait time.Duration
 	// Inference answers the workers' calls to the host; required with a
 	// SidecarSocket.
 	Inference Inference
@@ -458,7 +467,13 @@ func (h *Host) runChunk(p *proc, c *chunk) {
 		timeout = max(time.Until(d), time.Microsecond)
 	}
 	start := time.Now()
-	id, ans, err := p.peer.start(req, timeout)
+	var spin time.Duration
+	if h.opts.SpinWait > 0 && h.busy.Load() <= 1 {
+		// No other chunk runs: poll for the answer (with others running,
+		// the CPU is theirs).
+		spin = h.opts.SpinWait
+	}
+	id, ans, err := p.peer.startExpect(req, timeout, spin)
 	if err != nil {
 		// Never sent: run it on the next worker.
 		h.sched.finish(c, nil, c.lo, 0, nil)
@@ -799,6 +814,7 @@ func (h *Host) startProc(ctx context.Context) (*proc, error) {
 		SidecarSocket:         h.opts.SidecarSocket,
 		SidecarTransport:      h.opts.SidecarTransport,
 		SidecarSpinWaitMicros: h.opts.SidecarSpinWait.Microseconds(),
+		SpinWaitMicros:        max(h.opts.SpinWait, 0).Microseconds(),
 		CallTimeoutMicros:     h.opts.CallTimeout.Microseconds(),
 		InterruptGraceMicros:  h.opts.InterruptGrace.Microseconds(),
 		HeapBudgetBytes:       h.opts.HeapBudget,

@@ -105,6 +105,15 @@ type worker struct {
 
 	reqs chan fastlane.Frame
 
+	// spin is how long the worker polls for its next chunk after answering
+	// one (Config.spin_wait_micros); slow: the last chunk came later than
+	// that, so it polls only one time in probeEvery; answered: when the
+	// last answer was sent.
+	spin     time.Duration
+	slow     bool
+	chunks   uint32
+	answered time.Time
+
 	// mu guards the running chunk's cancel and collected events.
 	mu        sync.Mutex
 	runningID uint64
@@ -170,6 +179,7 @@ func (w *worker) configure(f fastlane.Frame) {
 		w.peer.answer(f.ID, nil, inferr.Errorf(inferr.InputParsing, "jsworker: config: %v", err))
 		return
 	}
+	w.spin = time.Duration(cfg.GetSpinWaitMicros()) * time.Microsecond
 	if b := cfg.GetHeapBudgetBytes(); b > 0 {
 		// As the in-process server does: collect rarely while the heap is
 		// small, and hard before the budget is reached; GOGC and
@@ -269,6 +279,10 @@ func (w *worker) cancelChunk(id uint64) {
 // runChunk runs one BidsRequest and answers it; it reports whether a
 // runtime was abandoned (the worker must go).
 func (w *worker) runChunk(parent context.Context, f fastlane.Frame) (tainted bool) {
+	if !w.answered.IsZero() {
+		w.slow = time.Since(w.answered) >= w.spin
+	}
+	w.chunks++
 	var req pb.BidsRequest
 	if err := proto.Unmarshal(f.Payload, &req); err != nil {
 		w.peer.answer(f.ID, nil, inferr.Errorf(inferr.InputParsing, "jsworker: bids request: %v", err))
@@ -344,12 +358,24 @@ func (w *worker) runChunk(parent context.Context, f fastlane.Frame) (tainted boo
 	logMu.Lock()
 	resp.Logs = logs
 	logMu.Unlock()
+	if w.spin > 0 && !tainted && (!w.slow || w.chunks%probeEvery == 0) {
+		// Poll for the next chunk while the host is quick to send it
+		// (back to back). Before the answer: a next chunk that came before
+		// the expectation was set would leave the read loop polling
+		// through it.
+		w.peer.expect(w.spin)
+	}
 	w.peer.answer(f.ID, resp, nil)
+	w.answered = time.Now()
 	if tainted {
 		w.log.Warn("jsworker: a runtime could not be stopped at its deadline; this worker exits to be replaced")
 	}
 	return tainted
 }
+
+// probeEvery: a worker whose chunks come slower than its spin wait still
+// polls after one answer in this many, to see whether they come quicker.
+const probeEvery = 16
 
 // consoleLevel names a console line's level as the response carries it.
 func consoleLevel(l slog.Level) string {

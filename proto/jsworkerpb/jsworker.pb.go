@@ -125,9 +125,12 @@ type Config struct {
 	// UNSAFE: runtimes serve call after call, across requests.
 	ShareRuntimes bool `protobuf:"varint,13,opt,name=share_runtimes,json=shareRuntimes,proto3" json:"share_runtimes,omitempty"`
 	// The slog level of the worker's own log ("debug", "info", ...).
-	LogLevel      string `protobuf:"bytes,14,opt,name=log_level,json=logLevel,proto3" json:"log_level,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LogLevel string `protobuf:"bytes,14,opt,name=log_level,json=logLevel,proto3" json:"log_level,omitempty"`
+	// How long the worker polls its connection for the next chunk after it
+	// answered one (while chunks come back to back); 0 = never.
+	SpinWaitMicros int64 `protobuf:"varint,15,opt,name=spin_wait_micros,json=spinWaitMicros,proto3" json:"spin_wait_micros,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Config) Reset() {
@@ -256,6 +259,13 @@ func (x *Config) GetLogLevel() string {
 		return x.LogLevel
 	}
 	return ""
+}
+
+func (x *Config) GetSpinWaitMicros() int64 {
+	if x != nil {
+		return x.SpinWaitMicros
+	}
+	return 0
 }
 
 type ConfigAck struct {
@@ -992,7 +1002,7 @@ var File_jsworker_proto protoreflect.FileDescriptor
 
 const file_jsworker_proto_rawDesc = "" +
 	"\n" +
-	"\x0ejsworker.proto\x12\x14inferbid.jsworker.v1\x1a\x0finference.proto\"\xdc\x04\n" +
+	"\x0ejsworker.proto\x12\x14inferbid.jsworker.v1\x1a\x0finference.proto\"\x86\x05\n" +
 	"\x06Config\x12\x1f\n" +
 	"\vmodule_name\x18\x01 \x01(\tR\n" +
 	"moduleName\x12#\n" +
@@ -1010,7 +1020,8 @@ const file_jsworker_proto_rawDesc = "" +
 	"\vlog_console\x18\f \x01(\bR\n" +
 	"logConsole\x12%\n" +
 	"\x0eshare_runtimes\x18\r \x01(\bR\rshareRuntimes\x12\x1b\n" +
-	"\tlog_level\x18\x0e \x01(\tR\blogLevel\"3\n" +
+	"\tlog_level\x18\x0e \x01(\tR\blogLevel\x12(\n" +
+	"\x10spin_wait_micros\x18\x0f \x01(\x03R\x0espinWaitMicros\"3\n" +
 	"\tConfigAck\x12\x14\n" +
 	"\x05error\x18\x01 \x01(\tR\x05error\x12\x10\n" +
 	"\x03pid\x18\x02 \x01(\x05R\x03pid\"\xd2\x01\n" +

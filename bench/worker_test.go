@@ -77,3 +77,19 @@ func callWorker(ctx context.Context, h *jsworker.Host, rows int) func() ([]float
 		return s, nil
 	}
 }
+
+// workerCall is callWorker without reading the scores (the bid's JSON is
+// the answer; reading it is the harness's work, not the path's).
+func workerCall(ctx context.Context, h *jsworker.Host, rows int) func() error {
+	req := jsworker.Request{Function: "jsWorker", InterestGroups: [][]byte{[]byte(fmt.Sprintf(`{"rows":%d}`, rows))}}
+	return func() error {
+		resp := h.GenerateBids(ctx, req)
+		if len(resp.Results) != 1 {
+			return fmt.Errorf("%d results for 1 interest group", len(resp.Results))
+		}
+		if r := resp.Results[0]; r.Err != nil || len(r.Bid) == 0 {
+			return fmt.Errorf("bid %q: %v", r.Bid, r.Err)
+		}
+		return nil
+	}
+}

@@ -84,7 +84,7 @@ func BenchmarkPeerComparison(b *testing.B) {
 		fmt.Sprintf("Go: ONNX Runtime %s, %s, GOMAXPROCS %d; peer: Node.js %s, onnxruntime-node %s, same thread settings",
 			onnx.LibraryVersion(), runtimeConfig, runtime.GOMAXPROCS(0), p.nodeVersion, ortNodeVersion),
 		transportNote,
-		fmt.Sprintf("collector of this process (the in-process JS rows) as bidding-server --js_in_process sets it: GOGC %d, soft memory limit 1.25 GiB + 64 MiB; js-worker: one worker process (GOMAXPROCS 1, GOGC 400: jsworker's defaults)", inProcessGCPercent),
+		fmt.Sprintf("collector of this process (the in-process JS rows) as bidding-server --js_in_process sets it: GOGC %d, soft memory limit 1.25 GiB + 64 MiB; js-worker: one worker process on jsworker's defaults (GOMAXPROCS 1, GOGC 400, polling 200 µs for its next chunk)", inProcessGCPercent),
 	)
 
 	for _, rows := range []int{1, 64} {

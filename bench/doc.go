@@ -34,8 +34,9 @@
 //	           mode), whose runInference goes over the worker's own fast
 //	           lane to the same sidecar; a request of one interest group,
 //	           the bid (the scores) back as JSON. The worker runs on
-//	           jsworker's defaults (GOMAXPROCS 1, GOGC 400 and the soft
-//	           memory limit of bidding-server's 1 GiB heap budget)
+//	           jsworker's defaults (GOMAXPROCS 1; GOGC 400 and the soft
+//	           memory limit of bidding-server's 1 GiB heap budget; it
+//	           polls for its next chunk for 200 µs, the host parks)
 //	js-inproc  the js-string row with runInference answered by the bare
 //	           runtime in this process (no sidecar): the JS layer's own
 //	           cost, for information
@@ -76,7 +77,8 @@
 // BenchmarkTail (bench/tail_test.go, also in make bench) takes the JS
 // path's tail apart: the js-worker call on defaults beside variants that
 // each change one setting (the worker's GOMAXPROCS and collector, polling
-// on its connections to the host and to the sidecar) and the js-string
+// on its connection to the host at either end and on its fast lane to the
+// sidecar) and the js-string
 // call at GOGC 400 and 100, all in alternating rounds of one run, at batch
 // 1 and 64; it prints p50, p99, p99/p50 and the ratios to the defaults
 // (docs/architecture.md, "The JS path's tail").

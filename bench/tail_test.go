@@ -43,7 +43,8 @@ type tailVariant struct {
 // (the js-string script in one JS worker process, as bidding-server runs
 // it) with today's defaults, and beside it the same call with one setting
 // changed per variant: the worker's GOMAXPROCS, its collector, polling on
-// its connection to the host (off by default) and on its fast lane to the
+// its connection to the host (the worker's for its next chunk, on by
+// default; the host's for the answer, off) and on its fast lane to the
 // sidecar (on by default); and the js-string
 // row's call (in this process) at Go's default GOGC and at bidding-server's
 // in-process setting. Every variant runs in alternating rounds of
@@ -117,7 +118,8 @@ func BenchmarkTail(b *testing.B) {
 		{"worker threads", "GOMAXPROCS=2 in the worker", host("GOMAXPROCS=2", nil), nil},
 		{"worker GC", "GOGC=100 in the worker", host("GOGC=100", nil), nil},
 		{"worker GC", "GOGC=off in the worker (memory limit only)", host("GOGC=off", nil), nil},
-		{"host-worker polling", "polling 200µs (SpinWait)", host("", func(o *jsworker.Options) { o.SpinWait = 200 * time.Microsecond }), nil},
+		{"host-worker polling", "the worker parks (SpinWait < 0)", host("", func(o *jsworker.Options) { o.SpinWait = -1 }), nil},
+		{"host-worker polling", "the host polls too (HostSpinWait 200µs)", host("", func(o *jsworker.Options) { o.HostSpinWait = 200 * time.Microsecond }), nil},
 		{"worker-sidecar polling", "no fast-lane polling (SidecarSpinWait < 0)", host("", func(o *jsworker.Options) { o.SidecarSpinWait = -1 }), nil},
 		{"in-process GC", "js-string, GOGC 400 (as --js_in_process)", inProcess, setGC(inProcessGCPercent)},
 		{"in-process GC", "js-string, GOGC 100 (Go's default)", inProcess, setGC(100)},

@@ -73,8 +73,9 @@ func us(d interface{ Seconds() float64 }) float64 { return d.Seconds() * 1e6 }
 // through a Host of one worker process and through a pool of size one in
 // this process (inproc, CallJSONGroup as the worker calls it), in
 // alternating rounds. Each reports p50-µs and p99-µs; the hop is the
-// difference of the p50s. The worker runs without polling its connection
-// (the default) and with (Options.SpinWait 200µs).
+// difference of the p50s. The worker runs on defaults (it polls for its
+// next chunk), parking instead (SpinWait < 0), and with the host polling
+// for the answer too (HostSpinWait).
 func BenchmarkHop(b *testing.B) {
 	const src = `function generateBid(ig) { return {ig: ig.name, bid: ig.name.length}; }`
 	ctx := context.Background()
@@ -85,9 +86,10 @@ func BenchmarkHop(b *testing.B) {
 	}
 	defer pool.Close()
 	calls := [][][]byte{{ig}}
-	host := func(spin time.Duration) func() error {
-		h, err := Start(ctx, Options{Module: Module{Name: "bench.js", Source: src}, Workers: 1, Spares: -1,
-			HeapBudget: 1 << 30, SpinWait: spin, Logger: slog.New(slog.DiscardHandler)})
+	host := func(o Options) func() error {
+		o.Module, o.Workers, o.Spares = Module{Name: "bench.js", Source: src}, 1, -1
+		o.HeapBudget, o.Logger = 1<<30, slog.New(slog.DiscardHandler)
+		h, err := Start(ctx, o)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -99,7 +101,8 @@ func BenchmarkHop(b *testing.B) {
 		&variant{name: "inproc", call: func() error {
 			return pool.CallJSONGroup(ctx, "generateBid", calls, jsbridge.GroupOptions{})[0].Err
 		}},
-		&variant{name: "worker-park", call: host(0)},
-		&variant{name: "worker-poll", call: host(200 * time.Microsecond)},
+		&variant{name: "worker", call: host(Options{})},
+		&variant{name: "worker-parks", call: host(Options{SpinWait: -1})},
+		&variant{name: "host-polls-too", call: host(Options{HostSpinWait: 200 * time.Microsecond})},
 	)
 }

@@ -52,10 +52,12 @@
 // cancel frame cancels the running chunk. Worker to host: HostCall
 // (model paths, or a Predict for the host's client), answered by HostAnswer
 // or an error frame carrying the typed error (sidecar.ErrorToProto).
-// Both ends read with a dedicated goroutine parked in the network poller;
-// Options.SpinWait (off by default) makes the host poll for a chunk's
-// answer and a worker for its next chunk instead
-// (fastlane.ExpectReader).
+// Both ends read with a dedicated goroutine; a worker that answered a chunk
+// polls its connection for the next one (fastlane.ExpectReader,
+// Options.SpinWait) while chunks come back to back, so that a host sending
+// the next chunk wakes nobody; otherwise both park in the network poller
+// (Options.HostSpinWait makes the host poll for answers too; off by
+// default).
 //
 // # Scheduling: fair shares, one request per runtime
 //

@@ -113,10 +113,12 @@ func namesN(prefix string, n int) []string {
 const bidByName = `function generateBid(ig, auction) { return {ig: ig.name, bid: ig.name.length, a: auction}; }`
 
 func TestBidsInOrder(t *testing.T) {
-	t.Run("parked", func(t *testing.T) { testBidsInOrder(t, Options{}) })
-	// Host and workers polling their connections (back to back, then
-	// with pauses longer than the spin wait).
-	t.Run("polling", func(t *testing.T) { testBidsInOrder(t, Options{SpinWait: 200 * time.Microsecond}) })
+	// Workers polling for their next chunk (the default), parking, and
+	// with the host polling for answers too; back to back, then with
+	// pauses longer than the spin wait.
+	t.Run("defaults", func(t *testing.T) { testBidsInOrder(t, Options{}) })
+	t.Run("parked", func(t *testing.T) { testBidsInOrder(t, Options{SpinWait: -1}) })
+	t.Run("host_polls", func(t *testing.T) { testBidsInOrder(t, Options{HostSpinWait: 200 * time.Microsecond}) })
 }
 
 func testBidsInOrder(t *testing.T, opts Options) {

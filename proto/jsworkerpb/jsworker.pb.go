@@ -127,7 +127,8 @@ type Config struct {
 	// The slog level of the worker's own log ("debug", "info", ...).
 	LogLevel string `protobuf:"bytes,14,opt,name=log_level,json=logLevel,proto3" json:"log_level,omitempty"`
 	// How long the worker polls its connection for the next chunk after it
-	// answered one (while chunks come back to back); 0 = never.
+	// answered one (while chunks come back to back); 0 = never (the host
+	// sends its default).
 	SpinWaitMicros int64 `protobuf:"varint,15,opt,name=spin_wait_micros,json=spinWaitMicros,proto3" json:"spin_wait_micros,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache

@@ -70,8 +70,8 @@ func Main(ctx context.Context, getenv func(string) string, stderr io.Writer) err
 		// the reader's, the refill's, the collector's) take turns on one
 		// CPU instead of waking a second thread for each hand-off, and
 		// leave the machine's other CPUs to the host, the sidecar and the
-		// other workers. Measured (bench, BenchmarkTail): p50 0.72-0.77x
-		// of GOMAXPROCS=2 on two CPUs.
+		// other workers. Measured (bench, BenchmarkTail, two CPUs): p50
+		// 0.70-0.82x and p99 0.66-0.93x of GOMAXPROCS=2.
 		runtime.GOMAXPROCS(1)
 	}
 	fd, err := strconv.Atoi(getenv(WorkerEnv))

@@ -157,10 +157,11 @@ test-pytorch: deps-pytorch testsummary
 testsummary:
 	@$(GO) build -o $(TESTSUMMARY) ./internal/cmd/testsummary
 
-# bench: the performance budget, printed (never asserted). The last line is
-# the peer comparison (bench/doc.go): one request through every layer and
-# through Node.js + onnxruntime-node, printed as a table of ratios; the peer
-# is required here (a missing node or onnxruntime-node fails).
+# bench: the performance budget, printed (never asserted). The last lines are
+# the JS path's tail taken apart (BenchmarkTail) and the peer comparison
+# (bench/doc.go): one request through every layer and through Node.js +
+# onnxruntime-node, printed as a table of ratios; the peer is required here
+# (a missing node or onnxruntime-node fails).
 BENCH_FLAGS ?= -run '^$$' -benchmem -count=1
 bench: deps-onnx deps-pytorch deps-node-peer
 	$(GO) test $(BENCH_FLAGS) -bench . ./batch/
@@ -174,6 +175,8 @@ bench: deps-onnx deps-pytorch deps-node-peer
 	$(GO) test $(BENCH_FLAGS) -bench 'Wasm' -benchtime 20000x ./jsbridge/
 	$(GO) test $(BENCH_FLAGS) -bench 'ServerIsolation' -benchtime 16000x ./cmd/bidding-server/
 	$(GO) test $(BENCH_FLAGS) -bench 'HostileNeighbour' -benchtime 1x ./cmd/bidding-server/
+	INFERBID_REQUIRE_NATIVE=1 $(GO) test $(BENCH_FLAGS) -bench 'ServerGroups' -benchtime 2000x ./cmd/bidding-server/
+	INFERBID_REQUIRE_NATIVE=1 $(GO) test -count=1 -run '^$$' -bench '^BenchmarkTail$$' -benchtime 10000x ./bench/
 	INFERBID_REQUIRE_NATIVE=1 INFERBID_REQUIRE_PEER=1 $(GO) test -count=1 \
 	  -run '^TestPeerMatchesRuntime$$' -bench '^BenchmarkPeerComparison$$' ./bench/
 

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,10 +20,8 @@ import (
 	"github.com/dop251/goja"
 
 	"github.com/inferbid/inferbid/internal/benchlat"
-	"github.com/inferbid/inferbid/internal/testhelp"
 	"github.com/inferbid/inferbid/jsbridge"
 	"github.com/inferbid/inferbid/runtimes/onnx"
-	"github.com/inferbid/inferbid/sidecar"
 )
 
 // callers is the number of concurrent callers of the concurrency section.
@@ -40,19 +39,9 @@ func BenchmarkPeerComparison(b *testing.B) {
 	p := requirePeer(b)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
-	// The ONNX sidecar, a child process started by the supervisor.
-	b.Setenv(onnx.LibraryEnv, f.lib)
-	bin := testhelp.BuildBinary(b, "cmd/inference-sidecar-onnx", true)
-	sup, err := sidecar.StartSupervisor(ctx, sidecar.SupervisorOptions{
-		BinaryPath:    bin,
-		RuntimeConfig: runtimeConfig,
-		SocketPath:    testhelp.SocketPath(b, "sidecar.sock"),
-		Logger:        log,
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { sup.Close() })
+	// The ONNX sidecar, a child process started by the supervisor, with
+	// the model registered.
+	sup := startSidecar(b, f, log)
 	fast, grpc, err := newClients(sup.SocketPath(), log)
 	if err != nil {
 		b.Fatal(err)
@@ -76,20 +65,18 @@ func BenchmarkPeerComparison(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { localShared.Close() })
+	// The js-worker row: the js-string script in one JS worker process
+	// (this test binary re-executed), with its own fast lane to the sidecar.
+	host := startWorkerHost(b, f.script, sup.SocketPath(), fast, log)
 	callJSOn := func(pool *jsbridge.Pool, fn string, rows int) func() ([]float64, error) {
-		return func() ([]float64, error) {
-			var s []float64
-			err := pool.Do(ctx, fn, func(rt *goja.Runtime, call goja.Callable) error {
-				v, err := call(goja.Undefined(), rt.ToValue(rows))
-				if err != nil {
-					return err
-				}
-				return rt.ExportTo(v, &s)
-			})
-			return s, err
-		}
+		return callJSScores(ctx, pool, fn, rows)
 	}
 	callJS := func(fn string, rows int) func() ([]float64, error) { return callJSOn(pool, fn, rows) }
+
+	// The in-process JS rows run as bidding-server --js_in_process runs
+	// JS: its collector settings, in this process (the JS worker sets its
+	// own).
+	defer inProcessGC()()
 
 	tab := &table{}
 	tab.header = append(tab.header,
@@ -97,11 +84,9 @@ func BenchmarkPeerComparison(b *testing.B) {
 		fmt.Sprintf("Go: ONNX Runtime %s, %s, GOMAXPROCS %d; peer: Node.js %s, onnxruntime-node %s, same thread settings",
 			onnx.LibraryVersion(), runtimeConfig, runtime.GOMAXPROCS(0), p.nodeVersion, ortNodeVersion),
 		transportNote,
+		fmt.Sprintf("collector of this process (the in-process JS rows) as bidding-server --js_in_process sets it: GOGC %d, soft memory limit 1.25 GiB + 64 MiB; js-worker: one worker process on jsworker's defaults (GOMAXPROCS 1, GOGC 400, polling 200 µs for its next chunk)", inProcessGCPercent),
 	)
 
-	if err := sup.RegisterModel(ctx, modelPath, f.files, f.request(b, 1).json); err != nil {
-		b.Fatal(err)
-	}
 	for _, rows := range []int{1, 64} {
 		req := f.request(b, rows)
 		in := req.entries[0].Tensors
@@ -113,11 +98,14 @@ func BenchmarkPeerComparison(b *testing.B) {
 		jsString, jsObject := callJS("jsString", rows), callJS("jsObject", rows)
 		jsLocal := callJSOn(local, "jsString", rows)
 		jsLocalShared := callJSOn(localShared, "jsString", rows)
+		jsWorker := callWorker(ctx, host, rows)
+		jsWorkerCall := workerCall(ctx, host, rows)
 		for name, got := range map[string]func() ([]float64, error){
 			"fast-lane":        func() ([]float64, error) { return resultScores(fast.Predict(ctx, req.entries)) },
 			"grpc":             func() ([]float64, error) { return resultScores(grpc.Predict(ctx, req.entries)) },
 			"js-string":        jsString,
 			"js-object":        jsObject,
+			"js-worker":        jsWorker,
 			"js-inproc":        jsLocal,
 			"js-inproc-shared": jsLocalShared,
 		} {
@@ -141,6 +129,7 @@ func BenchmarkPeerComparison(b *testing.B) {
 			{"grpc", func() error { _, err := resultScores(grpc.Predict(ctx, req.entries)); return err }, nil},
 			{"js-string", func() error { _, err := jsString(); return err }, pool},
 			{"js-object", func() error { _, err := jsObject(); return err }, pool},
+			{"js-worker", jsWorkerCall, nil},
 			{"js-inproc", func() error { _, err := jsLocal(); return err }, local},
 			{"js-inproc-shared", func() error { _, err := jsLocalShared(); return err }, localShared},
 		}
@@ -264,4 +253,31 @@ func parallel(b *testing.B, n int, call func() error) benchlat.Stats {
 	b.StopTimer()
 	r.Report(b)
 	return r.Stats()
+}
+
+// callJSScores calls the pool's fn(rows) and returns the scores it
+// returned.
+func callJSScores(ctx context.Context, pool *jsbridge.Pool, fn string, rows int) func() ([]float64, error) {
+	return func() ([]float64, error) {
+		var s []float64
+		err := pool.Do(ctx, fn, func(rt *goja.Runtime, call goja.Callable) error {
+			v, err := call(goja.Undefined(), rt.ToValue(rows))
+			if err != nil {
+				return err
+			}
+			return rt.ExportTo(v, &s)
+		})
+		return s, err
+	}
+}
+
+// inProcessGC sets this process's collector as bidding-server sets its own
+// when JS runs in it (--js_in_process with the default heap budget of 1
+// GiB): GOGC 400 and a soft memory limit a quarter over the budget plus 64
+// MiB. It returns a function restoring the settings before.
+func inProcessGC() (restore func()) {
+	const budget = 1 << 30
+	pct := debug.SetGCPercent(inProcessGCPercent)
+	lim := debug.SetMemoryLimit(budget + budget/4 + 64<<20)
+	return func() { debug.SetGCPercent(pct); debug.SetMemoryLimit(lim) }
 }

@@ -18,14 +18,20 @@ import (
 
 	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/internal/testhelp"
+	"github.com/inferbid/inferbid/jsworker"
 	"github.com/inferbid/inferbid/proto/inferencepb"
 )
 
 // echoEnv, set to a socket path, makes the test binary an echo server on
-// that socket (TestMain): the raw-echo row's child process.
+// that socket (TestMain): the raw-echo row's child process. The test binary
+// is also the js-worker row's worker process (jsworker.WorkerEnv set by the
+// host that starts it; runJSWorker).
 const echoEnv = "INFERBID_BENCH_ECHO_SOCKET"
 
 func TestMain(m *testing.M) {
+	if jsworker.IsWorker(os.Getenv) {
+		os.Exit(runJSWorker())
+	}
 	if socket := os.Getenv(echoEnv); socket != "" {
 		os.Exit(runEchoServer(socket))
 	}

@@ -52,6 +52,10 @@ function jsString(rows) {
   return readScores(JSON.parse(runInference(JSON.stringify(buildRequest(MODEL, features(rows))))), rows);
 }
 
+// js-worker: the js-string call as generateBid in a JS worker process
+// (jsworker), for an interest group {"rows": n}.
+function jsWorker(ig) { return jsString(ig.rows); }
+
 // js-object: runInference(object), JSON.parse of the answer.
 function jsObject(rows) {
   return readScores(JSON.parse(runInference(buildRequest(MODEL, features(rows)))), rows);

@@ -13,7 +13,7 @@ import (
 )
 
 // The serial rows, in the table's order.
-var serialRows = []string{"raw-echo", "runtime", "fast-lane", "grpc", "js-string", "js-object", "js-inproc", "js-inproc-shared", "node-peer"}
+var serialRows = []string{"raw-echo", "runtime", "fast-lane", "grpc", "js-string", "js-object", "js-worker", "js-inproc", "js-inproc-shared", "node-peer"}
 
 // The concurrency section's rows.
 var concurrentRows = []string{"fast-lane", "runtime", "node-peer"}
@@ -35,10 +35,12 @@ var ratios = []ratio{
 	{label: "fast-lane / raw-echo, p50", num: "fast-lane", den: "raw-echo", target: map[int]float64{1: 1.5, 64: 1.5}},
 	{label: "js-string / node-peer, p50", num: "js-string", den: "node-peer", target: map[int]float64{1: 2.0, 64: 1.2}},
 	{label: "js-object / node-peer, p50", num: "js-object", den: "node-peer", target: map[int]float64{1: 2.0, 64: 1.2}},
+	{label: "js-worker / node-peer, p50", num: "js-worker", den: "node-peer", target: map[int]float64{1: 2.0, 64: 1.2}},
 	{label: fmt.Sprintf("fast-lane / runtime, %d callers, calls/s", callers), num: concurrent("fast-lane"), den: concurrent("runtime"), throughput: true, target: map[int]float64{1: 0.8, 64: 0.8}},
 	{label: "grpc / fast-lane, p50", num: "grpc", den: "fast-lane"},
 	{label: "fast-lane / runtime, p50", num: "fast-lane", den: "runtime"},
 	{label: "js-string / fast-lane, p50", num: "js-string", den: "fast-lane"},
+	{label: "js-worker / js-string, p50", num: "js-worker", den: "js-string"},
 	{label: "runtime / node-peer, p50", num: "runtime", den: "node-peer"},
 	{label: "js-inproc / node-peer, p50", num: "js-inproc", den: "node-peer"},
 	{label: "js-inproc / js-inproc-shared, p50", num: "js-inproc", den: "js-inproc-shared"},
@@ -46,6 +48,18 @@ var ratios = []ratio{
 
 // maxTail is the p99/p50 target of every row.
 const maxTail = 4.0
+
+// A difference is a row's p50 minus another's at one batch size: the cost
+// of what the first adds.
+type difference struct {
+	label    string
+	num, den string
+	target   time.Duration // 0: for information
+}
+
+var differences = []difference{
+	{label: "worker hop = js-worker - js-string, p50", num: "js-worker", den: "js-string", target: 25 * time.Microsecond},
+}
 
 var batches = []int{1, 64}
 
@@ -126,6 +140,27 @@ func (t *table) print(out io.Writer) {
 				}
 			}
 			fmt.Fprintf(w, "%s\t%5d\t%8s\t%s %s\n", r.label, batch, measured, targetText, v)
+		}
+	}
+	w.Flush()
+	sb.WriteString("\ndifferences (p50 minus p50)\n")
+	fmt.Fprintf(w, "difference\tbatch\tmeasured\ttarget\n")
+	for _, d := range differences {
+		for _, batch := range batches {
+			n, ok1 := t.get(batch, d.num)
+			m, ok2 := t.get(batch, d.den)
+			targetText, measured, v := "(info)", "-", ""
+			if d.target > 0 {
+				targetText = fmt.Sprintf("≤ %.0f µs", us(d.target))
+			}
+			if ok1 && ok2 {
+				x := n.P50 - m.P50
+				measured = fmt.Sprintf("%.1f µs", us(x))
+				if d.target > 0 {
+					v = verdict(us(x), us(d.target), true)
+				}
+			}
+			fmt.Fprintf(w, "%s\t%5d\t%8s\t%s %s\n", d.label, batch, measured, targetText, v)
 		}
 	}
 	w.Flush()

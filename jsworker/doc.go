@@ -30,6 +30,13 @@
 //     sidecar restart) and, as the client's Fallback, a request the sidecar
 //     could not be reached for or whose answer names a model it does not
 //     have (the host's client waits out a replay);
+//   - runs its Go code on one CPU (GOMAXPROCS 1, unless GOMAXPROCS is in
+//     its environment): it runs one call at a time, so its goroutines
+//     (the call's executor, the reader, the refill, the collector) take
+//     turns instead of waking a second thread at each hand-off, and the
+//     machine's other CPUs stay with the host, the sidecar and the other
+//     workers. GOGC and GOMEMLIMIT in its environment override the
+//     collector settings it derives from the heap budget;
 //   - gets SIGKILL when the host dies (Pdeathsig), ignores SIGINT/SIGTERM
 //     (the host stops it by hanging up), and exits when the host hangs up.
 //
@@ -46,6 +53,12 @@
 // cancel frame cancels the running chunk. Worker to host: HostCall
 // (model paths, or a Predict for the host's client), answered by HostAnswer
 // or an error frame carrying the typed error (sidecar.ErrorToProto).
+// Both ends read with a dedicated goroutine; a worker that answered a chunk
+// polls its connection for the next one (fastlane.ExpectReader,
+// Options.SpinWait) while chunks come back to back, so that a host sending
+// the next chunk wakes nobody; otherwise both park in the network poller
+// (Options.HostSpinWait makes the host poll for answers too; off by
+// default).
 //
 // # Scheduling: fair shares, one request per runtime
 //

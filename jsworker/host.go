@@ -34,6 +34,7 @@ import (
 const (
 	DefaultSlice      = 10 * time.Millisecond
 	DefaultStartLimit = 30 * time.Second
+	DefaultSpinWait   = 200 * time.Microsecond
 )
 
 // Inference is what the host answers for its workers: the replay-aware
@@ -105,6 +106,18 @@ type Options struct {
 	SidecarSocket    string
 	SidecarTransport string
 	SidecarSpinWait  time.Duration
+	// SpinWait is how long a worker polls its connection for its next
+	// chunk after answering one, before it parks (fastlane.ExpectReader),
+	// while chunks come back to back (after a longer wait it polls one
+	// time in 16): a wake-up of a parked reader costs about 10 µs on a
+	// virtual CPU and more under load. 0 = DefaultSpinWait, < 0 = never.
+	SpinWait time.Duration
+	// HostSpinWait, when > 0, is how long the host polls a worker's
+	// connection for a chunk's answer (only while no other chunk runs).
+	// 0 (the default) = never: the host would poll for as long as the
+	// chunk runs, taking a CPU from the worker and the sidecar
+	// (docs/architecture.md, "The JS path's tail").
+	HostSpinWait time.Duration
 	// Inference answers the workers' calls to the host; required with a
 	// SidecarSocket.
 	Inference Inference
@@ -194,6 +207,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.SpinWait == 0 {
+		o.SpinWait = DefaultSpinWait
 	}
 	if o.Module.Name == "" {
 		o.Module.Name = "module.js"
@@ -794,7 +810,13 @@ func (h *Host) runChunk(p *proc, c *chunk) {
 		timeout = max(time.Until(d), time.Microsecond)
 	}
 	start := time.Now()
-	id, ans, err := p.peer.start(req, timeout)
+	var spin time.Duration
+	if h.opts.HostSpinWait > 0 && h.busy.Load() <= 1 {
+		// No other chunk runs: poll for the answer (with others running,
+		// the CPU is theirs).
+		spin = h.opts.HostSpinWait
+	}
+	id, ans, err := p.peer.startExpect(req, timeout, spin)
 	if err != nil {
 		// Never sent: run it on the next worker.
 		h.sched.finish(c, nil, c.lo, 0, nil)
@@ -1161,6 +1183,7 @@ func (h *Host) startProc(ctx context.Context, g *generation) (*proc, error) {
 		SidecarSocket:         h.opts.SidecarSocket,
 		SidecarTransport:      h.opts.SidecarTransport,
 		SidecarSpinWaitMicros: h.opts.SidecarSpinWait.Microseconds(),
+		SpinWaitMicros:        max(h.opts.SpinWait, 0).Microseconds(),
 		CallTimeoutMicros:     h.opts.CallTimeout.Microseconds(),
 		InterruptGraceMicros:  h.opts.InterruptGrace.Microseconds(),
 		HeapBudgetBytes:       h.opts.HeapBudget,

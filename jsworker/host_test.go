@@ -146,7 +146,26 @@ func namesN(prefix string, n int) []string {
 const bidByName = `function generateBid(ig, auction) { return {ig: ig.name, bid: ig.name.length, a: auction}; }`
 
 func TestBidsInOrder(t *testing.T) {
-	h, _ := startHost(t, bidByName, Options{})
+	// Workers polling for their next chunk (the default), parking, and
+	// with the host polling for answers too; back to back, then with
+	// pauses longer than the spin wait.
+	t.Run("defaults", func(t *testing.T) { testBidsInOrder(t, Options{}) })
+	t.Run("parked", func(t *testing.T) { testBidsInOrder(t, Options{SpinWait: -1}) })
+	t.Run("host_polls", func(t *testing.T) { testBidsInOrder(t, Options{HostSpinWait: 200 * time.Microsecond}) })
+}
+
+func testBidsInOrder(t *testing.T, opts Options) {
+	h, _ := startHost(t, bidByName, opts)
+	for i := range 40 {
+		if i%10 == 9 {
+			time.Sleep(2 * time.Millisecond)
+		}
+		checkBidsInOrder(t, h)
+	}
+}
+
+func checkBidsInOrder(t *testing.T, h *Host) {
+	t.Helper()
 	names := namesN("g", 37)
 	resp := h.GenerateBids(context.Background(), Request{InterestGroups: groups(names...), Signals: [][]byte{[]byte(`{"x":1}`), nil, nil, nil}})
 	if len(resp.Results) != len(names) {

@@ -32,6 +32,7 @@ var errPeerGone = errors.New("jsworker: the other end of the connection is gone"
 // so that the ids of the two directions never meet.
 type peer struct {
 	conn net.Conn
+	er   *fastlane.ExpectReader
 	br   *bufio.Reader
 
 	wmu  sync.Mutex
@@ -51,9 +52,11 @@ type peer struct {
 }
 
 func newPeer(conn net.Conn, firstID uint64) *peer {
+	er := fastlane.NewExpectReader(conn)
 	return &peer{
 		conn:    conn,
-		br:      bufio.NewReaderSize(conn, 64<<10),
+		er:      er,
+		br:      bufio.NewReaderSize(er, 64<<10),
 		nextID:  firstID,
 		pending: map[uint64]chan fastlane.Frame{},
 		done:    make(chan struct{}),
@@ -70,6 +73,8 @@ func (p *peer) readLoop() {
 		if err != nil {
 			break
 		}
+		// The frame the owner expected (if any) came: stop polling.
+		p.er.Settle()
 		switch f.Kind {
 		case fastlane.KindResponse, fastlane.KindError:
 			p.mu.Lock()
@@ -128,6 +133,12 @@ func (p *peer) write(kind fastlane.Kind, id uint64, timeout time.Duration, msg p
 // start sends a request and returns its id and the channel its answer
 // arrives on (closed when the connection ends first).
 func (p *peer) start(msg proto.Message, timeout time.Duration) (uint64, chan fastlane.Frame, error) {
+	return p.startExpect(msg, timeout, 0)
+}
+
+// startExpect is start, with the read loop polling for the answer for up
+// to spin (see expect).
+func (p *peer) startExpect(msg proto.Message, timeout, spin time.Duration) (uint64, chan fastlane.Frame, error) {
 	ch := make(chan fastlane.Frame, 1)
 	p.mu.Lock()
 	if p.err != nil {
@@ -139,6 +150,9 @@ func (p *peer) start(msg proto.Message, timeout time.Duration) (uint64, chan fas
 	p.nextID += 2
 	p.pending[id] = ch
 	p.mu.Unlock()
+	// Before the write: an answer that comes before the expectation was
+	// set would leave the read loop polling for nothing.
+	p.expect(spin)
 	if err := p.write(fastlane.KindRequest, id, timeout, msg); err != nil {
 		p.forget(id)
 		return 0, nil, fmt.Errorf("%w: %v", errPeerGone, err)
@@ -194,6 +208,11 @@ func (p *peer) decode(f fastlane.Frame, ok bool, out proto.Message) error {
 	}
 	return nil
 }
+
+// expect makes the read loop poll for the next frame for up to spin
+// (fastlane.ExpectReader): the other end is about to send one. The next
+// frame read ends the polling. spin <= 0: no polling.
+func (p *peer) expect(spin time.Duration) { p.er.Expect(spin) }
 
 // answer sends the answer to the other end's request id: msg, or err as an
 // error frame.

@@ -57,6 +57,7 @@ type config struct {
 	JSInProcess          bool
 	JSWorkerRlimitMB     int
 	JSWorkerSpares       int
+	JSWorkerSpinWait     time.Duration
 	JSRequestBudget      time.Duration
 	JSRequestSlice       time.Duration
 	JSLogConsoleUnsafe   bool
@@ -153,6 +154,7 @@ func newFlagSet(c *config, raw *flagText, stderr io.Writer) *flag.FlagSet {
 	fs.IntVar(&c.JSWorkerRlimitMB, "js_worker_rlimit_mb", 0, "address-space limit (RLIMIT_AS) of each JS worker process in MiB: the hard bound of a worker's memory; a script that allocates past it ends its own worker only; default 0 = twice --js_heap_budget_mb plus 2048 (4096 with the default budget; Go itself reserves 1-2 GiB of address space), 4096 without a budget")
 	fs.IntVar(&c.JSWorkerSpares, "js_worker_spares", 1, "warm spare JS workers (started, module loaded) that replace a failed worker at once; 0 = none: a replacement starts on demand")
 	cli.DurationVar(fs, &c.JSRequestBudget, "js_request_budget", 0, "JS time one generateBids request may use over all its workers; its calls not started by then fail; default 0 = twice --js_call_timeout, negative = none")
+	cli.DurationVar(fs, &c.JSWorkerSpinWait, "js_worker_spin_wait", 0, "how long a JS worker polls for its next request after answering one, while requests come back to back, before it parks (a wake-up costs about 10µs on a virtual CPU and more under load; polling costs CPU); default 0 = 200µs, negative = never")
 	cli.DurationVar(fs, &c.JSRequestSlice, "js_request_slice", 0, "how long a worker keeps starting calls of one request before the calls of other requests take their turn; default 0 = 10ms")
 	fs.BoolVar(&c.JSLogConsoleUnsafe, "js_log_console_unsafe", false, "UNSAFE, local development only: write the console output of requests without consented debugging to the server log (one user's data in operator logs); by default it goes nowhere")
 	fs.IntVar(&c.JSPoolSize, "js_pool_size", 0, "with --js_in_process: number of JS runtimes; default 0 = GOMAXPROCS")

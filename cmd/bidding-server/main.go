@@ -236,6 +236,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			RequestConcurrency: cfg.JSRequestConcurrency,
 			Slice:              cfg.JSRequestSlice,
 			RequestBudget:      cfg.JSRequestBudget,
+			SpinWait:           cfg.JSWorkerSpinWait,
 			Logger:             logger,
 			Hooks:              m.hooks(),
 			OnRestart:          m.jsWorkerRestarts.Inc,

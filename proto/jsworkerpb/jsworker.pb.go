@@ -139,8 +139,12 @@ type Config struct {
 	Modules []*Module `protobuf:"bytes,16,rep,name=modules,proto3" json:"modules,omitempty"`
 	// The version a BidsRequest without code_version runs; "" = the first.
 	DefaultModule string `protobuf:"bytes,17,opt,name=default_module,json=defaultModule,proto3" json:"default_module,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// How long the worker polls its connection for the next chunk after it
+	// answered one (while chunks come back to back); 0 = never (the host
+	// sends its default).
+	SpinWaitMicros int64 `protobuf:"varint,18,opt,name=spin_wait_micros,json=spinWaitMicros,proto3" json:"spin_wait_micros,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Config) Reset() {
@@ -290,6 +294,13 @@ func (x *Config) GetDefaultModule() string {
 		return x.DefaultModule
 	}
 	return ""
+}
+
+func (x *Config) GetSpinWaitMicros() int64 {
+	if x != nil {
+		return x.SpinWaitMicros
+	}
+	return 0
 }
 
 // Module is one code version: its name (the bucket key, or the file) and
@@ -1109,7 +1120,7 @@ var File_jsworker_proto protoreflect.FileDescriptor
 
 const file_jsworker_proto_rawDesc = "" +
 	"\n" +
-	"\x0ejsworker.proto\x12\x14inferbid.jsworker.v1\x1a\x0finference.proto\"\xdc\x05\n" +
+	"\x0ejsworker.proto\x12\x14inferbid.jsworker.v1\x1a\x0finference.proto\"\x86\x06\n" +
 	"\x06Config\x12\x1f\n" +
 	"\vmodule_name\x18\x01 \x01(\tR\n" +
 	"moduleName\x12#\n" +
@@ -1131,7 +1142,8 @@ const file_jsworker_proto_rawDesc = "" +
 	"\vwasm_helper\x18\x0f \x01(\fR\n" +
 	"wasmHelper\x126\n" +
 	"\amodules\x18\x10 \x03(\v2\x1c.inferbid.jsworker.v1.ModuleR\amodules\x12%\n" +
-	"\x0edefault_module\x18\x11 \x01(\tR\rdefaultModule\"U\n" +
+	"\x0edefault_module\x18\x11 \x01(\tR\rdefaultModule\x12(\n" +
+	"\x10spin_wait_micros\x18\x12 \x01(\x03R\x0espinWaitMicros\"U\n" +
 	"\x06Module\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\tR\x06source\x12\x1f\n" +

@@ -127,6 +127,10 @@
 // Polling is bounded in time, in number (one reader per process), by need
 // and by yielding the CPU between polls; DefaultSpinWait gives the
 // measurements and ClientOptions/ServerOptions.SpinWait turn it off.
+// ExpectReader is the same polling for a connection that a dedicated
+// goroutine reads all the time (a JS worker's, both ends): it polls only
+// while its owner expects a frame (Expect), waking a parked read to do so,
+// and shares the one polling slot of the process.
 //
 // # Why this design, and what was measured
 //

@@ -1242,7 +1242,13 @@ func (h *Host) forwardLog(p *proc, r io.Reader) {
 			msg, _ := rec["msg"].(string)
 			attrs := make([]any, 0, 2*len(rec))
 			for k, v := range rec {
-				if k != "level" && k != "msg" && k != "time" {
+				switch k {
+				case "level", "msg", "time":
+				case "source", "pid":
+					// The worker's own (a record from jsbridge names its
+					// source) must not repeat the host's keys.
+					attrs = append(attrs, "worker_"+k, v)
+				default:
 					attrs = append(attrs, k, v)
 				}
 			}

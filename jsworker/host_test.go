@@ -628,7 +628,11 @@ func TestRequestBudget(t *testing.T) {
 		KillGrace: time.Second})
 	resp := h.GenerateBids(context.Background(), Request{InterestGroups: groups("loop", "loop", "loop", "loop", "loop", "loop", "loop", "loop")})
 	var deadline, budget int
+	var first error
 	for _, r := range resp.Results {
+		if first == nil {
+			first = r.Err
+		}
 		switch {
 		case errors.Is(r.Err, ErrRequestBudget):
 			budget++
@@ -641,7 +645,7 @@ func TestRequestBudget(t *testing.T) {
 	// Two or three 100ms calls fit in 250ms; one, when a loaded machine
 	// made the first answer late (the budget counts the host's wait).
 	if deadline < 1 || deadline > 4 || budget == 0 {
-		t.Fatalf("%d calls ran to their deadline and %d were cut by the budget; want 1-4 and the rest", deadline, budget)
+		t.Fatalf("%d calls ran to their deadline and %d were cut by the budget; want 1-4 and the rest (the first: %v; %+v)", deadline, budget, first, h.Stats())
 	}
 }
 

@@ -1,6 +1,7 @@
 // Command bidding-server runs an ad tech's JavaScript bidding module
-// (generateBid) in a pool of goja runtimes, with ML inference served by a
-// supervised inference sidecar and models synced from a bucket.
+// (generateBid) in supervised JS worker processes (this binary re-executed;
+// package jsworker), with ML inference served by a supervised inference
+// sidecar and models synced from a bucket.
 //
 //	bidding-server --udf_code_path generate_bid.js \
 //	  --inference_sidecar_binary_path bin/inference-sidecar-tensorflow \
@@ -25,7 +26,9 @@
 //	                        "per_buyer_signals":.., "trusted_bidding_signals":.., "browser_signals":..,
 //	                        "code_version":..}  (a code version not served is a 400)
 //	                       -> {"bids":[{"interest_group":N,"bid":..} or {"interest_group":N,"error":..}]}
-//	                       groups run concurrently through the JS pool, answers keep the request order;
+//	                       "consented_debug_config":{"is_consented":true,"token":..} (with
+//	                       --consented_debug_token: "debug_info":{"logs":[..]} in the answer);
+//	                       groups run in chunks on the JS workers, answers keep the request order;
 //	                       a body that is not JSON, lacks interest groups or is too large is a 400/413
 //	                       with {"error":..}
 //	GET  /v1/models        {"model_paths":[..],"inference_enabled":bool,"models":[{"model_path":..,
@@ -43,16 +46,21 @@
 //	                       and retried with back-off; it does not hold readiness back); else 503 with
 //	                       reasons ("starting: ...", the bucket's last error, "draining")
 //	GET  /metrics          Prometheus: inferbid_inference_* (B&A's inference metrics),
-//	                       inferbid_sidecar_restarts_total, inferbid_js_* (calls, and the sandbox:
-//	                       abandoned runtimes, overload refusals, heap stops), inferbid_http_*, Go/process
+//	                       inferbid_sidecar_restarts_total, inferbid_js_* (calls; the JS workers'
+//	                       restarts, kills, deaths, bursts, busy and queued; in-process: abandoned
+//	                       runtimes, overload refusals, heap stops), inferbid_code_*, inferbid_http_*, Go/process
 //
-// The JS sandbox (docs/architecture.md, "The JS sandbox"): every generateBid
-// call runs in a fresh runtime (--js_isolate_calls=false shares them, and is
-// unsafe), gets its deadline error on time even when the script is stuck in
-// a built-in (the runtime is then abandoned), runs at most
-// --js_request_concurrency calls of its request at once, and is stopped when
-// the heap passes --js_heap_budget_mb over the models the server holds. A
-// module that defines no generateBid function stops the server at start.
+// The JS sandbox (docs/architecture.md, "JS workers" and "The JS sandbox"):
+// each request's calls run in fresh runtimes that never ran another
+// request's (--js_isolate_calls=false shares them, and is unsafe), in worker
+// processes under an address-space limit (--js_worker_rlimit_mb); a call
+// gets its deadline error on time even when the script is stuck in a
+// built-in (its worker is then replaced by a warm spare), requests take
+// turns in time slices (--js_request_slice) under a JS time budget
+// (--js_request_budget), and a call is stopped when its worker's heap passes
+// --js_heap_budget_mb. --js_in_process runs the JS in the server instead,
+// without hard bounds. A module that defines no generateBid function stops
+// the server at start.
 //
 // Start-up binds the port first, then starts the sidecar, compiles the
 // module and syncs the models in the background: meanwhile the API answers

@@ -168,10 +168,12 @@ bench: deps-onnx deps-pytorch deps-node-peer
 	$(GO) test $(BENCH_FLAGS) -bench . ./runtimes/onnx/
 	$(GO) test $(BENCH_FLAGS) -bench . ./runtimes/tensorflow/benchcmp/
 	$(GO) test $(BENCH_FLAGS) -bench . -tags pytorch ./runtimes/pytorch/
+	$(GO) test $(BENCH_FLAGS) -bench 'ModelState' ./runtimes/tensorflow/
 	$(GO) test $(BENCH_FLAGS) -bench PredictMLP ./sidecar/
 	$(GO) test $(BENCH_FLAGS) -bench 'InferenceLayers|ObjectArgument|JSON' -benchtime 2000x ./jsbridge/
 	$(GO) test $(BENCH_FLAGS) -bench 'V2Infer' -benchtime 2000x ./kserve/
 	$(GO) test $(BENCH_FLAGS) -bench 'Isolation' -benchtime 40000x ./jsbridge/
+	$(GO) test $(BENCH_FLAGS) -bench '^BenchmarkGroup$$' -benchtime 500x ./jsbridge/
 	$(GO) test $(BENCH_FLAGS) -bench 'Wasm' -benchtime 20000x ./jsbridge/
 	$(GO) test $(BENCH_FLAGS) -bench 'ServerIsolation' -benchtime 16000x ./cmd/bidding-server/
 	$(GO) test $(BENCH_FLAGS) -bench 'HostileNeighbour' -benchtime 1x ./cmd/bidding-server/

@@ -124,3 +124,25 @@ func lineWith(data []byte, s string) (line, bool) {
 	}
 	return line{number: bytes.Count(data[:i], []byte{'\n'}) + 1, text: string(data[start:end])}, true
 }
+
+// TestNoCompiledBinaries fails when a tracked file is a compiled program
+// (ELF, or a Mach-O or PE header): binaries are built by make, never
+// committed. Two were, at the root (a plain `go build ./cmd/...` writes
+// them there); .gitignore now names those paths too.
+func TestNoCompiledBinaries(t *testing.T) {
+	magics := [][]byte{{0x7f, 'E', 'L', 'F'}, {0xcf, 0xfa, 0xed, 0xfe}, {0xfe, 0xed, 0xfa, 0xcf}, {'M', 'Z'}}
+	for _, name := range trackedFiles(t) {
+		f, err := os.Open(filepath.Join(testhelp.ModuleRoot(t), filepath.FromSlash(name)))
+		if err != nil {
+			continue // deleted in the work tree, or a submodule
+		}
+		head := make([]byte, 4)
+		n, _ := f.Read(head)
+		f.Close()
+		for _, m := range magics {
+			if n >= len(m) && bytes.Equal(head[:len(m)], m) && !strings.HasSuffix(name, ".wasm") {
+				t.Errorf("%s is a compiled program: build it with make (into bin/), do not commit it", name)
+			}
+		}
+	}
+}

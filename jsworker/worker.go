@@ -346,19 +346,9 @@ func (w *worker) runChunk(parent context.Context, f fastlane.Frame) (tainted, st
 		w.mu.Unlock()
 	}()
 
-	var logMu sync.Mutex
-	var logs []*pb.LogLine
+	var logs func() []LogLine
 	if req.GetConsented() {
-		ctx = jsbridge.WithConsole(ctx, func(level slog.Level, line string) {
-			logMu.Lock()
-			logs = append(logs, &pb.LogLine{Source: "console", Level: consoleLevel(level), Text: line})
-			logMu.Unlock()
-		})
-		ctx = batch.WithDebugLog(ctx, func(line string) {
-			logMu.Lock()
-			logs = append(logs, &pb.LogLine{Source: "inference", Level: "debug", Text: line})
-			logMu.Unlock()
-		})
+		ctx, logs = CollectLogs(ctx)
 	}
 	signals := make([][]byte, len(req.GetSignals()))
 	for i, s := range req.GetSignals() {
@@ -413,9 +403,11 @@ func (w *worker) runChunk(parent context.Context, f fastlane.Frame) (tainted, st
 	w.mu.Lock()
 	resp.Inferences, resp.ModelPathsCalls, resp.ModelPathsFailures = ev.inferences, ev.pathsCalls, ev.pathsFails
 	w.mu.Unlock()
-	logMu.Lock()
-	resp.Logs = logs
-	logMu.Unlock()
+	if logs != nil {
+		for _, l := range logs() {
+			resp.Logs = append(resp.Logs, &pb.LogLine{Source: l.Source, Level: l.Level, Text: l.Text})
+		}
+	}
 	if w.spin > 0 && !tainted && (!w.slow || w.chunks%probeEvery == 0) {
 		// Poll for the next chunk while the host is quick to send it
 		// (back to back). Before the answer: a next chunk that came before
@@ -461,19 +453,6 @@ func (w *worker) releaseMemory() {
 // probeEvery: a worker whose chunks come slower than its spin wait still
 // polls after one answer in this many, to see whether they come quicker.
 const probeEvery = 16
-
-// consoleLevel names a console line's level as the response carries it.
-func consoleLevel(l slog.Level) string {
-	switch {
-	case l < slog.LevelInfo:
-		return "debug"
-	case l < slog.LevelWarn:
-		return "info"
-	case l < slog.LevelError:
-		return "warn"
-	}
-	return "error"
-}
 
 // errorKind classifies a call's error for the host.
 func errorKind(err error) pb.ErrorKind {

@@ -202,17 +202,24 @@ func TestConsentedDebugEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs binaries")
 	}
+	// The JS workers and the in-process pool collect the lines through the
+	// same jsworker.CollectLogs: both must answer alike.
+	t.Run("workers", func(t *testing.T) { consentedDebugEndToEnd(t) })
+	t.Run("in-process", func(t *testing.T) { consentedDebugEndToEnd(t, "--js_in_process") })
+}
+
+func consentedDebugEndToEnd(t *testing.T, extraArgs ...string) {
 	root := testhelp.ModuleRoot(t)
 	bin := testhelp.BuildBinary(t, "cmd/bidding-server", false)
 	sidecarBin := testhelp.BuildBinary(t, "cmd/inference-sidecar-tensorflow", false)
 	const token = "let-me-see-7f3a"
-	s := startBiddingServer(t, bin, []string{
+	s := startBiddingServer(t, bin, append([]string{
 		"--inference_sidecar_binary_path", sidecarBin,
 		"--inference_model_bucket_name", "file://" + filepath.Join(root, "examples/bucket"),
 		"--inference_model_config_path", "model_config.json",
 		"--consented_debug_token", token,
 		"--log_level", "debug",
-	}, nil)
+	}, extraArgs...), nil)
 	raw, err := os.ReadFile(filepath.Join(root, "examples/bidding/request.json"))
 	if err != nil {
 		t.Fatal(err)

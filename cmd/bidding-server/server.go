@@ -19,7 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/codestore"
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/jsbridge"
@@ -306,7 +305,7 @@ func (s *server) runInProcess(ctx context.Context, req jsworker.Request) jsworke
 	resp := jsworker.Response{Results: make([]jsworker.Result, n)}
 	parts := min(s.concurrency(), n)
 	size := (n + parts - 1) / parts
-	logs := make([][]jsworker.LogLine, parts)
+	logs := make([]func() []jsworker.LogLine, parts)
 	var wg sync.WaitGroup
 	for part := range parts {
 		lo, hi := part*size, min((part+1)*size, n)
@@ -316,18 +315,7 @@ func (s *server) runInProcess(ctx context.Context, req jsworker.Request) jsworke
 		wg.Go(func() {
 			cctx := ctx
 			if req.Consented {
-				var mu sync.Mutex
-				add := func(l jsworker.LogLine) {
-					mu.Lock()
-					logs[part] = append(logs[part], l)
-					mu.Unlock()
-				}
-				cctx = jsbridge.WithConsole(cctx, func(level slog.Level, line string) {
-					add(jsworker.LogLine{Source: "console", Level: strings.ToLower(level.String()), Text: line})
-				})
-				cctx = batch.WithDebugLog(cctx, func(line string) {
-					add(jsworker.LogLine{Source: "inference", Level: "debug", Text: line})
-				})
+				cctx, logs[part] = jsworker.CollectLogs(ctx)
 			}
 			calls := make([][][]byte, hi-lo)
 			for i := range calls {
@@ -340,7 +328,9 @@ func (s *server) runInProcess(ctx context.Context, req jsworker.Request) jsworke
 	}
 	wg.Wait()
 	for _, l := range logs {
-		resp.Logs = append(resp.Logs, l...)
+		if l != nil {
+			resp.Logs = append(resp.Logs, l()...)
+		}
 	}
 	return resp
 }

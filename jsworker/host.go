@@ -550,8 +550,9 @@ func (h *Host) GenerateBids(ctx context.Context, req Request) Response {
 }
 
 // slot runs chunks on one worker, replacing it when it dies or is killed:
-// at once, not when the next chunk comes, so that the replacement (and the
-// restart it counts) never waits on a request.
+// after the chunk it held, before it waits for the next (a worker that dies
+// while the slot waits is replaced when a chunk comes, by runOn, from the
+// warm spare).
 func (h *Host) slot(p *proc) {
 	st := h.addSlot(false)
 	defer h.removeSlot(st, false)
@@ -561,9 +562,6 @@ func (h *Host) slot(p *proc) {
 		}
 	}()
 	for {
-		// A worker that died (or said it will exit) is replaced now, not
-		// when the next chunk comes: the restart is counted at once, and
-		// no chunk waits for a worker to start.
 		if !p.alive() {
 			if p = h.replace(p); p == nil {
 				return

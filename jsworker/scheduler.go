@@ -104,13 +104,12 @@ func (r *request) response() Response {
 // each worker serves one generation, and takes only its requests. After a
 // swap the old generation's workers finish its requests, then stop.
 type scheduler struct {
-	mu      sync.Mutex
-	cond    *sync.Cond
-	queue   []*request
-	closed  bool
-	maxPer  int
-	budget  time.Duration // < 0: none
-	waiting int
+	mu     sync.Mutex
+	cond   *sync.Cond
+	queue  []*request
+	closed bool
+	maxPer int
+	budget time.Duration // < 0: none
 
 	cur *generation
 	// live counts the admitted requests not done yet, by generation.
@@ -240,9 +239,7 @@ func (s *scheduler) next(g *generation) (*chunk, bool) {
 		}
 		r := s.popLocked(g)
 		if r == nil {
-			s.waiting++
 			s.cond.Wait()
-			s.waiting--
 			continue
 		}
 		if len(r.pending) == 0 || r.running >= s.maxPer {

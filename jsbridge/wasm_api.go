@@ -898,15 +898,22 @@ func (ws *wasmState) memoryObject(mem api.Memory, inst api.Module) *goja.Object 
 	return obj
 }
 
-func (ws *wasmState) memory(val goja.Value) *wasmMemory {
+// receiver is the this of a Memory, Global or Table method: the object's
+// entry in table, or the TypeError V8 throws (naming a freed one's end of
+// life, checkFreed). typeError panics: nil is never returned.
+func receiver[T any](ws *wasmState, val goja.Value, table map[*goja.Object]*T, proto *goja.Object, class string) *T {
 	if obj, ok := val.(*goja.Object); ok {
-		if m, ok := ws.memories[obj]; ok {
-			return m
+		if x, ok := table[obj]; ok {
+			return x
 		}
 	}
-	ws.checkFreed(val, ws.protoMemory, "Memory")
-	ws.typeError("Receiver is not a WebAssembly.Memory")
+	ws.checkFreed(val, proto, class)
+	ws.typeError("Receiver is not a WebAssembly.%s", class)
 	return nil
+}
+
+func (ws *wasmState) memory(val goja.Value) *wasmMemory {
+	return receiver(ws, val, ws.memories, ws.protoMemory, "Memory")
 }
 
 func (ws *wasmState) jsNewMemory(c goja.FunctionCall) goja.Value {
@@ -1025,14 +1032,7 @@ func (ws *wasmState) jsMemoryGrow(c goja.FunctionCall) goja.Value {
 // --- globals and tables ---
 
 func (ws *wasmState) global(val goja.Value) *wasmGlobal {
-	if obj, ok := val.(*goja.Object); ok {
-		if g, ok := ws.globals[obj]; ok {
-			return g
-		}
-	}
-	ws.checkFreed(val, ws.protoGlobal, "Global")
-	ws.typeError("Receiver is not a WebAssembly.Global")
-	return nil
+	return receiver(ws, val, ws.globals, ws.protoGlobal, "Global")
 }
 
 func (ws *wasmState) jsNewGlobal(c goja.FunctionCall) goja.Value {
@@ -1095,15 +1095,9 @@ func (ws *wasmState) jsNewTable(c goja.FunctionCall) goja.Value {
 }
 
 func (ws *wasmState) jsTableLength(c goja.FunctionCall) goja.Value {
-	if obj, ok := c.Argument(0).(*goja.Object); ok {
-		if t, ok := ws.tables[obj]; ok {
-			if t.length < 0 {
-				ws.typeError("WebAssembly.Table: the length of an exported table is not supported by inferbid")
-			}
-			return ws.v.rt.ToValue(t.length)
-		}
+	t := receiver(ws, c.Argument(0), ws.tables, ws.protoTable, "Table")
+	if t.length < 0 {
+		ws.typeError("WebAssembly.Table: the length of an exported table is not supported by inferbid")
 	}
-	ws.checkFreed(c.Argument(0), ws.protoTable, "Table")
-	ws.typeError("Receiver is not a WebAssembly.Table")
-	return nil
+	return ws.v.rt.ToValue(t.length)
 }

@@ -420,3 +420,26 @@ function hog(pages) { new WebAssembly.Instance(new WebAssembly.Module(HOG)).expo
 		t.Fatalf("heap stops: %d", st.HeapStops)
 	}
 }
+
+// TestWasmWrongReceiver: Memory, Global and Table methods called on
+// anything else throw V8's TypeError naming the class.
+func TestWasmWrongReceiver(t *testing.T) {
+	p := newWasmPool(t, `
+function probe() {
+  var out = [];
+  var calls = [
+    function () { return WebAssembly.Memory.prototype.grow.call({}, 1); },
+    function () { return Object.getOwnPropertyDescriptor(WebAssembly.Global.prototype, "value").get.call({}); },
+    function () { return Object.getOwnPropertyDescriptor(WebAssembly.Table.prototype, "length").get.call({}); },
+  ];
+  for (var i = 0; i < calls.length; i++) {
+    try { calls[i](); out.push("no error"); } catch (e) { out.push(e.name + ": " + e.message); }
+  }
+  return out;
+}`, Options{Size: 1})
+	out, err := p.CallJSON(context.Background(), "probe")
+	want := `["TypeError: Receiver is not a WebAssembly.Memory","TypeError: Receiver is not a WebAssembly.Global","TypeError: Receiver is not a WebAssembly.Table"]`
+	if err != nil || string(out) != want {
+		t.Fatalf("probe() = %s, %v; want %s", out, err, want)
+	}
+}

@@ -4,6 +4,7 @@ package bench
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -30,7 +31,7 @@ const echoEnv = "INFERBID_BENCH_ECHO_SOCKET"
 
 func TestMain(m *testing.M) {
 	if jsworker.IsWorker(os.Getenv) {
-		os.Exit(runJSWorker())
+		os.Exit(jsworker.ExitCode(jsworker.Main(context.Background(), os.Getenv, os.Stderr), os.Stderr))
 	}
 	if socket := os.Getenv(echoEnv); socket != "" {
 		os.Exit(runEchoServer(socket))

@@ -5,29 +5,13 @@ package bench
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"testing"
 
 	"github.com/inferbid/inferbid/jsworker"
 	"github.com/inferbid/inferbid/sidecar"
 )
-
-// runJSWorker is the test binary as a JS worker process, started by the
-// js-worker row's jsworker.Host (TestMain): what bidding-server's main does.
-func runJSWorker() int {
-	err := jsworker.Main(context.Background(), os.Getenv, os.Stderr)
-	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, jsworker.ErrTainted):
-		return jsworker.ExitTainted
-	}
-	fmt.Fprintln(os.Stderr, "bench js worker:", err)
-	return 1
-}
 
 // workerHeapBudget is the JS heap budget of the js-worker row's worker:
 // bidding-server's default (--js_heap_budget_mb 1024), which also sets the

@@ -2,7 +2,6 @@ package codestore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"testing"
@@ -18,15 +17,7 @@ var servers *storetest.Servers
 // otherwise starts the S3 and GCS test servers as modelstore's tests do.
 func TestMain(m *testing.M) {
 	if jsworker.IsWorker(os.Getenv) {
-		err := jsworker.Main(context.Background(), os.Getenv, os.Stderr)
-		switch {
-		case err == nil:
-			os.Exit(0)
-		case errors.Is(err, jsworker.ErrTainted):
-			os.Exit(jsworker.ExitTainted)
-		}
-		fmt.Fprintln(os.Stderr, "worker:", err)
-		os.Exit(1)
+		os.Exit(jsworker.ExitCode(jsworker.Main(context.Background(), os.Getenv, os.Stderr), os.Stderr))
 	}
 	var err error
 	servers, err = storetest.Start()
@@ -38,13 +29,4 @@ func TestMain(m *testing.M) {
 	servers.Stop()
 	testhelp.RemoveBinaries()
 	os.Exit(code)
-}
-
-func needServer(t *testing.T, name, reason string) {
-	t.Helper()
-	msg := fmt.Sprintf("%s test server unavailable: %s", name, reason)
-	if storetest.Required() {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
 }

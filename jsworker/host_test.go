@@ -36,15 +36,7 @@ func TestMain(m *testing.M) {
 		default:
 			os.Exit(hangWorker())
 		}
-		err := Main(context.Background(), os.Getenv, os.Stderr)
-		switch {
-		case err == nil:
-			os.Exit(0)
-		case errors.Is(err, ErrTainted):
-			os.Exit(ExitTainted)
-		}
-		fmt.Fprintln(os.Stderr, "worker:", err)
-		os.Exit(1)
+		os.Exit(ExitCode(Main(context.Background(), os.Getenv, os.Stderr), os.Stderr))
 	}
 	os.Exit(m.Run())
 }

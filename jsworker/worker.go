@@ -49,6 +49,20 @@ const ExitTainted = 3
 // IsWorker reports whether the process was started as a JS worker.
 func IsWorker(getenv func(string) string) bool { return getenv(WorkerEnv) != "" }
 
+// ExitCode is the exit status of a worker process whose Main returned err
+// (0, ExitTainted, or 1 with err written to stderr): its main, or a test
+// binary's TestMain, ends with os.Exit(ExitCode(Main(...), os.Stderr)).
+func ExitCode(err error, stderr io.Writer) int {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, ErrTainted):
+		return ExitTainted
+	}
+	fmt.Fprintln(stderr, "js worker:", err)
+	return 1
+}
+
 // Main is a worker process's main: it applies the address-space limit,
 // opens the connection the host passed it and serves it until the host
 // closes it (nil) or a runtime had to be abandoned (an error; the process

@@ -29,15 +29,7 @@ import (
 func main() {
 	// The same binary, started by a jsworker.Host, is a JS worker.
 	if jsworker.IsWorker(os.Getenv) {
-		err := jsworker.Main(context.Background(), os.Getenv, os.Stderr)
-		switch {
-		case err == nil:
-			os.Exit(0)
-		case errors.Is(err, jsworker.ErrTainted):
-			os.Exit(jsworker.ExitTainted)
-		}
-		fmt.Fprintln(os.Stderr, "bidding-server js worker:", err)
-		os.Exit(1)
+		os.Exit(jsworker.ExitCode(jsworker.Main(context.Background(), os.Getenv, os.Stderr), os.Stderr))
 	}
 	cli.Main("bidding-server", func(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return run(ctx, args, stdin, stdout, stderr, os.Getenv)

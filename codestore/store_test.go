@@ -18,6 +18,7 @@ import (
 	"gocloud.dev/blob"
 
 	"github.com/inferbid/inferbid/jsworker"
+	"github.com/inferbid/inferbid/modelstore/storetest"
 )
 
 // syncBuf is a log the test reads.
@@ -226,7 +227,7 @@ func TestFileBucketFlow(t *testing.T) {
 
 func TestS3BucketFlow(t *testing.T) {
 	if servers.S3Endpoint == "" {
-		needServer(t, "S3", servers.S3SkipReason)
+		storetest.Need(t, "S3", servers.S3SkipReason)
 	}
 	u, err := servers.S3BucketURL(context.Background(), "code-flow")
 	if err != nil {
@@ -237,7 +238,7 @@ func TestS3BucketFlow(t *testing.T) {
 
 func TestGCSBucketFlow(t *testing.T) {
 	if servers.GCSHost == "" {
-		needServer(t, "GCS", servers.GCSSkipReason)
+		storetest.Need(t, "GCS", servers.GCSSkipReason)
 	}
 	u, err := servers.GCSBucketURL(context.Background(), "code-flow")
 	if err != nil {

@@ -27,14 +27,3 @@ func TestMain(m *testing.M) {
 	testhelp.RemoveBinaries()
 	os.Exit(code)
 }
-
-// needServer skips (or, with INFERBID_REQUIRE_SERVERS=1, fails) when a
-// server is unavailable.
-func needServer(t *testing.T, name, reason string) {
-	t.Helper()
-	msg := fmt.Sprintf("%s test server unavailable: %s", name, reason)
-	if storetest.Required() {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
-}

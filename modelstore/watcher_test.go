@@ -22,6 +22,7 @@ import (
 
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/modelstore/modelfiles"
+	"github.com/inferbid/inferbid/modelstore/storetest"
 	"github.com/inferbid/inferbid/runtimes"
 )
 
@@ -143,7 +144,7 @@ func backends() []backend {
 		{"file", func(t *testing.T) string { return "file://" + t.TempDir() }},
 		{"s3", func(t *testing.T) string {
 			if servers.S3Endpoint == "" {
-				needServer(t, "S3 (versitygw)", servers.S3SkipReason)
+				storetest.Need(t, "S3 (versitygw)", servers.S3SkipReason)
 			}
 			u, err := servers.S3BucketURL(context.Background(), unique())
 			if err != nil {
@@ -153,7 +154,7 @@ func backends() []backend {
 		}},
 		{"gcs", func(t *testing.T) string {
 			if servers.GCSHost == "" {
-				needServer(t, "GCS (fake-gcs-server)", servers.GCSSkipReason)
+				storetest.Need(t, "GCS (fake-gcs-server)", servers.GCSSkipReason)
 			}
 			u, err := servers.GCSBucketURL(context.Background(), unique())
 			if err != nil {

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -46,6 +47,17 @@ type proc struct {
 // Required reports whether missing servers must fail tests instead of
 // skipping them (make test sets INFERBID_REQUIRE_SERVERS=1).
 func Required() bool { return os.Getenv(EnvRequireServers) == "1" }
+
+// Need skips the test (or, when Required, fails it) because the named
+// server is unavailable for reason.
+func Need(t testing.TB, name, reason string) {
+	t.Helper()
+	msg := fmt.Sprintf("%s test server unavailable: %s", name, reason)
+	if Required() {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
 
 // Start uses servers named by the environment, or starts the installed
 // binaries in a private temp dir. It also sets the process environment the

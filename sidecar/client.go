@@ -35,9 +35,9 @@ type ClientOptions struct {
 	// before it parks; 0 = fastlane.DefaultSpinWait, < 0 = never poll.
 	FastLaneSpinWait time.Duration
 	// Fallback, when set, takes the requests the sidecar could not be
-	// reached for (the fast lane's ErrNotSent) or whose answer names a model
-	// the sidecar does not have: a JS worker's client sends them to the
-	// host, whose client waits out a replay (see Fallback).
+	// reached for (the fast lane's ErrNotSent), and the entries whose answer
+	// names a model the sidecar does not have: a JS worker's client sends
+	// them to the host, whose client waits out a replay (see Fallback).
 	Fallback Fallback
 }
 
@@ -181,8 +181,9 @@ func (c *Client) Predict(ctx context.Context, entries []batch.Entry) ([]batch.Re
 // send sends a typed request: it waits for its models while a replay is
 // under way, and resends once a request that never reached a sidecar that
 // has just died. One that did reach it is not sent again: it may be what
-// killed it. A client with a Fallback (a JS worker's) hands the request
-// there when the sidecar could not be reached or lacked one of its models.
+// killed it. A client with a Fallback (a JS worker's) hands it the request
+// the sidecar could not be reached for, or the entries whose model it
+// lacked (withFallback).
 func (c *Client) send(ctx context.Context, req *inferencepb.PredictRequest, paths func(func(string) bool)) (*inferencepb.PredictResponse, error) {
 	if c.gate.engaged() { // only during an outage: the common call skips it
 		if err := c.gate.wait(ctx, paths); err != nil {
@@ -196,10 +197,7 @@ func (c *Client) send(ctx context.Context, req *inferencepb.PredictRequest, path
 		}
 		resp, err = c.predict(ctx, req)
 	}
-	if c.needsFallback(resp, err) {
-		return c.fallback(ctx, req)
-	}
-	return resp, err
+	return c.withFallback(ctx, req, resp, err)
 }
 
 func (c *Client) predict(ctx context.Context, req *inferencepb.PredictRequest) (*inferencepb.PredictResponse, error) {

@@ -31,22 +31,49 @@ func (c *Client) PredictProto(ctx context.Context, req *inferencepb.PredictReque
 	return c.send(ctx, req, paths)
 }
 
-// needsFallback reports whether a request should go to the client's
-// Fallback: it did not reach the sidecar, or an entry met a model the
-// sidecar does not have, which the host may be replaying.
-func (c *Client) needsFallback(resp *inferencepb.PredictResponse, err error) bool {
+// withFallback hands the client's Fallback what the sidecar could not
+// answer: the whole request when it never reached the sidecar, and only the
+// entries answered MODEL_NOT_FOUND (a model the host may be replaying) when
+// it did: the others ran, and running them again would, for a sequence,
+// apply its step twice. The retried entries' answers, and their debug lines
+// (numbered as in req), replace and follow the first ones; when the
+// fallback fails, the first answers stand.
+func (c *Client) withFallback(ctx context.Context, req *inferencepb.PredictRequest, resp *inferencepb.PredictResponse, err error) (*inferencepb.PredictResponse, error) {
 	if c.fallback == nil {
-		return false
+		return resp, err
 	}
 	if err != nil {
-		return errors.Is(err, fastlane.ErrNotSent)
+		if errors.Is(err, fastlane.ErrNotSent) {
+			return c.fallback(ctx, req)
+		}
+		return resp, err
 	}
-	for _, r := range resp.GetResult().GetResponses() {
-		if r.GetError().GetType() == inferencepb.ErrorType(inferr.ModelNotFound) {
-			return true
+	got := resp.GetResult().GetResponses()
+	reqs := req.GetBatch().GetRequests()
+	var missing []int
+	for j, r := range got {
+		if r.GetError().GetType() == inferencepb.ErrorType(inferr.ModelNotFound) && j < len(reqs) {
+			missing = append(missing, j)
 		}
 	}
-	return false
+	if len(missing) == 0 {
+		return resp, nil
+	}
+	retry := &inferencepb.PredictRequest{IsConsented: req.GetIsConsented(), Input: &inferencepb.PredictRequest_Batch{Batch: &inferencepb.Batch{}}}
+	for _, j := range missing {
+		retry.GetBatch().Requests = append(retry.GetBatch().Requests, reqs[j])
+	}
+	again, ferr := c.fallback(ctx, retry)
+	if ferr != nil || len(again.GetResult().GetResponses()) != len(missing) {
+		return resp, nil
+	}
+	for k, j := range missing {
+		got[j] = again.GetResult().GetResponses()[k]
+	}
+	for _, l := range again.GetDebugLogs() {
+		resp.DebugLogs = append(resp.DebugLogs, renumberDebugLine(l, missing))
+	}
+	return resp, nil
 }
 
 // ErrorToProto is the wire form of a typed error (its type, its sanitised

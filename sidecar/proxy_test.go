@@ -19,9 +19,10 @@ import (
 func TestClientFallback(t *testing.T) {
 	clients, _ := consentServer(t)
 	host := clients[TransportFastLane]
-	var called atomic.Int32
+	var called, sent atomic.Int32 // calls, and entries they carried
 	fallback := func(ctx context.Context, req *inferencepb.PredictRequest) (*inferencepb.PredictResponse, error) {
 		called.Add(1)
+		sent.Add(int32(len(req.GetBatch().GetRequests())))
 		return host.PredictProto(ctx, req)
 	}
 	newClient := func(socket string) *Client {
@@ -53,13 +54,24 @@ func TestClientFallback(t *testing.T) {
 		t.Fatalf("a MODEL_NOT_FOUND answer went to the fallback %d times, want 1", n)
 	}
 
+	// A batch with a served and a missing model: only the missing entry is
+	// retried (the served one ran: a sequence step must not run twice),
+	// and the answers keep their places.
+	res, err = worker.Predict(ctx, append(append([]batch.Entry{}, served...), missing...))
+	if err != nil || res[0].Err != nil || len(res[0].Tensors) == 0 || inferr.TypeOf(res[1].Err) != inferr.ModelNotFound {
+		t.Fatalf("mixed batch: %v %+v", err, res)
+	}
+	if n, e := called.Load(), sent.Load(); n != 2 || e != 2 {
+		t.Fatalf("after the mixed batch the fallback had %d calls carrying %d entries, want 2 and 2 (the missing entry alone)", n, e)
+	}
+
 	// Nothing listens here: the fast lane's dial is refused (not sent).
 	unreachable := newClient(socketIn(t))
 	res, err = unreachable.Predict(ctx, served)
 	if err != nil || res[0].Err != nil || len(res[0].Tensors) == 0 {
 		t.Fatalf("unreachable sidecar: %v %+v, want the fallback's answer", err, res)
 	}
-	if n := called.Load(); n != 2 {
-		t.Fatalf("a request never sent went to the fallback %d times in all, want 2", n)
+	if n := called.Load(); n != 3 {
+		t.Fatalf("a request never sent went to the fallback %d times in all, want 3", n)
 	}
 }

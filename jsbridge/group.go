@@ -116,9 +116,6 @@ func (g *group) call(ctx context.Context, args [][]byte) CallResult {
 	var out []byte
 	st, err := g.p.runOn(ctx, v, start, g.fn, jsonBody(g.fn, args, &out))
 	r := CallResult{Err: err, Duration: time.Since(start)}
-	if h := g.p.opts.Hooks.OnCall; h != nil {
-		h(CallEvent{Func: g.fn, Duration: r.Duration, Err: err})
-	}
 	g.after(st)
 	if err == nil {
 		// Only now: an abandoned call may still write out.

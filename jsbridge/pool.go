@@ -689,13 +689,7 @@ func (p *Pool) run(ctx context.Context, fn string, body func(v *vm, f goja.Calla
 	if err != nil {
 		return err
 	}
-	start := time.Now()
-	defer func() {
-		if h := p.opts.Hooks.OnCall; h != nil {
-			h(CallEvent{Func: fn, Duration: time.Since(start), Err: err})
-		}
-	}()
-	st, err := p.runOn(ctx, v, start, fn, body)
+	st, err := p.runOn(ctx, v, time.Now(), fn, body)
 	if st != vmGone {
 		p.release(v, st == vmReusable)
 	}
@@ -726,7 +720,11 @@ type callResult struct {
 
 // runOn runs one call of body on runtime v, which the caller took, and
 // reports what became of v: the caller releases it unless it is vmGone.
-func (p *Pool) runOn(ctx context.Context, v *vm, start time.Time, fn string, body func(v *vm, f goja.Callable) error) (vmState, error) {
+func (p *Pool) runOn(ctx context.Context, v *vm, start time.Time, fn string, body func(v *vm, f goja.Callable) error) (st vmState, err error) {
+	if h := p.opts.Hooks.OnCall; h != nil {
+		// Here, once for every call: CallJSON, Do and each call of a group.
+		defer func() { h(CallEvent{Func: fn, Duration: time.Since(start), Err: err}) }()
+	}
 	if p.waker != nil && p.inferenceUsed.Load() {
 		// The module calls runInference: let the sidecar wake up while
 		// the script prepares its request.

@@ -252,10 +252,7 @@ func (s *Server) predict(ctx context.Context, req *inferencepb.PredictRequest, w
 		resp.Metrics = map[string]float64{}
 		m = resp.Metrics
 	}
-	var logs *debugLog
-	if req.GetIsConsented() {
-		logs = &debugLog{}
-	}
+	consented := req.GetIsConsented()
 	switch in := req.GetInput().(type) {
 	case *inferencepb.PredictRequest_BatchJson:
 		if len(in.BatchJson) >= releaseAfterBytes {
@@ -265,15 +262,16 @@ func (s *Server) predict(ctx context.Context, req *inferencepb.PredictRequest, w
 		m.since("parse_duration_ms", start)
 		if err != nil {
 			err = inferr.Wrap(inferr.InputParsing, err, "")
-			if logs != nil {
+			if consented {
 				// No entry was read, so there is no model path to name.
-				logs.add("batch rejected, no model run: " + formatErrType(err))
+				resp.DebugLogs = []string{"batch rejected, no model run: " + formatErrType(err)}
 			}
 			resp.Output = &inferencepb.PredictResponse_OutputJson{OutputJson: batch.AppendBatchError(nil, err)}
 			break
 		}
 		runStart := m.now()
-		results := s.runEntries(ctx, entries, logs)
+		resp.DebugLogs = debugLines(consented, len(entries))
+		results := s.runEntries(ctx, entries, resp.DebugLogs)
 		m.since("inference_duration_ms", runStart)
 		m.set("entries", float64(len(entries)))
 		resp.Output = &inferencepb.PredictResponse_OutputJson{OutputJson: batch.Render(results)}
@@ -287,7 +285,8 @@ func (s *Server) predict(ctx context.Context, req *inferencepb.PredictRequest, w
 			entries[i] = s.entryFromProto(r)
 		}
 		runStart := m.now()
-		results := s.runEntries(ctx, entries, logs)
+		resp.DebugLogs = debugLines(consented, len(entries))
+		results := s.runEntries(ctx, entries, resp.DebugLogs)
 		m.since("inference_duration_ms", runStart)
 		m.set("entries", float64(len(entries)))
 		out := &inferencepb.BatchResult{Responses: make([]*inferencepb.ModelResponse, len(results))}
@@ -299,11 +298,8 @@ func (s *Server) predict(ctx context.Context, req *inferencepb.PredictRequest, w
 		return nil, inferr.Errorf(inferr.InputParsing, "predict request has neither batch_json nor batch")
 	}
 	m.since("predict_duration_ms", start)
-	if logs != nil {
-		resp.DebugLogs = logs.lines
-		for _, l := range logs.lines {
-			s.log.Debug(l, "consented", true)
-		}
+	for _, l := range resp.DebugLogs {
+		s.log.Debug(l, "consented", true)
 	}
 	return resp, nil
 }
@@ -381,33 +377,32 @@ func (s *Server) entryFromProto(r *inferencepb.ModelRequest) batch.Entry {
 }
 
 // runEntries runs the entries of one batch, concurrently up to GOMAXPROCS
-// at a time; each entry's error stays its own. With logs, every entry gets
-// one debug line, in entry order.
-func (s *Server) runEntries(ctx context.Context, entries []batch.Entry, logs *debugLog) []batch.Result {
+// at a time; each entry's error stays its own. With lines (a consented
+// request's, one slot per entry: entries running concurrently need no lock,
+// and the lines come in entry order), every entry gets its debug line.
+func (s *Server) runEntries(ctx context.Context, entries []batch.Entry, lines []string) []batch.Result {
 	results := make([]batch.Result, len(entries))
-	if logs != nil {
-		logs.forEntries(len(entries))
-	}
+	logs := lines != nil
 	run := func(i int) {
 		e := entries[i]
 		results[i].ModelPath = e.ModelPath
 		if e.Err != nil {
 			results[i].Err = e.Err
-			if logs != nil {
-				logs.entry(i, debugEntryLine(i, e.ModelPath, "not run: "+formatErrType(e.Err)))
+			if logs {
+				lines[i] = debugEntryLine(i, e.ModelPath, "not run: "+formatErrType(e.Err))
 			}
 			return
 		}
 		var start time.Time
-		if logs != nil {
+		if logs {
 			start = time.Now()
 		}
 		results[i].Tensors, results[i].Err = s.reg.predict(ctx, e.ModelPath, e.Tensors)
-		if logs != nil {
+		if logs {
 			if err := results[i].Err; err != nil {
-				logs.entry(i, debugEntryLine(i, e.ModelPath, fmt.Sprintf("%s after %s", formatErrType(err), time.Since(start))))
+				lines[i] = debugEntryLine(i, e.ModelPath, fmt.Sprintf("%s after %s", formatErrType(err), time.Since(start)))
 			} else {
-				logs.entry(i, debugEntryLine(i, e.ModelPath, fmt.Sprintf("ok in %s", time.Since(start))))
+				lines[i] = debugEntryLine(i, e.ModelPath, fmt.Sprintf("ok in %s", time.Since(start)))
 			}
 		}
 	}
@@ -439,30 +434,14 @@ func (s *Server) runEntries(ctx context.Context, entries []batch.Entry, logs *de
 	return results
 }
 
-// debugLog collects the debug lines of a consented request. A nil
-// *debugLog collects nothing. Each entry of a batch has a slot of its own
-// for its line, so that entries running concurrently need no lock and the
-// lines come in entry order, not in the order the entries finished.
-type debugLog struct {
-	lines []string
-	first int // the slot of entry 0 in lines
-}
-
-func (d *debugLog) add(line string) {
-	if d != nil {
-		d.lines = append(d.lines, line)
+// debugLines is the slots of a consented request's debug lines, one per
+// entry; nil when it is not consented.
+func debugLines(consented bool, entries int) []string {
+	if !consented {
+		return nil
 	}
+	return make([]string, entries)
 }
-
-// forEntries makes a slot for the line of each of n entries, after the
-// lines so far.
-func (d *debugLog) forEntries(n int) {
-	d.first = len(d.lines)
-	d.lines = append(d.lines, make([]string, n)...)
-}
-
-// entry sets entry i's line.
-func (d *debugLog) entry(i int, line string) { d.lines[d.first+i] = line }
 
 // debugEntryLine is the debug line of entry i of the batch the sidecar
 // received: it names the entry's model path. Client.Predict renumbers it

@@ -74,7 +74,7 @@ func BenchmarkTail(b *testing.B) {
 	// environment).
 	host := func(env string, mod func(*jsworker.Options)) func(rows int) pathCall {
 		o := jsworker.Options{
-			Module:        jsworker.Module{Name: "bench.js", Source: f.script},
+			Modules:       []jsworker.Module{{Name: "bench.js", Source: f.script}},
 			Workers:       1,
 			Spares:        -1,
 			HeapBudget:    workerHeapBudget,

@@ -25,7 +25,7 @@ const workerHeapBudget = 1024 << 20
 func startWorkerHost(tb testing.TB, script, socket string, client *sidecar.Client, log *slog.Logger) *jsworker.Host {
 	tb.Helper()
 	h, err := jsworker.Start(context.Background(), jsworker.Options{
-		Module:        jsworker.Module{Name: "bench.js", Source: script},
+		Modules:       []jsworker.Module{{Name: "bench.js", Source: script}},
 		Workers:       1,
 		Spares:        -1,
 		HeapBudget:    workerHeapBudget,

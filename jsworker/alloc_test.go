@@ -39,7 +39,7 @@ func BenchmarkServeChunk(b *testing.B) {
 	go p.readLoop()
 	defer func() { p.close(); <-served }()
 	var ack pb.ConfigAck
-	if err := p.call(ctx, &pb.Config{ModuleName: "bench.js", ModuleSource: src}, &ack); err != nil || ack.GetError() != "" {
+	if err := p.call(ctx, &pb.Config{Modules: []*pb.Module{{Name: "bench.js", Source: src}}}, &ack); err != nil || ack.GetError() != "" {
 		b.Fatal(err, ack.GetError())
 	}
 	req := &pb.BidsRequest{InterestGroups: [][]byte{[]byte(`{"name":"shoes"}`)}, SliceMicros: DefaultSlice.Microseconds()}

@@ -87,7 +87,7 @@ func BenchmarkHop(b *testing.B) {
 	defer pool.Close()
 	calls := [][][]byte{{ig}}
 	host := func(o Options) func() error {
-		o.Module, o.Workers, o.Spares = Module{Name: "bench.js", Source: src}, 1, -1
+		o.Modules, o.Workers, o.Spares = []Module{{Name: "bench.js", Source: src}}, 1, -1
 		o.HeapBudget, o.Logger = 1<<30, slog.New(slog.DiscardHandler)
 		h, err := Start(ctx, o)
 		if err != nil {

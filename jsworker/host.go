@@ -57,10 +57,9 @@ type Module struct {
 // Options configure a Host. The zero value of every field means its
 // default.
 type Options struct {
-	// Module is the one module when Modules is empty.
-	Module Module
-	// Modules are the code versions every worker loads; a Request picks
-	// one by name (Request.CodeVersion). SetModules replaces them live.
+	// Modules are the code versions every worker loads (at least one); a
+	// Request picks one by name (Request.CodeVersion). SetModules replaces
+	// them live.
 	Modules []Module
 	// DefaultModule is the version a Request without CodeVersion runs; ""
 	// = the first of Modules.
@@ -210,12 +209,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SpinWait == 0 {
 		o.SpinWait = DefaultSpinWait
-	}
-	if o.Module.Name == "" {
-		o.Module.Name = "module.js"
-	}
-	if len(o.Modules) == 0 {
-		o.Modules = []Module{o.Module}
 	}
 	return o
 }

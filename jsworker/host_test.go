@@ -106,7 +106,9 @@ func (b *bufLogger) String() string {
 func startHost(t *testing.T, src string, opts Options) (*Host, *bufLogger) {
 	t.Helper()
 	logs := &bufLogger{}
-	opts.Module = Module{Name: "test.js", Source: src}
+	if len(opts.Modules) == 0 {
+		opts.Modules = []Module{{Name: "test.js", Source: src}}
+	}
 	opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if opts.Workers == 0 {
 		opts.Workers = 2
@@ -188,7 +190,7 @@ func TestModuleErrorFailsStart(t *testing.T) {
 		"undefined": "var x = 1;",
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := Start(context.Background(), Options{Module: Module{Name: "bad.js", Source: src}, Workers: 1, Spares: -1,
+			_, err := Start(context.Background(), Options{Modules: []Module{{Name: "bad.js", Source: src}}, Workers: 1, Spares: -1,
 				RequireFunctions: []string{"generateBid"}, Logger: slog.New(slog.DiscardHandler)})
 			var me *ModuleError
 			if !errors.As(err, &me) {

@@ -253,7 +253,8 @@ func (w *worker) configure(f fastlane.Frame) {
 	}
 	mods := cfg.GetModules()
 	if len(mods) == 0 {
-		mods = []*pb.Module{{Name: cfg.GetModuleName(), Source: cfg.GetModuleSource()}}
+		w.peer.answer(f.ID, nil, inferr.Errorf(inferr.InputParsing, "jsworker: config: no module"))
+		return
 	}
 	ack := &pb.ConfigAck{Pid: int32(os.Getpid())}
 	w.pools = make(map[string]*jsbridge.Pool, len(mods))

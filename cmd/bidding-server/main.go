@@ -215,7 +215,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			"js_runtimes", pool.Size(), "js_isolated", pool.Isolated(), "js_heap_budget_mb", cfg.JSHeapBudgetMB, "module", name)
 	} else {
 		hopts := jsworker.Options{
-			Module:             jsworker.Module{Name: name, Source: source},
+			Modules:            []jsworker.Module{{Name: name, Source: source}},
 			Workers:            cfg.JSWorkers,
 			Spares:             cfg.JSWorkerSpares,
 			RlimitMB:           cfg.JSWorkerRlimitMB,

@@ -104,12 +104,10 @@ func (ErrorKind) EnumDescriptor() ([]byte, []int) {
 }
 
 // Config is the first request the host sends a worker. The worker
-// compiles the module, builds its runtimes and answers a ConfigAck: only
+// compiles the modules, builds their runtimes and answers a ConfigAck: only
 // then does it take bids.
 type Config struct {
-	state        protoimpl.MessageState `protogen:"open.v1"`
-	ModuleName   string                 `protobuf:"bytes,1,opt,name=module_name,json=moduleName,proto3" json:"module_name,omitempty"`
-	ModuleSource string                 `protobuf:"bytes,2,opt,name=module_source,json=moduleSource,proto3" json:"module_source,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
 	// The inference sidecar's socket; "" = inference is off (getModelPaths
 	// and runInference are not defined).
 	SidecarSocket string `protobuf:"bytes,3,opt,name=sidecar_socket,json=sidecarSocket,proto3" json:"sidecar_socket,omitempty"`
@@ -134,8 +132,8 @@ type Config struct {
 	// handed to every generateBid call as browserSignals.wasmHelper, a
 	// WebAssembly.Module; empty = none.
 	WasmHelper []byte `protobuf:"bytes,15,opt,name=wasm_helper,json=wasmHelper,proto3" json:"wasm_helper,omitempty"`
-	// Every code version the worker serves (a BidsRequest names one); when
-	// empty, module_name and module_source are the only one.
+	// Every code version the worker serves (a BidsRequest names one); at
+	// least one.
 	Modules []*Module `protobuf:"bytes,16,rep,name=modules,proto3" json:"modules,omitempty"`
 	// The version a BidsRequest without code_version runs; "" = the first.
 	DefaultModule string `protobuf:"bytes,17,opt,name=default_module,json=defaultModule,proto3" json:"default_module,omitempty"`
@@ -175,20 +173,6 @@ func (x *Config) ProtoReflect() protoreflect.Message {
 // Deprecated: Use Config.ProtoReflect.Descriptor instead.
 func (*Config) Descriptor() ([]byte, []int) {
 	return file_jsworker_proto_rawDescGZIP(), []int{0}
-}
-
-func (x *Config) GetModuleName() string {
-	if x != nil {
-		return x.ModuleName
-	}
-	return ""
-}
-
-func (x *Config) GetModuleSource() string {
-	if x != nil {
-		return x.ModuleSource
-	}
-	return ""
 }
 
 func (x *Config) GetSidecarSocket() string {
@@ -1120,11 +1104,8 @@ var File_jsworker_proto protoreflect.FileDescriptor
 
 const file_jsworker_proto_rawDesc = "" +
 	"\n" +
-	"\x0ejsworker.proto\x12\x14inferbid.jsworker.v1\x1a\x0finference.proto\"\x86\x06\n" +
-	"\x06Config\x12\x1f\n" +
-	"\vmodule_name\x18\x01 \x01(\tR\n" +
-	"moduleName\x12#\n" +
-	"\rmodule_source\x18\x02 \x01(\tR\fmoduleSource\x12%\n" +
+	"\x0ejsworker.proto\x12\x14inferbid.jsworker.v1\x1a\x0finference.proto\"\xe8\x05\n" +
+	"\x06Config\x12%\n" +
 	"\x0esidecar_socket\x18\x03 \x01(\tR\rsidecarSocket\x12+\n" +
 	"\x11sidecar_transport\x18\x04 \x01(\tR\x10sidecarTransport\x127\n" +
 	"\x18sidecar_spin_wait_micros\x18\x05 \x01(\x03R\x15sidecarSpinWaitMicros\x12.\n" +
@@ -1143,7 +1124,7 @@ const file_jsworker_proto_rawDesc = "" +
 	"wasmHelper\x126\n" +
 	"\amodules\x18\x10 \x03(\v2\x1c.inferbid.jsworker.v1.ModuleR\amodules\x12%\n" +
 	"\x0edefault_module\x18\x11 \x01(\tR\rdefaultModule\x12(\n" +
-	"\x10spin_wait_micros\x18\x12 \x01(\x03R\x0espinWaitMicros\"U\n" +
+	"\x10spin_wait_micros\x18\x12 \x01(\x03R\x0espinWaitMicrosJ\x04\b\x01\x10\x02J\x04\b\x02\x10\x03R\vmodule_nameR\rmodule_source\"U\n" +
 	"\x06Module\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\tR\x06source\x12\x1f\n" +

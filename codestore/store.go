@@ -82,6 +82,11 @@ type Store struct {
 	m        *metrics
 
 	syncMu sync.Mutex // one sync at a time
+	// passed holds, by name, the content that passed validation but does
+	// not serve yet (the default is missing, or the swap failed): a later
+	// poll swaps it in without starting a validating worker again.
+	// Guarded by syncMu.
+	passed map[string]string
 
 	mu      sync.Mutex
 	loader  Loader
@@ -125,7 +130,7 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	if opts.Config.Timeout == 0 {
 		opts.Config.Timeout = DefaultTimeout
 	}
-	s := &Store{opts: opts, log: opts.Logger, now: opts.Now, validate: opts.Validate, serving: map[string]served{}, failed: map[string]failure{}}
+	s := &Store{opts: opts, log: opts.Logger, now: opts.Now, validate: opts.Validate, serving: map[string]served{}, failed: map[string]failure{}, passed: map[string]string{}}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -252,6 +257,9 @@ func (s *Store) SyncOnce(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("version %q: %w", name, f.err))
 			continue
 		}
+		if s.passed[name] == v.SHA256 {
+			continue
+		}
 		candidates = append(candidates, jsworker.Module{Name: name, Source: v.Source, WasmHelper: v.Wasm})
 	}
 	bad := map[string]error{}
@@ -259,6 +267,11 @@ func (s *Store) SyncOnce(ctx context.Context) error {
 		bad = s.validate(ctx, candidates)
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		for _, m := range candidates {
+			if bad[m.Name] == nil {
+				s.passed[m.Name] = p.versions[m.Name].SHA256
+			}
 		}
 	}
 	next := map[string]served{}
@@ -329,6 +342,7 @@ func (s *Store) SyncOnce(ctx context.Context) error {
 	s.mu.Lock()
 	s.serving, s.failed = next, failed
 	s.mu.Unlock()
+	clear(s.passed) // serving now
 	s.m.versions.Set(float64(len(next)))
 	s.log.Info("codestore: code versions now serving", "versions", len(next), "default", s.def, "default_sha256", next[s.def].v.SHA256)
 	return errors.Join(errs...)

@@ -464,3 +464,45 @@ func TestDeletedDefaultLoggedOnce(t *testing.T) {
 		t.Errorf("logged %d times over 3 polls, want once:\n%s", n, logs)
 	}
 }
+
+// TestMissingDefaultValidatesOnce: while the default is missing, a version
+// that passed validation is not validated again on every poll (each
+// validation starts a worker process); once the default arrives, only it
+// is validated, and both serve.
+func TestMissingDefaultValidatesOnce(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	if err := os.WriteFile(dir+"/other.js", []byte(bidJS("o")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var validated []string
+	s, err := New(ctx, Options{Config: FetchConfig{Mode: ModeBucket, Bucket: "file://" + dir, DefaultBlob: "bid.js"},
+		Logger: slog.New(slog.NewTextHandler(&syncBuf{}, nil)),
+		Validate: func(ctx context.Context, mods []jsworker.Module) map[string]error {
+			for _, m := range mods {
+				validated = append(validated, m.Name)
+			}
+			return map[string]error{}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for range 3 {
+		if err := s.SyncOnce(ctx); !errors.Is(err, errNoDefault) {
+			t.Fatalf("no default yet: %v", err)
+		}
+	}
+	if err := os.WriteFile(dir+"/bid.js", []byte(bidJS("a")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SyncOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(validated, ","); got != "other.js,bid.js" {
+		t.Fatalf("validated %s over 4 polls, want other.js once, then bid.js", got)
+	}
+	if mods, def, ok := s.Modules(); !ok || def != "bid.js" || len(mods) != 2 {
+		t.Fatalf("serving %v (default %q, %v), want both versions", mods, def, ok)
+	}
+}

@@ -59,17 +59,12 @@ const (
 	DefaultTimeout = 30 * time.Second
 )
 
-// fields maps the accepted JSON names (B&A's lowerCamelCase and its
-// proto's snake_case) to canonical names.
-var fields = map[string]string{
-	"fetchMode": "fetchMode", "fetch_mode": "fetchMode",
-	"biddingJsPath": "biddingJsPath", "bidding_js_path": "biddingJsPath",
-	"protectedAuctionBiddingJsBucket": "protectedAuctionBiddingJsBucket", "protected_auction_bidding_js_bucket": "protectedAuctionBiddingJsBucket",
-	"protectedAuctionBiddingJsBucketDefaultBlob": "protectedAuctionBiddingJsBucketDefaultBlob", "protected_auction_bidding_js_bucket_default_blob": "protectedAuctionBiddingJsBucketDefaultBlob",
-	"biddingJsUrl": "biddingJsUrl", "bidding_js_url": "biddingJsUrl",
-	"biddingWasmHelperUrl": "biddingWasmHelperUrl", "bidding_wasm_helper_url": "biddingWasmHelperUrl",
-	"urlFetchPeriodMs": "urlFetchPeriodMs", "url_fetch_period_ms": "urlFetchPeriodMs",
-	"urlFetchTimeoutMs": "urlFetchTimeoutMs", "url_fetch_timeout_ms": "urlFetchTimeoutMs",
+// fields are the fields read, by B&A's lowerCamelCase JSON names; its
+// proto's snake_case names are accepted too (camel).
+var fields = map[string]bool{
+	"fetchMode": true, "biddingJsPath": true, "protectedAuctionBiddingJsBucket": true,
+	"protectedAuctionBiddingJsBucketDefaultBlob": true, "biddingJsUrl": true,
+	"biddingWasmHelperUrl": true, "urlFetchPeriodMs": true, "urlFetchTimeoutMs": true,
 }
 
 // unsupported are the other fields of B&A's BuyerCodeFetchConfig (its
@@ -138,8 +133,9 @@ func ParseFetchConfig(data []byte) (FetchConfig, error) {
 	}
 	set := map[string]json.RawMessage{}
 	for k, v := range raw {
-		name, ok := fields[k]
-		if what, known := unsupported[camel(k)]; !ok && known {
+		name := camel(k)
+		ok := fields[name]
+		if what, known := unsupported[name]; !ok && known {
 			if isZeroJSON(v) {
 				continue
 			}
@@ -169,7 +165,15 @@ func ParseFetchConfig(data []byte) (FetchConfig, error) {
 		if !ok {
 			return 0, nil
 		}
-		text := strings.Trim(string(v), `"`)
+		// A JSON number, or a string holding one (protobuf JSON's int64).
+		var text string
+		if json.Unmarshal(v, &text) != nil {
+			var num json.Number
+			if json.Unmarshal(v, &num) != nil {
+				return 0, fmt.Errorf("buyer_code_fetch_config: %s: want a number of milliseconds >= 0, got %s", name, v)
+			}
+			text = num.String()
+		}
 		n, err := strconv.ParseInt(text, 10, 64)
 		if err != nil || n < 0 || n > int64(time.Duration(1<<62)/time.Millisecond) {
 			return 0, fmt.Errorf("buyer_code_fetch_config: %s: want a number of milliseconds >= 0, got %s", name, v)

@@ -38,6 +38,8 @@ func TestParseFetchConfig(t *testing.T) {
 		{`{"fetchMode":"LOCAL","biddingJsPath":"a","biddingJSPath":"b"}`, `unknown field "biddingJSPath"`},
 		{`{"fetchMode":"LOCAL","biddingJsPath":"a","bidding_js_path":"b"}`, "biddingJsPath given twice"},
 		{`{"fetchMode":"URL","biddingJsUrl":"http://x/y","urlFetchPeriodMs":-1}`, "urlFetchPeriodMs: want a number"},
+		{`{"fetchMode":"URL","biddingJsUrl":"http://x/y","urlFetchTimeoutMs":[5]}`, "urlFetchTimeoutMs: want a number"},
+		{`{"fetchMode":"URL","biddingJsUrl":"http://x/y","url_fetch_timeout_ms":true}`, "urlFetchTimeoutMs: want a number"},
 		{`{"fetchMode":"LOCAL","biddingJsPath":7}`, "biddingJsPath: want a string"},
 		{`[1]`, "not a JSON object"},
 		{`{"fetchMode":"LOCAL","biddingJsPath":"a","enableAdtechCodeLogging":true}`, "enableAdtechCodeLogging is B&A's field for console logging"},

@@ -1,7 +1,9 @@
 // Package codestore delivers the ad tech's bidding code to bidding-server
 // as B&A's bidding service fetches buyer code (buyer_code_fetch_config):
-// from a local file (LOCAL), from a bucket where every blob is a code
-// version (BUCKET), or from a URL fetched every period (URL).
+// from a local file (LOCAL: bidding-server reads it once at start, as
+// --udf_code_path), from a bucket where every blob is a code version
+// (BUCKET), or from a URL fetched every period (URL); a Store polls the
+// last two.
 //
 // ParseFetchConfig reads the config with B&A's field names (fetchMode,
 // biddingJsPath, protectedAuctionBiddingJsBucket,
@@ -18,9 +20,10 @@
 // beside "x.js" is x.js's Wasm helper (inferbid's convention: B&A does not
 // support helpers in bucket mode yet), counted in its size and SHA-256 and
 // handed to that version's generateBid calls as browserSignals.wasmHelper
-// (a WebAssembly.Module), in place of --udf_wasm_helper_path. A request names a version (code_version);
-// without one it runs protectedAuctionBiddingJsBucketDefaultBlob. In URL
-// mode the one version is named by biddingJsUrl, in LOCAL mode by the path.
+// (a WebAssembly.Module), in place of --udf_wasm_helper_path. A request
+// names a version (code_version); without one it runs
+// protectedAuctionBiddingJsBucketDefaultBlob. In URL mode the one version is
+// named by biddingJsUrl.
 //
 // # Syncing
 //

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 
 	"github.com/inferbid/inferbid/modelstore"
@@ -50,30 +49,6 @@ type source interface {
 	poll(ctx context.Context) (poll, error)
 	close() error
 }
-
-// localSource is one file, read once per poll.
-type localSource struct {
-	path     string
-	maxBytes int64
-}
-
-func (s *localSource) poll(context.Context) (poll, error) {
-	f, err := os.Open(s.path)
-	if err != nil {
-		return poll{}, fmt.Errorf("biddingJsPath: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, s.maxBytes+1))
-	if err != nil {
-		return poll{}, fmt.Errorf("biddingJsPath %s: %w", s.path, err)
-	}
-	if int64(len(data)) > s.maxBytes {
-		return poll{}, fmt.Errorf("biddingJsPath %s: more than the %d-byte limit", s.path, s.maxBytes)
-	}
-	return poll{versions: map[string]Version{s.path: newVersion(s.path, data, nil)}}, nil
-}
-
-func (s *localSource) close() error { return nil }
 
 // bucketSource lists a bucket; every blob is a version named by its key,
 // except a "x.wasm" beside "x.js", which is x.js's Wasm helper. Only

@@ -140,9 +140,9 @@ func New(ctx context.Context, opts Options) (*Store, error) {
 	c := opts.Config
 	switch c.Mode {
 	case ModeLocal:
-		s.src = &localSource{path: c.LocalPath, maxBytes: opts.MaxBytes}
-		s.def = c.LocalPath
-		s.log = s.log.With("component", "codestore", "path", c.LocalPath)
+		// bidding-server reads a LOCAL module once at start
+		// (--udf_code_path); there is nothing to poll.
+		return nil, errors.New("codestore: fetchMode LOCAL is --udf_code_path, read once at start; a Store polls BUCKET or URL")
 	case ModeBucket:
 		b, err := modelstore.OpenBucket(ctx, c.Bucket)
 		if err != nil {

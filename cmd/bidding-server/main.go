@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -90,7 +92,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := newMetrics(reg)
 
-	srv := &server{moduleName: name, moduleSource: source, moduleLoadedAt: startedAt, metrics: m, gatherer: reg, logger: logger, maxBody: cfg.MaxRequestBytes, maxGroups: cfg.MaxGroups,
+	sum := sha256.Sum256([]byte(source))
+	srv := &server{module: codestore.VersionStatus{Name: name, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(source)),
+		State: codestore.StateDefault, LoadedAt: startedAt}, metrics: m, gatherer: reg, logger: logger, maxBody: cfg.MaxRequestBytes, maxGroups: cfg.MaxGroups,
 		maxBidBytes: cfg.MaxBidBytes, requestTimeout: cfg.RequestTimeout, requestConcurrency: cfg.JSRequestConcurrency,
 		isolateCalls: cfg.JSIsolateEachCall, consentToken: cfg.ConsentedDebugToken}
 	popts := jsbridge.Options{

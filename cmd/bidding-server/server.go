@@ -3,9 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -86,11 +84,11 @@ type server struct {
 	// a bucket): /v1/models reports its failed and draining models.
 	watcher atomic.Pointer[modelstore.Watcher]
 	// code is the bidding code's store with --buyer_code_fetch_config
-	// BUCKET or URL; nil: the one module (moduleName) serves.
-	code           atomic.Pointer[codestore.Store]
-	moduleName     string
-	moduleSource   string
-	moduleLoadedAt time.Time
+	// BUCKET or URL; nil: the one module (module) serves.
+	code atomic.Pointer[codestore.Store]
+	// module is the one module's status (--udf_code_path or the embedded
+	// example), made once at start.
+	module codestore.VersionStatus
 }
 
 // setStarting records the start-up step under way, for /readyz.
@@ -230,8 +228,8 @@ func (s *server) generateBids(w http.ResponseWriter, r *http.Request) int {
 		Consented:      s.consented(req.ConsentedDebugConfig),
 		CodeVersion:    req.CodeVersion,
 	}
-	if s.workers == nil && req.CodeVersion != "" && req.CodeVersion != s.moduleName {
-		return writeError(w, http.StatusBadRequest, fmt.Sprintf("code_version %q is not served: only %q (--js_in_process serves one module)", req.CodeVersion, s.moduleName))
+	if s.workers == nil && req.CodeVersion != "" && req.CodeVersion != s.module.Name {
+		return writeError(w, http.StatusBadRequest, fmt.Sprintf("code_version %q is not served: only %q (--js_in_process serves one module)", req.CodeVersion, s.module.Name))
 	}
 	for i, ig := range req.InterestGroups {
 		jreq.InterestGroups[i] = ig
@@ -281,10 +279,7 @@ func (s *server) listCode(w http.ResponseWriter, r *http.Request) int {
 		writeJSON(w, http.StatusOK, map[string]any{"default": st.Default(), "versions": st.Status()})
 		return http.StatusOK
 	}
-	sum := sha256.Sum256([]byte(s.moduleSource))
-	v := codestore.VersionStatus{Name: s.moduleName, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(s.moduleSource)),
-		State: codestore.StateDefault, LoadedAt: s.moduleLoadedAt}
-	writeJSON(w, http.StatusOK, map[string]any{"default": s.moduleName, "versions": []codestore.VersionStatus{v}})
+	writeJSON(w, http.StatusOK, map[string]any{"default": s.module.Name, "versions": []codestore.VersionStatus{s.module}})
 	return http.StatusOK
 }
 

@@ -32,6 +32,7 @@ var errPeerGone = errors.New("jsworker: the other end of the connection is gone"
 // so that the ids of the two directions never meet.
 type peer struct {
 	conn net.Conn
+	w    *fastlane.ConnWriter // writes conn, under wmu
 	er   *fastlane.ExpectReader
 	br   *bufio.Reader
 
@@ -55,6 +56,7 @@ func newPeer(conn net.Conn, firstID uint64) *peer {
 	er := fastlane.NewExpectReader(conn)
 	return &peer{
 		conn:    conn,
+		w:       fastlane.NewConnWriter(conn),
 		er:      er,
 		br:      bufio.NewReaderSize(er, 64<<10),
 		nextID:  firstID,
@@ -123,7 +125,7 @@ func (p *peer) write(kind fastlane.Kind, id uint64, timeout time.Duration, msg p
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
 	p.wbuf = fastlane.AppendFrame(p.wbuf[:0], f)
-	_, err := p.conn.Write(p.wbuf)
+	_, err := p.w.Write(p.wbuf)
 	if cap(p.wbuf) > 1<<20 {
 		p.wbuf = nil // do not keep a large request's buffer
 	}

@@ -1,11 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -295,4 +300,81 @@ func consentedDebugEndToEnd(t *testing.T, extraArgs ...string) {
 		}
 	}
 	s.stop(t)
+}
+
+// TestLoopAfterInferenceIsCancelled: a script that loops after the
+// request's earlier calls ran inference is stopped when its request ends,
+// long before its own call deadline. The worker waits for the sidecar's
+// answers with raw system calls, which leave the Go runtime's monitor
+// (sysmon) asleep once the worker parks; the loop must still be preempted
+// so that the host's cancel frame is read (jsworker's keepMonitorAwake).
+// What shows a loop left running is its worker's CPU time, still growing
+// after the client left.
+func TestLoopAfterInferenceIsCancelled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs binaries")
+	}
+	root := testhelp.ModuleRoot(t)
+	server := testhelp.BuildBinary(t, "cmd/bidding-server", false)
+	sidecarBin := testhelp.BuildBinary(t, "cmd/inference-sidecar-tensorflow", false)
+	udf := filepath.Join(t.TempDir(), "loop.js")
+	const module = `
+function generateBid(ig) {
+  if (ig.name === "loop") { for (;;) {} }
+  // A batch the sidecar answers with an error entry (no such input): a
+  // round trip all the same.
+  var out = JSON.parse(runInference('{"request":[{"model_path":"pctr/v1/","tensors":[{"tensor_name":"nope","data_type":"FLOAT","tensor_shape":[1,1],"tensor_content":["1"]}]}]}'));
+  return {bid: 1, answered: out.response.length};
+}`
+	if err := os.WriteFile(udf, []byte(module), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startBiddingServer(t, server, []string{
+		"--udf_code_path", udf,
+		"--inference_model_bucket_name", "file://" + filepath.Join(root, "examples/bucket"),
+		"--inference_model_config_path", "model_config.json",
+		"--js_call_timeout", "60s", "--js_request_budget", "-1",
+		"--request_timeout", "60s",
+	}, []string{"INFERENCE_SIDECAR_BINARY_PATH=" + sidecarBin})
+	workers := func() []int {
+		var out []int
+		sidecars := sidecarPIDs(s.cmd.Process.Pid)
+		for _, k := range childPIDs(s.cmd.Process.Pid) {
+			if !slices.Contains(sidecars, k) {
+				out = append(out, k)
+			}
+		}
+		return out
+	}
+	cpu := func() time.Duration {
+		var ticks int64
+		for _, pid := range workers() {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			if err != nil {
+				continue
+			}
+			f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+			u, _ := strconv.ParseInt(f[11], 10, 64)
+			st, _ := strconv.ParseInt(f[12], 10, 64)
+			ticks += u + st
+		}
+		return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ = 100
+	}
+	// The client gives up after 500ms and closes its connection: the
+	// request's ctx ends then, with no deadline the worker knew of.
+	client := &http.Client{Timeout: 500 * time.Millisecond}
+	body := `{"interest_groups":[{"name":"a"},{"name":"b"},{"name":"c"},{"name":"loop"}]}`
+	if resp, err := client.Post(s.url+"/v1/generateBids", "application/json", strings.NewReader(body)); err == nil {
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Fatalf("generateBids answered before the loop's end: %d %.500s", resp.StatusCode, out)
+	}
+	// The loop is stopped a few monitor ticks after the client left;
+	// left running, it would take a CPU until its deadline (60s).
+	time.Sleep(500 * time.Millisecond)
+	before := cpu()
+	time.Sleep(2 * time.Second)
+	if used := cpu() - before; used > time.Second {
+		t.Fatalf("the JS workers used %v of CPU in the 2s after the request ended: the cancelled loop still runs", used)
+	}
 }

@@ -182,7 +182,7 @@ func (c *Client) Wake() {
 	}
 	w = AppendHeader(w, Frame{Kind: KindWake}, 0)
 	// An idle connection's send buffer is empty, so 24 bytes never block.
-	if _, err := cc.nc.Write(w); err != nil {
+	if _, err := cc.w.Write(w); err != nil {
 		c.discard(cc)
 		return
 	}
@@ -239,6 +239,7 @@ func (c *Client) get(ctx context.Context) (*clientConn, bool, error) {
 	}
 	cc := &clientConn{nc: nc, max: c.opts.MaxFrameBytes}
 	cc.br = bufio.NewReaderSize(&cc.counter, 16<<10)
+	cc.w = NewConnWriter(nc)
 	cc.counter.r = newSpinReader(nc, c.opts.SpinWait, false, &c.inFlight, 1)
 	c.mu.Lock()
 	if c.closed {
@@ -300,6 +301,7 @@ func (c *Client) Close() error {
 // clientConn is one connection, used by one caller at a time.
 type clientConn struct {
 	nc      net.Conn
+	w       *ConnWriter // writes nc
 	br      *bufio.Reader
 	counter countingReader
 	max     int
@@ -388,7 +390,7 @@ func (cc *clientConn) roundTrip(ctx context.Context, req *inferencepb.PredictReq
 	fail := func(err error) error {
 		return &transportError{err: err, answered: cc.counter.n > before, written: written}
 	}
-	if _, err := cc.nc.Write(b); err != nil {
+	if _, err := cc.w.Write(b); err != nil {
 		return nil, fail(err)
 	}
 	written = true

@@ -41,6 +41,7 @@ func nanotime() int64 { return int64(time.Since(epoch)) + 1 }
 type serverConn struct {
 	s      *Server
 	nc     net.Conn
+	w      *ConnWriter // writes nc, under wmu
 	br     *bufio.Reader
 	sr     *spinReader     // under br
 	ctx    context.Context // cancelled when the connection ends
@@ -64,7 +65,7 @@ type serverConn struct {
 
 func newServerConn(s *Server, nc net.Conn) *serverConn {
 	sr := newSpinReader(nc, s.opts.SpinWait, true, &s.inFlight, 0)
-	c := &serverConn{s: s, nc: nc, sr: sr, br: bufio.NewReaderSize(sr, 16<<10), calls: map[uint64]*serverCall{}}
+	c := &serverConn{s: s, nc: nc, w: NewConnWriter(nc), sr: sr, br: bufio.NewReaderSize(sr, 16<<10), calls: map[uint64]*serverCall{}}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c
 }
@@ -283,7 +284,7 @@ func (c *serverConn) write(f Frame, msg proto.Message) {
 	c.wmu.Lock()
 	c.writingSince.Store(nanotime())
 	c.s.busy()
-	_, err = c.nc.Write(b)
+	_, err = c.w.Write(b)
 	c.writingSince.Store(0)
 	c.wmu.Unlock()
 	if err != nil {

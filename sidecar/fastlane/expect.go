@@ -135,6 +135,15 @@ func (r *ExpectReader) stopSpinning() {
 func (r *ExpectReader) readOnce(fd uintptr) bool {
 	r.parked.Store(false)
 	for {
+		// syscall.Read, not rawRead: a JS worker's frame from its host
+		// starts a chunk, and this system call is what wakes the
+		// runtime's monitor (sysmon) from its deep sleep in a worker
+		// whose one P was idle. Asleep, sysmon neither preempts a script
+		// that loops nor polls the network for the host's cancel frame
+		// (with GOMAXPROCS 1 no other P does): with rawRead here,
+		// jsworker's TestCancelledRequest failed (a loop cancelled at
+		// 200ms ran to its 5s deadline). It costs once per chunk, not
+		// per call.
 		r.n, r.rerr = syscall.Read(int(fd), r.p)
 		if r.rerr != syscall.EAGAIN {
 			if r.rerr == syscall.EINTR {

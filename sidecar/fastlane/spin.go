@@ -171,13 +171,14 @@ func (r *spinReader) wake(d time.Duration) {
 // window lasts, and reports false to park until the socket is readable.
 func (r *spinReader) readOnce(fd uintptr) bool {
 	for {
-		r.n, r.rerr = syscall.Read(int(fd), r.p)
-		if r.rerr != syscall.EAGAIN {
-			if r.rerr == syscall.EINTR {
+		n, errno := rawRead(fd, r.p)
+		if errno != syscall.EAGAIN {
+			if errno == syscall.EINTR {
 				continue
 			}
-			if r.rerr != nil {
-				r.n = 0
+			r.n, r.rerr = n, nil
+			if errno != 0 {
+				r.rerr = errno
 			}
 			return true
 		}

@@ -2,9 +2,11 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -123,10 +125,31 @@ func postBids(tb testing.TB, client *http.Client, url, body string) (int, []byte
 	return resp.StatusCode, out
 }
 
+// onnxPeerScore runs bench/peer/onnx_peer.js once at batch 1 and returns
+// its score.
+func onnxPeerScore(t *testing.T, np *testhelp.NodePeer) float64 {
+	t.Helper()
+	root := testhelp.ModuleRoot(t)
+	cmd := exec.Command(np.Node, filepath.Join(root, "bench/peer/onnx_peer.js"), filepath.Join(root, "bench/testdata/pctr.onnx"), "1", "1", "1")
+	cmd.Env = np.Env()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("onnx_peer.js: %v\n%s", err, stderr.Bytes())
+	}
+	var res struct{ Scores []float64 }
+	if err := json.Unmarshal(out, &res); err != nil || len(res.Scores) != 1 {
+		t.Fatalf("onnx_peer.js printed %s (%v)", out, err)
+	}
+	return res.Scores[0]
+}
+
 // TestHTTPBidder runs the Node.js bidder of BenchmarkServerPeer and posts
 // it the benchmark's request (every bid checked as the benchmark checks
-// bidding-server's) and bad requests, each of which must get its status
-// and an error naming what is wrong. It skips without Node.js or
+// bidding-server's, and its pctr against bench/peer/onnx_peer.js's) and
+// bad requests, each of which must get its status and an error naming
+// what is wrong. It skips without Node.js or
 // onnxruntime-node, unless INFERBID_REQUIRE_PEER=1 (make test).
 func TestHTTPBidder(t *testing.T) {
 	np := testhelp.RequireNodePeer(t)
@@ -139,6 +162,18 @@ func TestHTTPBidder(t *testing.T) {
 	}
 	if err := checkGroupBids(out); err != nil {
 		t.Fatal(err)
+	}
+	// The pctr is the one bench/peer/onnx_peer.js computes for the same
+	// request (which bench's TestPeerMatchesRuntime checks against ONNX
+	// Runtime in Go): the features reach the model as they should.
+	var r struct {
+		Bids []struct{ Bid struct{ Pctr float64 } } `json:"bids"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatal(err)
+	}
+	if want := onnxPeerScore(t, np); math.Abs(r.Bids[0].Bid.Pctr-want) > pctrTolerance {
+		t.Fatalf("http_bidder.js bids with pctr %v, onnx_peer.js computes %v for the same request", r.Bids[0].Bid.Pctr, want)
 	}
 
 	for _, c := range []struct {

@@ -23,7 +23,7 @@ STEP := scripts/step.sh
 TESTSUMMARY := .cache/bin/testsummary
 
 .PHONY: image deps-helm test-deploy
-.PHONY: all build build-pytorch deps deps-onnx deps-pytorch deps-test-servers deps-node-peer deps-tfjs \
+.PHONY: all build build-pytorch deps deps-onnx deps-pytorch deps-test-servers deps-node-peer deps-wrk deps-tfjs \
 	test test-go test-pytorch testsummary bench lint proto proto-check demo fuzz models wasm clean
 
 all: build
@@ -47,6 +47,12 @@ deps-test-servers:
 deps-node-peer:
 	@$(STEP) "onnxruntime-node for the Node.js peer into .cache/node-peer/ (when missing: about 1 min)" \
 	  scripts/install-node-peer.sh
+
+# deps-wrk: Debian's wrk, the load generator of the server-level peer
+# comparison (BenchmarkServerPeer, make bench).
+deps-wrk:
+	@$(STEP) "Debian's wrk (when missing: one small package, seconds)" \
+	  scripts/apt-install.sh wrk
 
 # deps-tfjs: TensorFlow.js (pure JavaScript) in .cache/tfjs, the oracle of
 # the TensorFlow runtime's op and model tests (runtimes/tensorflow).
@@ -158,12 +164,15 @@ testsummary:
 	@$(GO) build -o $(TESTSUMMARY) ./internal/cmd/testsummary
 
 # bench: the performance budget, printed (never asserted). The last lines are
-# the JS path's tail taken apart (BenchmarkTail) and the peer comparison
+# the JS path's tail taken apart (BenchmarkTail), the peer comparison
 # (bench/doc.go): one request through every layer and through Node.js +
-# onnxruntime-node, printed as a table of ratios; the peer is required here
-# (a missing node or onnxruntime-node fails).
+# onnxruntime-node, printed as a table of ratios, and the server-level peer
+# comparison (BenchmarkServerPeer): bidding-server and a Node.js HTTP bidder
+# driven by wrk, SERVER_PEER_DURATION each. The peer is required here (a
+# missing node, onnxruntime-node or wrk fails).
 BENCH_FLAGS ?= -run '^$$' -benchmem -count=1
-bench: deps-onnx deps-pytorch deps-node-peer
+SERVER_PEER_DURATION ?= 10s
+bench: deps-onnx deps-pytorch deps-node-peer deps-wrk
 	$(GO) test $(BENCH_FLAGS) -bench . ./batch/
 	$(GO) test $(BENCH_FLAGS) -bench . ./runtimes/onnx/
 	$(GO) test $(BENCH_FLAGS) -bench . ./runtimes/tensorflow/benchcmp/
@@ -181,6 +190,8 @@ bench: deps-onnx deps-pytorch deps-node-peer
 	INFERBID_REQUIRE_NATIVE=1 $(GO) test -count=1 -run '^$$' -bench '^BenchmarkTail$$' -benchtime 10000x ./bench/
 	INFERBID_REQUIRE_NATIVE=1 INFERBID_REQUIRE_PEER=1 $(GO) test -count=1 \
 	  -run '^TestPeerMatchesRuntime$$' -bench '^BenchmarkPeerComparison$$' ./bench/
+	INFERBID_REQUIRE_NATIVE=1 INFERBID_REQUIRE_PEER=1 INFERBID_SERVER_PEER_DURATION=$(SERVER_PEER_DURATION) \
+	  $(GO) test -count=1 -run '^TestHTTPBidder$$' -bench '^BenchmarkServerPeer$$' -benchtime 1x ./cmd/bidding-server/
 
 # fuzz: a short run of every fuzz target (the seed corpora run in make test).
 FUZZTIME ?= 30s

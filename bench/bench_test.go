@@ -82,7 +82,7 @@ func BenchmarkPeerComparison(b *testing.B) {
 	tab.header = append(tab.header,
 		fmt.Sprintf("model %s: dense FLOAT [b,8], ad_id INT64 [b,1], bid_floor DOUBLE [b,1] -> pctr FLOAT [b,1]", modelRel),
 		fmt.Sprintf("Go: ONNX Runtime %s, %s, GOMAXPROCS %d; peer: Node.js %s, onnxruntime-node %s, same thread settings",
-			onnx.LibraryVersion(), runtimeConfig, runtime.GOMAXPROCS(0), p.nodeVersion, ortNodeVersion),
+			onnx.LibraryVersion(), runtimeConfig, runtime.GOMAXPROCS(0), p.NodeVersion, ortNodeVersion),
 		transportNote,
 		fmt.Sprintf("collector of this process (the in-process JS rows) as bidding-server --js_in_process sets it: GOGC %d, soft memory limit 1.25 GiB + 64 MiB; js-worker: one worker process on jsworker's defaults (GOMAXPROCS 1, GOGC 400, polling 200 µs for its next chunk)", inProcessGCPercent),
 	)

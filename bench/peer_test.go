@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -20,69 +19,26 @@ import (
 )
 
 const (
-	// requirePeerEnv, set to 1 (make bench), turns a missing Node.js peer
-	// into a failure instead of a skip.
-	requirePeerEnv = "INFERBID_REQUIRE_PEER"
-	// nodeEnv overrides the Node.js binary; the default is /usr/bin/node.
-	nodeEnv     = "INFERBID_NODE"
-	defaultNode = "/usr/bin/node"
 	// ortNodeVersion is the onnxruntime-node the peer runs
 	// (scripts/install-node-peer.sh installs it).
-	ortNodeVersion = "1.30.0"
+	ortNodeVersion = testhelp.ORTNodeVersion
 	peerScript     = "bench/peer/onnx_peer.js"
-	peerModules    = ".cache/node-peer/node_modules"
-	peerHint       = "run `make deps-node-peer` (scripts/install-node-peer.sh)"
+	peerHint       = testhelp.NodePeerHint
 )
 
 // peer runs bench/peer/onnx_peer.js.
 type peer struct {
-	node        string // the node binary
-	nodeVersion string // its --version
-	script      string // absolute path of onnx_peer.js
-	modules     string // the node_modules holding onnxruntime-node (NODE_PATH)
-}
-
-// findPeer locates node and the installed onnxruntime-node.
-func findPeer(root string) (*peer, error) {
-	node := os.Getenv(nodeEnv)
-	if node == "" {
-		node = defaultNode
-	}
-	out, err := exec.Command(node, "--version").Output()
-	if err != nil {
-		return nil, fmt.Errorf("Node.js %s (set %s to use another): %v", node, nodeEnv, err)
-	}
-	p := &peer{
-		node:        node,
-		nodeVersion: strings.TrimSpace(string(out)),
-		script:      filepath.Join(root, filepath.FromSlash(peerScript)),
-		modules:     filepath.Join(root, filepath.FromSlash(peerModules)),
-	}
-	pkgJSON := filepath.Join(p.modules, "onnxruntime-node", "package.json")
-	data, err := os.ReadFile(pkgJSON)
-	if err != nil {
-		return nil, fmt.Errorf("onnxruntime-node is not installed: %v; %s", err, peerHint)
-	}
-	var pkg struct{ Version string }
-	if err := json.Unmarshal(data, &pkg); err != nil || pkg.Version != ortNodeVersion {
-		return nil, fmt.Errorf("%s: onnxruntime-node %q (%v), want %s; %s", pkgJSON, pkg.Version, err, ortNodeVersion, peerHint)
-	}
-	return p, nil
+	*testhelp.NodePeer
+	script string // absolute path of onnx_peer.js
 }
 
 // requirePeer returns the peer, or skips the test saying what is missing;
-// with INFERBID_REQUIRE_PEER=1 (make bench) it fails instead.
+// with INFERBID_REQUIRE_PEER=1 (make bench) it fails instead
+// (testhelp.RequireNodePeer).
 func requirePeer(tb testing.TB) *peer {
 	tb.Helper()
-	p, err := findPeer(testhelp.ModuleRoot(tb))
-	if err == nil {
-		return p
-	}
-	if os.Getenv(requirePeerEnv) == "1" {
-		tb.Fatalf("%s=1 and the Node.js peer is missing: %v", requirePeerEnv, err)
-	}
-	tb.Skipf("the Node.js peer is missing (set %s=1 to fail instead): %v", requirePeerEnv, err)
-	return nil
+	np := testhelp.RequireNodePeer(tb)
+	return &peer{NodePeer: np, script: filepath.Join(testhelp.ModuleRoot(tb), filepath.FromSlash(peerScript))}
 }
 
 // peerResult is what onnx_peer.js prints.
@@ -112,8 +68,8 @@ func (r peerResult) stats() benchlat.Stats {
 func (p *peer) run(modelFile string, rows, iterations, concurrency int) (peerResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, p.node, p.script, modelFile, strconv.Itoa(rows), strconv.Itoa(iterations), strconv.Itoa(concurrency))
-	cmd.Env = append(os.Environ(), "NODE_PATH="+p.modules)
+	cmd := exec.CommandContext(ctx, p.Node, p.script, modelFile, strconv.Itoa(rows), strconv.Itoa(iterations), strconv.Itoa(concurrency))
+	cmd.Env = p.Env()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

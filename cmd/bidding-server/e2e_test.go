@@ -124,7 +124,7 @@ func (s *runningServer) waitReady(t testing.TB) {
 }
 
 // stop sends SIGTERM and expects a clean exit.
-func (s *runningServer) stop(t *testing.T) {
+func (s *runningServer) stop(t testing.TB) {
 	t.Helper()
 	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -46,27 +46,9 @@ func BenchmarkServerGroups(b *testing.B) {
 	root := testhelp.ModuleRoot(b)
 	requireONNXRuntime(b, root)
 	server := testhelp.BuildBinary(b, "cmd/bidding-server", false)
-	sidecarBin := testhelp.BuildBinary(b, "cmd/inference-sidecar-onnx", true)
-	request, err := os.ReadFile(filepath.Join(root, "bench/peer/request.js"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	udf := filepath.Join(b.TempDir(), "groups.js")
-	if err := os.WriteFile(udf, append(request, groupsModule...), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	s := startBiddingServer(b, server, []string{
-		"--udf_code_path", udf,
-		"--inference_sidecar_binary_path", sidecarBin,
-		"--inference_sidecar_runtime_config", `{"num_intraop_threads":1,"num_interop_threads":1}`,
-		"--inference_model_local_paths", "pctr/v1/=" + filepath.Join(root, "bench/testdata/pctr.onnx"),
-	}, nil)
+	s := startBiddingServer(b, server, groupsServerArgs(b, root), nil)
 
-	igs := make([]string, groupsPerRequest)
-	for i := range igs {
-		igs[i] = fmt.Sprintf(`{"name":"ig%d","value":%d}`, i, i+1)
-	}
-	body := `{"interest_groups":[` + strings.Join(igs, ",") + `],"auction_signals":{"id":"bench"}}`
+	body := groupsBody(groupsPerRequest)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: groupsClients}}
 	send := func() ([]byte, error) {
 		resp, err := client.Post(s.url+"/v1/generateBids", "application/json", strings.NewReader(body))
@@ -130,6 +112,29 @@ func BenchmarkServerGroups(b *testing.B) {
 		fmt.Printf("bidding-server end to end: %d requests of %d interest groups (each generateBid one runInference at batch 1, ONNX sidecar), %d clients, JS in %s: %.0f requests/s, %.0f bids/s, p50 %.2f ms, p99 %.2f ms (p99/p50 %.1fx)\n",
 			b.N, groupsPerRequest, groupsClients, jsWorkersOf(s), reqs, reqs*groupsPerRequest,
 			st.P50.Seconds()*1e3, st.P99.Seconds()*1e3, float64(st.P99)/float64(st.P50))
+	}
+}
+
+// groupsServerArgs are bidding-server's flags for the groups benchmarks:
+// groupsModule (after bench/peer/request.js) as the bidding module, the ONNX
+// sidecar (built here) with one intra-op and one inter-op thread, and
+// bench/testdata/pctr.onnx as pctr/v1/.
+func groupsServerArgs(tb testing.TB, root string) []string {
+	tb.Helper()
+	sidecarBin := testhelp.BuildBinary(tb, "cmd/inference-sidecar-onnx", true)
+	request, err := os.ReadFile(filepath.Join(root, "bench/peer/request.js"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	udf := filepath.Join(tb.TempDir(), "groups.js")
+	if err := os.WriteFile(udf, append(request, groupsModule...), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	return []string{
+		"--udf_code_path", udf,
+		"--inference_sidecar_binary_path", sidecarBin,
+		"--inference_sidecar_runtime_config", `{"num_intraop_threads":1,"num_interop_threads":1}`,
+		"--inference_model_local_paths", "pctr/v1/=" + filepath.Join(root, "bench/testdata/pctr.onnx"),
 	}
 }
 

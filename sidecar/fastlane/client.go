@@ -240,7 +240,7 @@ func (c *Client) get(ctx context.Context) (*clientConn, bool, error) {
 	cc := &clientConn{nc: nc, max: c.opts.MaxFrameBytes}
 	cc.br = bufio.NewReaderSize(&cc.counter, 16<<10)
 	cc.w = NewConnWriter(nc)
-	cc.counter.r = newSpinReader(nc, c.opts.SpinWait, false, &c.inFlight, 1)
+	cc.counter.r = newSpinReader(nc, c.opts.SpinWait, false, &c.inFlight, 1, processSlots)
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()

@@ -64,7 +64,7 @@ type serverConn struct {
 }
 
 func newServerConn(s *Server, nc net.Conn) *serverConn {
-	sr := newSpinReader(nc, s.opts.SpinWait, true, &s.inFlight, 0)
+	sr := newSpinReader(nc, s.opts.SpinWait, true, nil, 0, s.spinSlots)
 	c := &serverConn{s: s, nc: nc, w: NewConnWriter(nc), sr: sr, br: bufio.NewReaderSize(sr, 16<<10), calls: map[uint64]*serverCall{}}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c
@@ -200,7 +200,6 @@ func (c *serverConn) start(f Frame) (context.Context, bool) {
 	}
 	c.calls[f.ID] = sc
 	c.s.handlers.Add(1)
-	c.s.inFlight.Add(1)
 	c.mu.Unlock()
 	c.s.busy()
 	return ctx, true
@@ -215,7 +214,6 @@ type serverCall struct {
 // run decodes and runs a request and writes its answer.
 func (c *serverConn) run(ctx context.Context, f Frame) {
 	defer c.s.handlers.Done()
-	defer c.s.inFlight.Add(-1)
 	defer c.finish(f.ID)
 	req := &inferencepb.PredictRequest{}
 	if err := proto.Unmarshal(f.Payload, req); err != nil {

@@ -124,8 +124,9 @@
 // server's reader for the next request (only while the client sends back
 // to back). Across two processes most of a short round trip is the
 // wake-up of the side that parked, and a reader that polls needs none.
-// Polling is bounded in time, in number (one reader per process), by need
-// and by yielding the CPU between polls; DefaultSpinWait gives the
+// Polling is bounded in time, in number (one reader per client process,
+// one per P in a server), by need and by yielding the CPU between polls
+// (raw system calls, see rawio.go); DefaultSpinWait gives the
 // measurements and ClientOptions/ServerOptions.SpinWait turn it off.
 // ExpectReader is the same polling for a connection that a dedicated
 // goroutine reads all the time (a JS worker's, both ends): it polls only

@@ -117,7 +117,7 @@ func (r *ExpectReader) wantPoll() bool {
 		return false
 	}
 	if !r.spinning {
-		r.spinning = takeSpinSlot()
+		r.spinning = processSlots.take()
 	}
 	return r.spinning
 }
@@ -125,7 +125,7 @@ func (r *ExpectReader) wantPoll() bool {
 func (r *ExpectReader) stopSpinning() {
 	if r.spinning {
 		r.spinning = false
-		spinners.Add(-1)
+		processSlots.give()
 	}
 }
 

@@ -54,7 +54,7 @@ func TestExpectReaderReads(t *testing.T) {
 	r.Expect(time.Millisecond)
 	send(30*time.Millisecond, []byte("d"))
 	readMsg([]byte("d"))
-	if s := spinners.Load(); s != 0 {
+	if s := processSlots.n.Load(); s != 0 {
 		t.Errorf("%d readers still counted as polling after the reads returned", s)
 	}
 	// A wake with nothing to read leaves the read waiting for data.

@@ -60,9 +60,9 @@ type Server struct {
 	sniffing map[net.Conn]struct{}
 	conns    map[*serverConn]struct{}
 
-	readers  sync.WaitGroup // connection goroutines: sniffing, then reading frames
-	handlers sync.WaitGroup // calls in flight
-	inFlight atomic.Int32   // the same, counted (for the readers' polling)
+	readers   sync.WaitGroup // connection goroutines: sniffing, then reading frames
+	handlers  sync.WaitGroup // calls in flight
+	spinSlots *spinSlots     // the readers' polling slots (newServerSlots)
 
 	watchIdle atomic.Bool   // the watchdog sleeps until watchWake
 	watchWake chan struct{} // buffered 1
@@ -102,6 +102,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		done:      make(chan struct{}),
 		watchWake: make(chan struct{}, 1),
 		watchDone: make(chan struct{}),
+		spinSlots: newServerSlots(),
 	}, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -247,46 +248,54 @@ func TestWakeFrameMakesTheReaderPoll(t *testing.T) {
 		t.Fatalf("first answer: %+v, %v", f, err)
 	}
 	time.Sleep(20 * time.Millisecond) // the reader waits past its window, then parks
-	if n := spinners.Load(); n != 0 {
+	if n := ts.srv.spinSlots.n.Load(); n != 0 {
 		t.Fatalf("%d readers polling after a pause", n)
 	}
 	c.send(Frame{Kind: KindWake})
-	waitFor(t, "the reader to poll after a wake frame", func() bool { return spinners.Load() == 1 })
+	waitFor(t, "the reader to poll after a wake frame", func() bool { return ts.srv.spinSlots.n.Load() == 1 })
 	c.request(2, 0, batchOf("b/"))
 	if f, err := c.recv(); err != nil || f.ID != 2 {
 		t.Fatalf("the announced request: %+v, %v", f, err)
 	}
-	waitFor(t, "the reader to stop polling once the request came", func() bool { return spinners.Load() == 0 })
+	waitFor(t, "the reader to stop polling once the request came", func() bool { return ts.srv.spinSlots.n.Load() == 0 })
 }
 
-// While a call runs on one connection, the readers of the others do not
-// poll, even when a wake frame asks: the CPU is that call's.
-func TestReadersDoNotPollWhileACallRuns(t *testing.T) {
+// A woken reader polls while a call runs on another connection (each
+// connection is a client waiting for its own answers), and no more
+// readers poll at once than the server has Ps.
+func TestReadersPollBesideARunningCall(t *testing.T) {
 	// Polling only when a wake frame asks, and then for long.
 	ts := startServer(t, ServerOptions{SpinWait: time.Microsecond, WakeSpinWait: time.Minute})
-	slow, quick := dialRaw(t, ts.socket), dialRaw(t, ts.socket)
+	slow := dialRaw(t, ts.socket)
 	slow.request(1, 0, batchOf("sleep:300ms"))
 	waitFor(t, "the slow call to start", func() bool { return ts.h.inFlight.Load() == 1 })
-	quick.request(1, 0, batchOf("a/"))
-	if f, err := quick.recv(); err != nil || f.ID != 1 {
-		t.Fatalf("the quick call: %+v, %v", f, err)
+	procs := int32(runtime.GOMAXPROCS(0))
+	var woken []*rawConn
+	for range procs + 2 {
+		c := dialRaw(t, ts.socket)
+		c.request(1, 0, batchOf("a/"))
+		if f, err := c.recv(); err != nil || f.ID != 1 {
+			t.Fatalf("a quick call: %+v, %v", f, err)
+		}
+		c.send(Frame{Kind: KindWake})
+		woken = append(woken, c)
 	}
-	quick.send(Frame{Kind: KindWake})
+	waitFor(t, "a woken reader to poll beside the slow call", func() bool { return ts.srv.spinSlots.n.Load() >= 1 })
 	for end := time.Now().Add(50 * time.Millisecond); time.Now().Before(end); {
-		if n := spinners.Load(); n != 0 {
-			t.Fatalf("%d readers polling while a call runs", n)
+		if n := ts.srv.spinSlots.n.Load(); n > procs {
+			t.Fatalf("%d readers polling at once, more than the %d Ps", n, procs)
 		}
 		time.Sleep(100 * time.Microsecond)
+	}
+	for i, c := range woken {
+		c.request(2, 0, batchOf("b/"))
+		if f, err := c.recv(); err != nil || f.ID != 2 {
+			t.Fatalf("woken connection %d: the announced request: %+v, %v", i, f, err)
+		}
 	}
 	if f, err := slow.recv(); err != nil || f.ID != 1 {
 		t.Fatalf("the slow call: %+v, %v", f, err)
 	}
-	// With no call running (the slow call's accounting ends just after
-	// its answer), the same wake makes it poll: the call in flight was
-	// what held it back.
-	waitFor(t, "the slow call to end", func() bool { return ts.srv.inFlight.Load() == 0 })
-	quick.send(Frame{Kind: KindWake})
-	waitFor(t, "a woken reader to poll once no call runs", func() bool { return spinners.Load() == 1 })
 }
 
 func TestRequestTimeoutReachesHandler(t *testing.T) {

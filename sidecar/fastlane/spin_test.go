@@ -43,7 +43,7 @@ func unixPair(t *testing.T) (client, server net.Conn) {
 func TestSpinReaderReadsWhatArrivesWhileItPollsAndAfterItParks(t *testing.T) {
 	for _, adaptive := range []bool{false, true} {
 		w, rc := unixPair(t)
-		r := newSpinReader(rc, DefaultSpinWait, adaptive, nil, 0)
+		r := newSpinReader(rc, DefaultSpinWait, adaptive, nil, 0, processSlots)
 		if r.rc == nil {
 			t.Fatal("a Unix connection has no raw fd: the reader would never poll")
 		}
@@ -68,7 +68,7 @@ func TestSpinReaderReadsWhatArrivesWhileItPollsAndAfterItParks(t *testing.T) {
 		if n, err := r.Read(buf); n != 0 || err != io.EOF {
 			t.Errorf("adaptive %v: after the peer closed: %d, %v; want 0, EOF", adaptive, n, err)
 		}
-		if s := spinners.Load(); s != 0 {
+		if s := processSlots.n.Load(); s != 0 {
 			t.Errorf("%d readers still counted as polling after the reads returned", s)
 		}
 	}
@@ -76,7 +76,7 @@ func TestSpinReaderReadsWhatArrivesWhileItPollsAndAfterItParks(t *testing.T) {
 
 func TestSpinReaderStopsPollingForASlowPeerAndResumesForAQuickOne(t *testing.T) {
 	w, rc := unixPair(t)
-	r := newSpinReader(rc, DefaultSpinWait, true, nil, 0)
+	r := newSpinReader(rc, DefaultSpinWait, true, nil, 0, processSlots)
 	buf := make([]byte, 1)
 	readNow := func() {
 		t.Helper()
@@ -121,7 +121,7 @@ func TestSpinReaderStopsPollingForASlowPeerAndResumesForAQuickOne(t *testing.T) 
 
 func TestSpinReaderHonoursDeadlinesAndClose(t *testing.T) {
 	_, rc := unixPair(t)
-	r := newSpinReader(rc, DefaultSpinWait, false, nil, 0)
+	r := newSpinReader(rc, DefaultSpinWait, false, nil, 0, processSlots)
 	rc.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
 	start := time.Now()
 	_, err := r.Read(make([]byte, 8))
@@ -152,7 +152,7 @@ func TestSpinReaderHonoursDeadlinesAndClose(t *testing.T) {
 
 func TestSpinReaderReportsAReset(t *testing.T) {
 	w, rc := unixPair(t)
-	r := newSpinReader(rc, DefaultSpinWait, false, nil, 0)
+	r := newSpinReader(rc, DefaultSpinWait, false, nil, 0, processSlots)
 	// Unread data at close makes the kernel reset the connection.
 	if _, err := rc.Write([]byte("unread")); err != nil {
 		t.Fatal(err)
@@ -179,12 +179,12 @@ func TestSpinReadersPollOneAtATime(t *testing.T) {
 				return
 			default:
 			}
-			peak = max(peak, spinners.Load())
+			peak = max(peak, processSlots.n.Load())
 		}
 	}()
 	for range readers {
 		w, rc := unixPair(t)
-		r := newSpinReader(rc, 5*time.Millisecond, false, nil, 0)
+		r := newSpinReader(rc, 5*time.Millisecond, false, nil, 0, processSlots)
 		wg.Go(func() {
 			buf := make([]byte, 1)
 			for range 20 {
@@ -199,10 +199,10 @@ func TestSpinReadersPollOneAtATime(t *testing.T) {
 	wg.Wait()
 	close(stop)
 	<-sampled
-	if peak > maxSpinners {
-		t.Errorf("%d readers polled at once, more than %d", peak, maxSpinners)
+	if peak > processSlots.max {
+		t.Errorf("%d readers polled at once, more than %d", peak, processSlots.max)
 	}
-	if s := spinners.Load(); s != 0 {
+	if s := processSlots.n.Load(); s != 0 {
 		t.Errorf("%d readers still counted as polling", s)
 	}
 }
@@ -213,14 +213,14 @@ func TestSpinReaderDoesNotPollWhileOthersAreInFlight(t *testing.T) {
 	w, rc := unixPair(t)
 	var busy atomic.Int32
 	busy.Store(2)
-	r := newSpinReader(rc, 50*time.Millisecond, false, &busy, 1)
+	r := newSpinReader(rc, 50*time.Millisecond, false, &busy, 1, processSlots)
 	done := make(chan error, 1)
 	go func() {
 		_, err := r.Read(make([]byte, 1))
 		done <- err
 	}()
 	for deadline := time.Now().Add(20 * time.Millisecond); time.Now().Before(deadline); {
-		if s := spinners.Load(); s != 0 {
+		if s := processSlots.n.Load(); s != 0 {
 			t.Fatalf("%d readers polling with 2 calls in flight (alone = 1)", s)
 		}
 		time.Sleep(100 * time.Microsecond)
@@ -238,7 +238,7 @@ func TestSpinReaderDoesNotPollWhileOthersAreInFlight(t *testing.T) {
 	}()
 	polled := false
 	for deadline := time.Now().Add(40 * time.Millisecond); time.Now().Before(deadline) && !polled; {
-		polled = spinners.Load() == 1
+		polled = processSlots.n.Load() == 1
 	}
 	w.Write([]byte{1})
 	if err := <-done; err != nil {

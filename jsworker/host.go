@@ -289,9 +289,12 @@ type Host struct {
 	kills    atomic.Uint64
 	deaths   atomic.Uint64
 	busy     atomic.Int64
-	bursts   atomic.Uint64
-	swaps    atomic.Uint64
-	closeMu  sync.Once
+	// pollChunks: chunks up to this many running at once may poll (half
+	// the CPUs, at least 1).
+	pollChunks int
+	bursts     atomic.Uint64
+	swaps      atomic.Uint64
+	closeMu    sync.Once
 	// swapMu serialises SetModules; startMu orders its swap with Close (no
 	// slot starts once the host is closed).
 	swapMu  sync.Mutex
@@ -323,13 +326,14 @@ func Start(ctx context.Context, opts Options) (*Host, error) {
 		return nil, err
 	}
 	h := &Host{
-		opts:   opts,
-		log:    opts.Logger,
-		sched:  newScheduler(opts.RequestConcurrency, opts.RequestBudget, gen),
-		spares: make(chan *proc),
-		closed: make(chan struct{}),
-		procs:  map[*proc]struct{}{},
-		slots:  map[*slotState]struct{}{},
+		pollChunks: max(1, runtime.GOMAXPROCS(0)/2),
+		opts:       opts,
+		log:        opts.Logger,
+		sched:      newScheduler(opts.RequestConcurrency, opts.RequestBudget, gen),
+		spares:     make(chan *proc),
+		closed:     make(chan struct{}),
+		procs:      map[*proc]struct{}{},
+		slots:      map[*slotState]struct{}{},
 	}
 	workers, err := h.startWorkers(ctx, gen)
 	if err != nil {
@@ -795,6 +799,11 @@ func (h *Host) runChunk(p *proc, c *chunk) {
 		Consented:      r.req.Consented,
 		Function:       r.req.Function,
 		CodeVersion:    r.version,
+		// Polling (see fastlane.DefaultSpinWait) pays while a CPU is
+		// idle; with more chunks running than half the CPUs (each keeps
+		// about one busy: its worker and the sidecar take turns), a
+		// worker that polls takes a CPU another chunk needs.
+		Poll: h.busy.Load() <= int64(h.pollChunks),
 	}
 	var timeout time.Duration
 	if d, ok := r.ctx.Deadline(); ok {

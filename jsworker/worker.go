@@ -131,8 +131,11 @@ type worker struct {
 	// one (Config.spin_wait_micros); slow: the last chunk came later than
 	// that, so it polls only one time in probeEvery; answered: when the
 	// last answer was sent.
-	spin     time.Duration
-	slow     bool
+	spin time.Duration
+	slow bool
+	// polling turns the sidecar client's polling on or off for a chunk
+	// (BidsRequest.poll); nil without inference.
+	polling  func(on bool)
 	chunks   uint32
 	answered time.Time
 
@@ -244,6 +247,7 @@ func (w *worker) configure(f fastlane.Frame) {
 			})
 			if err == nil {
 				opts.Inference = &workerInference{client: client, w: w}
+				w.polling = client.SetPolling
 			}
 		}
 		if err != nil {
@@ -361,6 +365,9 @@ func (w *worker) runChunk(parent context.Context, f fastlane.Frame) (tainted, st
 		w.mu.Unlock()
 	}()
 
+	if w.polling != nil {
+		w.polling(req.GetPoll())
+	}
 	var logs func() []LogLine
 	if req.GetConsented() {
 		ctx, logs = CollectLogs(ctx)
@@ -423,7 +430,7 @@ func (w *worker) runChunk(parent context.Context, f fastlane.Frame) (tainted, st
 			resp.Logs = append(resp.Logs, &pb.LogLine{Source: l.Source, Level: l.Level, Text: l.Text})
 		}
 	}
-	if w.spin > 0 && !tainted && (!w.slow || w.chunks%probeEvery == 0) {
+	if w.spin > 0 && req.GetPoll() && !tainted && (!w.slow || w.chunks%probeEvery == 0) {
 		// Poll for the next chunk while the host is quick to send it
 		// (back to back). Before the answer: a next chunk that came before
 		// the expectation was set would leave the read loop polling

@@ -125,6 +125,14 @@ func (c *Client) Wake() {
 	}
 }
 
+// SetPolling turns the fast lane's polling on (the default) or off (see
+// fastlane.Client.SetPolling). It does nothing on the gRPC transport.
+func (c *Client) SetPolling(on bool) {
+	if c.fast != nil {
+		c.fast.SetPolling(on)
+	}
+}
+
 // Predict runs a typed batch, over the fast lane unless the client was made
 // with TransportGRPC. Entries whose Err is set are not sent; their result
 // carries that error. The returned error is a whole-batch error

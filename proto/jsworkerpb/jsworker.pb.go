@@ -431,7 +431,13 @@ type BidsRequest struct {
 	// The function to call; "" = generateBid.
 	Function string `protobuf:"bytes,6,opt,name=function,proto3" json:"function,omitempty"`
 	// The code version to run (a Module's name); "" = the default.
-	CodeVersion   string `protobuf:"bytes,7,opt,name=code_version,json=codeVersion,proto3" json:"code_version,omitempty"`
+	CodeVersion string `protobuf:"bytes,7,opt,name=code_version,json=codeVersion,proto3" json:"code_version,omitempty"`
+	// The host saw a CPU to spare when it sent the chunk (it runs no more
+	// chunks at once than half its CPUs): the worker may poll, for the
+	// sidecar's answers (and wake the sidecar's reader to poll for its
+	// requests) and for its next chunk. false: it parks at once instead, so
+	// that no polling takes a CPU that another worker's call needs.
+	Poll          bool `protobuf:"varint,8,opt,name=poll,proto3" json:"poll,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -513,6 +519,13 @@ func (x *BidsRequest) GetCodeVersion() string {
 		return x.CodeVersion
 	}
 	return ""
+}
+
+func (x *BidsRequest) GetPoll() bool {
+	if x != nil {
+		return x.Poll
+	}
+	return false
 }
 
 type CallResult struct {
@@ -1136,7 +1149,7 @@ const file_jsworker_proto_rawDesc = "" +
 	"\rmodule_errors\x18\x03 \x03(\v21.inferbid.jsworker.v1.ConfigAck.ModuleErrorsEntryR\fmoduleErrors\x1a?\n" +
 	"\x11ModuleErrorsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf5\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x89\x02\n" +
 	"\vBidsRequest\x12'\n" +
 	"\x0finterest_groups\x18\x01 \x03(\fR\x0einterestGroups\x12\x18\n" +
 	"\asignals\x18\x02 \x03(\fR\asignals\x12!\n" +
@@ -1144,7 +1157,8 @@ const file_jsworker_proto_rawDesc = "" +
 	"\risolate_calls\x18\x04 \x01(\bR\fisolateCalls\x12\x1c\n" +
 	"\tconsented\x18\x05 \x01(\bR\tconsented\x12\x1a\n" +
 	"\bfunction\x18\x06 \x01(\tR\bfunction\x12!\n" +
-	"\fcode_version\x18\a \x01(\tR\vcodeVersion\"\x9d\x01\n" +
+	"\fcode_version\x18\a \x01(\tR\vcodeVersion\x12\x12\n" +
+	"\x04poll\x18\b \x01(\bR\x04poll\"\x9d\x01\n" +
 	"\n" +
 	"CallResult\x12\x10\n" +
 	"\x03bid\x18\x01 \x01(\fR\x03bid\x12>\n" +

@@ -45,6 +45,7 @@ type Client struct {
 	slots  chan struct{} // one per connection a caller may hold
 
 	inFlight atomic.Int32 // calls in Predict
+	paused   atomic.Bool  // SetPolling(false)
 
 	mu     sync.Mutex
 	idle   []*clientConn // most recently used last
@@ -166,6 +167,9 @@ var ErrNotSent = errors.New("the request was not sent")
 // connection, or on any failure, it does nothing (a failed connection is
 // dropped). It never blocks on the sidecar.
 func (c *Client) Wake() {
+	if c.paused.Load() {
+		return
+	}
 	c.mu.Lock()
 	n := len(c.idle)
 	if c.closed || n == 0 {
@@ -189,6 +193,14 @@ func (c *Client) Wake() {
 	cc.hello = true
 	c.put(cc)
 }
+
+// SetPolling turns the client's polling on (the default) or off: off, its
+// calls park for their answers at once and Wake does nothing. A caller
+// that knows the machine's CPUs are all in use (a JS worker whose host
+// runs other chunks at the same time: jsworker) turns it off, so that
+// neither its polling nor the sidecar's, which a wake starts, takes a CPU
+// another process needs.
+func (c *Client) SetPolling(on bool) { c.paused.Store(!on) }
 
 func (c *Client) errorf(format string, args ...any) error {
 	return inferr.Errorf(inferr.GRPC, "sidecar fast lane %q: "+format, append([]any{c.socket}, args...)...)
@@ -240,7 +252,9 @@ func (c *Client) get(ctx context.Context) (*clientConn, bool, error) {
 	cc := &clientConn{nc: nc, max: c.opts.MaxFrameBytes}
 	cc.br = bufio.NewReaderSize(&cc.counter, 16<<10)
 	cc.w = NewConnWriter(nc)
-	cc.counter.r = newSpinReader(nc, c.opts.SpinWait, false, &c.inFlight, 1, processSlots)
+	sr := newSpinReader(nc, c.opts.SpinWait, false, &c.inFlight, 1, processSlots)
+	sr.paused = &c.paused
+	cc.counter.r = sr
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()

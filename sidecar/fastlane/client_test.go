@@ -304,6 +304,56 @@ func TestClientWake(t *testing.T) {
 	}
 }
 
+// SetPolling(false): calls park for their answers at once (no polling
+// slot taken while the sidecar works) and Wake sends nothing, so the
+// server's reader is not woken to poll; SetPolling(true) brings both back.
+func TestClientSetPolling(t *testing.T) {
+	ts := startServer(t, ServerOptions{SpinWait: time.Microsecond, WakeSpinWait: time.Minute})
+	c := NewClient(ts.socket, ClientOptions{SpinWait: time.Minute})
+	defer c.Close()
+	if _, err := c.Predict(context.Background(), batchOf("a/")); err != nil {
+		t.Fatal(err)
+	}
+	polledDuring := func(call string) bool {
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.Predict(context.Background(), batchOf(call))
+			done <- err
+		}()
+		polled := false
+		for {
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+				return polled
+			default:
+				polled = polled || processSlots.n.Load() == 1
+				time.Sleep(50 * time.Microsecond)
+			}
+		}
+	}
+	c.SetPolling(false)
+	if polledDuring("sleep:100ms") {
+		t.Error("a call polled for its answer with polling off")
+	}
+	time.Sleep(20 * time.Millisecond) // the server's reader parks
+	c.Wake()
+	for end := time.Now().Add(30 * time.Millisecond); time.Now().Before(end); {
+		if n := ts.srv.spinSlots.n.Load(); n != 0 {
+			t.Fatalf("a wake with polling off made %d server readers poll", n)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	c.SetPolling(true)
+	if !polledDuring("sleep:100ms") {
+		t.Error("a call never polled for its answer with polling back on")
+	}
+	c.Wake()
+	waitFor(t, "the server's reader to poll after a wake with polling on", func() bool { return ts.srv.spinSlots.n.Load() == 1 })
+}
+
 // A whole-call error whose message is not UTF-8 (a native runtime quoting
 // model bytes) still reaches the client with its type.
 func TestClientErrorsNotUTF8KeepTheirType(t *testing.T) {

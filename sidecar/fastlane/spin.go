@@ -112,6 +112,7 @@ type spinReader struct {
 	busy     *atomic.Int32 // calls in flight; nil: not counted
 	alone    int32         // poll only while *busy <= alone
 	slots    *spinSlots
+	paused   *atomic.Bool  // set: do not poll; nil: never paused
 	slow     bool          // the last read waited spin or more
 	woken    time.Duration // > 0: poll the next read this long (a wake frame came)
 	reads    uint32
@@ -158,7 +159,8 @@ func (r *spinReader) Read(p []byte) (int, error) {
 		r.slow = false
 	}
 	r.spinning = (!r.adaptive || !r.slow || r.reads%probeEvery == 0) &&
-		(r.busy == nil || r.busy.Load() <= r.alone) && r.slots.take()
+		(r.busy == nil || r.busy.Load() <= r.alone) &&
+		(r.paused == nil || !r.paused.Load()) && r.slots.take()
 	r.start = time.Now()
 	r.p = p
 	err := r.rc.Read(r.poll)

@@ -26,6 +26,9 @@ type config struct {
 	SidecarRlimitMB      int
 	SidecarTransport     sidecar.Transport
 	SidecarSpinWait      time.Duration
+	// SidecarLiveness bounds the sidecar's answer to the liveness probe
+	// (sidecar.SupervisorOptions.LivenessTimeout); negative = no probe.
+	SidecarLiveness time.Duration
 	ModelBucketName      string
 	ModelConfigPath      string
 	ModelFetchPeriod     time.Duration
@@ -138,6 +141,7 @@ func newFlagSet(c *config, raw *flagText, stderr io.Writer) *flag.FlagSet {
 	fs.IntVar(&c.SidecarRlimitMB, "inference_sidecar_rlimit_mb", 0, "address-space limit of the sidecar in MiB; default 0 = none")
 	fs.StringVar(&raw.transport, "inference_sidecar_transport", "fastlane", "how runInference batches reach the sidecar: fastlane (length-prefixed frames on pooled connections) or grpc; everything else is gRPC")
 	cli.DurationVar(fs, &c.SidecarSpinWait, "inference_sidecar_spin_wait", 0, "how long each end of the fast lane polls its socket before it parks (a wake-up costs tens of µs; polling costs CPU, bounded and off under concurrency); default 0 = 50µs, negative = never")
+	cli.DurationVar(fs, &c.SidecarLiveness, "inference_sidecar_liveness_timeout", sidecar.DefaultLivenessTimeout, "the sidecar is probed every second (a gRPC health check and an empty fast-lane batch); one that does not answer within this is killed and restarted, and from half of it on calls fail at once instead of waiting their deadlines; 0 = the default, negative = no probe")
 	fs.StringVar(&c.ModelBucketName, "inference_model_bucket_name", "", "the model bucket as a gocloud URL: file:///dir, s3://bucket?..., gs://bucket; default none: no bucket sync")
 	fs.StringVar(&c.ModelConfigPath, "inference_model_config_path", "", "the model_metadata config object in the bucket (e.g. model_config.json); no default, required with a bucket")
 	cli.DurationVar(fs, &c.ModelFetchPeriod, "inference_model_fetch_period_ms", modelstore.DefaultPeriod, "bucket poll period; 0 = the default")

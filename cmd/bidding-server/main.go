@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -182,6 +183,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			FastLaneSpinWait: cfg.SidecarSpinWait,
 			Logger:           logger,
 			OnRestart:        m.sidecarRestarts.Inc,
+			LivenessTimeout:  cfg.SidecarLiveness,
+			OnUnresponsive:   m.sidecarHung.Inc,
+			ReplayDeadline:   cmp.Or(cfg.JSCallTimeout, jsbridge.DefaultCallTimeout),
+			OnSlowReplay:     m.sidecarSlowReplays.Inc,
+			OnReplay:         func(took time.Duration, _ int) { m.sidecarReplay.Observe(took.Seconds()) },
 		})
 		if err != nil {
 			if ctx.Err() != nil {

@@ -28,11 +28,12 @@ type config struct {
 	SidecarSpinWait      time.Duration
 	// SidecarLiveness bounds the sidecar's answer to the liveness probe
 	// (sidecar.SupervisorOptions.LivenessTimeout); negative = no probe.
-	SidecarLiveness time.Duration
-	ModelBucketName      string
-	ModelConfigPath      string
-	ModelFetchPeriod     time.Duration
-	LocalModels          []localModel
+	SidecarLiveness  time.Duration
+	ModelBucketName  string
+	ModelConfigPath  string
+	ModelFetchPeriod time.Duration
+	ModelMaxEntries  int
+	LocalModels      []localModel
 
 	UDFCodePath string
 	// UDFWasmHelperPath is a WebAssembly module handed to every generateBid
@@ -145,6 +146,7 @@ func newFlagSet(c *config, raw *flagText, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.ModelBucketName, "inference_model_bucket_name", "", "the model bucket as a gocloud URL: file:///dir, s3://bucket?..., gs://bucket; default none: no bucket sync")
 	fs.StringVar(&c.ModelConfigPath, "inference_model_config_path", "", "the model_metadata config object in the bucket (e.g. model_config.json); no default, required with a bucket")
 	cli.DurationVar(fs, &c.ModelFetchPeriod, "inference_model_fetch_period_ms", modelstore.DefaultPeriod, "bucket poll period; 0 = the default")
+	fs.IntVar(&c.ModelMaxEntries, "inference_model_max_entries", modelstore.DefaultMaxEntries, "most model_metadata entries in the bucket's config; a config with more is rejected whole (nothing it says takes effect) with an error naming the cap; 0 = the default")
 	fs.StringVar(&raw.local, "inference_model_local_paths", "", "comma-separated local models registered at start: LOCAL or MODEL_PATH=LOCAL; without MODEL_PATH the path is LOCAL's base name, plus a trailing / for a directory; default none")
 	fs.StringVar(&c.UDFCodePath, "udf_code_path", "", "the JavaScript bidding module defining generateBid; default: the embedded example (examples/bidding/generate_bid.js)")
 	fs.StringVar(&c.UDFWasmHelperPath, "udf_wasm_helper_path", "", "a WebAssembly module (.wasm) compiled once and handed to every generateBid call as browserSignals.wasmHelper, a WebAssembly.Module (B&A's Wasm helper); default none")
@@ -215,6 +217,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if c.ModelFetchPeriod < 0 {
 		return c, fmt.Errorf("--inference_model_fetch_period_ms must be >= 0, got %s", c.ModelFetchPeriod)
+	}
+	if c.ModelMaxEntries < 0 {
+		return c, fmt.Errorf("--inference_model_max_entries must be >= 0, got %d", c.ModelMaxEntries)
 	}
 	if c.SidecarRlimitMB < 0 {
 		return c, fmt.Errorf("--inference_sidecar_rlimit_mb must be >= 0, got %d", c.SidecarRlimitMB)

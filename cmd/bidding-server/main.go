@@ -381,6 +381,7 @@ func syncModels(ctx context.Context, cfg config, sup modelstore.Registrar, srv *
 			BucketURL:  cfg.ModelBucketName,
 			ConfigPath: cfg.ModelConfigPath,
 			Period:     cfg.ModelFetchPeriod,
+			MaxEntries: cfg.ModelMaxEntries,
 			Registrar:  sup,
 			Logger:     logger,
 			Metrics:    undo,

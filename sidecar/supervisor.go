@@ -86,6 +86,10 @@ type SupervisorOptions struct {
 	// OnSlowReplay is called once for each replay still running then.
 	ReplayDeadline time.Duration
 	OnSlowReplay   func()
+	// SequencesPerClient is passed to the sidecar as
+	// --max_sequences_per_client (ServerOptions.MaxSequencesPerClient)
+	// when it is not 0.
+	SequencesPerClient int
 	// OnReplay is called at the end of each replay with its duration
 	// and the models it had to replay (for metrics).
 	OnReplay func(took time.Duration, models int)
@@ -506,6 +510,9 @@ func (s *Supervisor) spawn() (*child, error) {
 	}
 	if s.opts.FastLaneSpinWait != 0 {
 		args = append(args, "--fast_lane_spin_wait", s.opts.FastLaneSpinWait.String())
+	}
+	if s.opts.SequencesPerClient != 0 {
+		args = append(args, "--max_sequences_per_client", strconv.Itoa(s.opts.SequencesPerClient))
 	}
 	cmd := exec.Command(s.opts.BinaryPath, args...)
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {

@@ -28,12 +28,14 @@ type config struct {
 	SidecarSpinWait      time.Duration
 	// SidecarLiveness bounds the sidecar's answer to the liveness probe
 	// (sidecar.SupervisorOptions.LivenessTimeout); negative = no probe.
-	SidecarLiveness  time.Duration
-	ModelBucketName  string
-	ModelConfigPath  string
-	ModelFetchPeriod time.Duration
-	ModelMaxEntries  int
-	LocalModels      []localModel
+	SidecarLiveness time.Duration
+	// SequencesPerClient is the sidecar's --max_sequences_per_client.
+	SequencesPerClient int
+	ModelBucketName    string
+	ModelConfigPath    string
+	ModelFetchPeriod   time.Duration
+	ModelMaxEntries    int
+	LocalModels        []localModel
 
 	UDFCodePath string
 	// UDFWasmHelperPath is a WebAssembly module handed to every generateBid
@@ -143,6 +145,7 @@ func newFlagSet(c *config, raw *flagText, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&raw.transport, "inference_sidecar_transport", "fastlane", "how runInference batches reach the sidecar: fastlane (length-prefixed frames on pooled connections) or grpc; everything else is gRPC")
 	cli.DurationVar(fs, &c.SidecarSpinWait, "inference_sidecar_spin_wait", 0, "how long each end of the fast lane polls its socket before it parks (a wake-up costs tens of µs; polling costs CPU, bounded and off under concurrency); default 0 = 50µs, negative = never")
 	cli.DurationVar(fs, &c.SidecarLiveness, "inference_sidecar_liveness_timeout", sidecar.DefaultLivenessTimeout, "the sidecar is probed every second (a gRPC health check and an empty fast-lane batch); one that does not answer within this is killed and restarted, and from half of it on calls fail at once instead of waiting their deadlines; 0 = the default, negative = no probe")
+	fs.IntVar(&c.SequencesPerClient, "sequence_max_per_client", 0, "most live sequences of one stateful model that one client of the KServe v2 / TF Serving API (its remote host) may hold, so that one client cannot take every slot; default 0 = a quarter of the model's max_sequence_number (at least 16, or all of them when fewer), negative = no cap")
 	fs.StringVar(&c.ModelBucketName, "inference_model_bucket_name", "", "the model bucket as a gocloud URL: file:///dir, s3://bucket?..., gs://bucket; default none: no bucket sync")
 	fs.StringVar(&c.ModelConfigPath, "inference_model_config_path", "", "the model_metadata config object in the bucket (e.g. model_config.json); no default, required with a bucket")
 	cli.DurationVar(fs, &c.ModelFetchPeriod, "inference_model_fetch_period_ms", modelstore.DefaultPeriod, "bucket poll period; 0 = the default")

@@ -46,9 +46,11 @@ func tryBid(url, model string) (y []float64, errorType, failure string) {
 
 // TestSidecarStoppedIsReplaced: the sidecar is stopped with SIGSTOP (it
 // lives but answers nothing). /healthz stays 200 (it is about the host),
-// /readyz says 503 and why, bids fail at once with GRPC (the JS call
-// deadline is 30s: none waits for it), the sidecar is killed and restarted
-// within the liveness bound, counted in /metrics, and bids succeed again.
+// /readyz says 503 and why, bids fail with GRPC within the liveness bound
+// (the JS call deadline is 30s: none waits for it; a worker's call sent to
+// the stopped sidecar waits for the kill, later ones fail at once), the
+// sidecar is killed and restarted within the liveness bound, counted in
+// /metrics, and bids succeed again.
 func TestSidecarStoppedIsReplaced(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs binaries")

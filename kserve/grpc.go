@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/inferbid/inferbid/proto/kservepb"
@@ -215,6 +216,9 @@ func (g *grpcService) infer(ctx context.Context, req *kservepb.ModelInferRequest
 	var err error
 	if ir.Sequence, err = sequenceParamsGRPC(req.GetParameters()); err != nil {
 		return nil, false, &Error{Status: http.StatusBadRequest, Err: err}
+	}
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		ir.Client = remoteHost(p.Addr.String())
 	}
 	resp, err := g.s.Infer(ctx, ir)
 	return resp, len(raw) > 0, err

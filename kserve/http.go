@@ -152,6 +152,7 @@ func (s *Server) inferHTTP(w http.ResponseWriter, r *http.Request, name, version
 		return writeError(w, http.StatusBadRequest, err.Error()), ""
 	}
 	req.ModelName, req.ModelVersion = name, version
+	req.Client = remoteHost(r.RemoteAddr)
 	resp, err := s.Infer(r.Context(), req)
 	if err != nil {
 		return writeError(w, StatusOf(err), err.Error()), resp.ModelPath

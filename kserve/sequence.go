@@ -3,6 +3,7 @@ package kserve
 import (
 	"fmt"
 	"math"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -96,16 +97,31 @@ func clipRaw(s string) string {
 // withSequenceInputs appends the sequence parameters to the inputs as the
 // inputs the sidecar takes, in the seed's types (UINT64 [1] and UINT32
 // [1]); giving a field both ways is an error.
-func withSequenceInputs(inputs []tensor.Tensor, p SequenceParams) ([]tensor.Tensor, error) {
-	if !p.given() {
-		return inputs, nil
-	}
+//
+// A request that carries sequence fields (either way) gets the input
+// sequence_client too, naming client (its remote host), against whom the
+// sidecar counts the sequences it starts; a client cannot give that input
+// itself.
+func withSequenceInputs(inputs []tensor.Tensor, p SequenceParams, client string) ([]tensor.Tensor, error) {
+	inline := false
 	for _, in := range inputs {
-		if in.Name == sidecar.SequenceIDName || in.Name == sidecar.SequenceControlName {
-			return nil, errorf(http.StatusBadRequest, "%s is given both as an input and as a parameter", in.Name)
+		switch in.Name {
+		case sidecar.SequenceClientName:
+			return nil, errorf(http.StatusBadRequest, "input %s is reserved: the server sets it", in.Name)
+		case sidecar.SequenceIDName, sidecar.SequenceControlName:
+			if p.given() {
+				return nil, errorf(http.StatusBadRequest, "%s is given both as an input and as a parameter", in.Name)
+			}
+			inline = true
 		}
 	}
+	if !p.given() && !inline {
+		return inputs, nil
+	}
 	out := slices.Clip(inputs)
+	if client != "" {
+		out = append(out, tensor.New(sidecar.SequenceClientName, []int64{1}, [][]byte{[]byte(client)}))
+	}
 	if p.ID != nil {
 		out = append(out, tensor.New(sidecar.SequenceIDName, []int64{1}, []uint64{*p.ID}))
 	}
@@ -113,6 +129,16 @@ func withSequenceInputs(inputs []tensor.Tensor, p SequenceParams) ([]tensor.Tens
 		out = append(out, tensor.New(sidecar.SequenceControlName, []int64{1}, []uint32{*p.Control}))
 	}
 	return out, nil
+}
+
+// remoteHost is the host of a remote address ("1.2.3.4:5678"), the
+// client the per-client sequence cap counts against: every connection
+// from one host counts as one client.
+func remoteHost(addr string) string {
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		return host
+	}
+	return addr
 }
 
 // takeSequenceID removes the sequence_id output and returns its value, for

@@ -372,6 +372,9 @@ type InferRequest struct {
 	Outputs      []string // requested outputs; none = every output
 	// Sequence holds the sequence fields given as request parameters.
 	Sequence SequenceParams
+	// Client names the caller (its remote host) for the per-client cap
+	// on sequences; "" = none.
+	Client string
 }
 
 // InferResponse is an inference answer.
@@ -402,7 +405,7 @@ func (s *Server) Infer(ctx context.Context, req *InferRequest) (*InferResponse, 
 	if len(req.Inputs) > s.opts.Limits.MaxTensors {
 		return resp, errorf(http.StatusBadRequest, "request has %d inputs, the limit is %d", len(req.Inputs), s.opts.Limits.MaxTensors)
 	}
-	inputs, err := withSequenceInputs(req.Inputs, req.Sequence)
+	inputs, err := withSequenceInputs(req.Inputs, req.Sequence, req.Client)
 	if err != nil {
 		return resp, err
 	}

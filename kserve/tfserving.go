@@ -59,7 +59,7 @@ func (s *Server) tfServingPredict(w http.ResponseWriter, r *http.Request) (int, 
 	if err != nil {
 		return writeError(w, http.StatusBadRequest, fmt.Sprintf("model %q (model path %q): %v", name, res.Path, err)), res.Path
 	}
-	resp, err := s.Infer(r.Context(), &InferRequest{ModelName: name, ModelVersion: version, Inputs: inputs})
+	resp, err := s.Infer(r.Context(), &InferRequest{ModelName: name, ModelVersion: version, Inputs: inputs, Client: remoteHost(r.RemoteAddr)})
 	if err != nil {
 		return writeError(w, StatusOf(err), err.Error()), resp.ModelPath
 	}

@@ -1,10 +1,12 @@
 package modelstore
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strconv"
 	"sync"
 	"time"
@@ -113,26 +115,42 @@ func (f *failures) succeeded(path string) int {
 func (f *failures) keep(listed map[string]bool) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	before := len(f.m)
 	for p := range f.m {
 		if !listed[p] {
 			delete(f.m, p)
 		}
 	}
+	f.m = shrunk(f.m, before)
 	return len(f.m)
 }
 
 // problemLog keeps repeated failures from flooding the log: the first
 // occurrence of a problem (or a new message for it) is logged at ERROR
-// with the error; the same message again is logged as a WARN with the
-// count only once its interval has passed, the interval doubling from the
-// retry back-off up to its cap; the recovery is logged once at INFO.
+// with the error; the recovery is logged once at INFO. Repeats of the
+// config's own problem are logged as a WARN with the count once its
+// interval has passed, the interval doubling from the retry back-off up to
+// its cap. Repeats of a problem of one entry (a model, a rejected entry, a
+// deletion) are logged at DEBUG only, so that the log grows with the
+// config's distinct failures, never with polls times entries: summarize
+// logs one WARN for all of them, at the same doubling intervals.
 type problemLog struct {
 	mu      sync.Mutex
 	log     *slog.Logger
 	m       map[string]*problem // by key: "config", "model PATH", ...
 	initial time.Duration
 	max     time.Duration
+	// peak is the most problems held since the map was last rebuilt: Go
+	// maps do not shrink, so one that held a large config's failures is
+	// copied once it holds far fewer.
+	peak int
+	// the summary of repeated entry problems
+	sumInterval time.Duration
+	sumNext     time.Time
 }
+
+// perEntry reports whether key is the problem of one config entry.
+func perEntry(key string) bool { return key != "config" }
 
 type problem struct {
 	text     string // the error's message
@@ -145,16 +163,29 @@ type problem struct {
 // report logs err for key as described on problemLog. msg says what
 // failed and what happens now; attrs name the subject.
 func (l *problemLog) report(key string, now time.Time, msg string, err error, attrs ...any) {
+	l.reportAs(key, err.Error(), now, msg, err, attrs...)
+}
+
+// reportAs is report with the problem's identity given: a problem is
+// logged at ERROR again only when its identity changes (for a model: its
+// config entry and the error).
+func (l *problemLog) reportAs(key, ident string, now time.Time, msg string, err error, attrs ...any) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	text := err.Error()
 	p := l.m[key]
-	if p == nil || p.text != text {
-		l.m[key] = &problem{text: text, count: 1, since: now, interval: l.initial, nextLog: now.Add(l.initial)}
+	if p == nil || p.text != ident {
+		l.m[key] = &problem{text: ident, count: 1, since: now, interval: l.initial, nextLog: now.Add(l.initial)}
+		l.peak = max(l.peak, len(l.m))
 		l.log.Error(msg, append(attrs, "err", err)...)
 		return
 	}
 	p.count++
+	if perEntry(key) {
+		if l.log.Enabled(context.Background(), slog.LevelDebug) {
+			l.log.Debug(msg+" (again)", append(attrs, "times", p.count, "failing_since", p.since, "err", err)...)
+		}
+		return
+	}
 	if now.Before(p.nextLog) {
 		return
 	}
@@ -174,10 +205,47 @@ func (l *problemLog) resolve(key, msg string, attrs ...any) int {
 		return 0
 	}
 	delete(l.m, key)
+	if l.peak > 1024 && len(l.m) < l.peak/4 {
+		l.m = maps.Clone(l.m) // release the buckets of the peak
+		l.peak = len(l.m)
+	}
 	if msg != "" {
 		l.log.Info(msg, append(attrs, "failed_times", p.count, "failing_since", p.since)...)
 	}
 	return p.count
+}
+
+// summarize logs, once its interval has passed (doubling from the retry
+// back-off up to its cap), one WARN counting the entry problems that
+// repeated since they were logged at ERROR; with none, the interval
+// starts again.
+func (l *problemLog) summarize(now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n, oldest := 0, now
+	for k, p := range l.m {
+		if perEntry(k) && p.count > 1 {
+			n++
+			if p.since.Before(oldest) {
+				oldest = p.since
+			}
+		}
+	}
+	if n == 0 {
+		l.sumInterval, l.sumNext = 0, time.Time{}
+		return
+	}
+	if l.sumInterval == 0 {
+		l.sumInterval, l.sumNext = l.initial, now.Add(l.initial)
+		return
+	}
+	if now.Before(l.sumNext) {
+		return
+	}
+	l.log.Warn("model config entries still failing (each was logged at ERROR when it first failed; repeats are at DEBUG)",
+		"entries", n, "failing_since", oldest)
+	l.sumInterval = min(2*l.sumInterval, l.max)
+	l.sumNext = now.Add(l.sumInterval)
 }
 
 // keys returns the problem keys that start with prefix.

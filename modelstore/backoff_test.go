@@ -271,9 +271,11 @@ func attrOf(r slog.Record, key string) slog.Value {
 
 // TestRepeatedFailuresAreLoggedOnce: over 20 polls a period apart, a model
 // that keeps failing, a rejected entry and a config that is not JSON are
-// each logged once at ERROR, then as "still failing" WARNs with a count at
-// doubling intervals (after 1, 3, 7 and 15 periods), and their recovery
-// once at INFO; the watcher's loop adds nothing per poll.
+// each logged once at ERROR, and their recovery once at INFO; the watcher's
+// loop adds nothing per poll. Then, at doubling intervals (after 1, 3, 7
+// and 15 periods), the config's failure is logged as a "still failing" WARN
+// with a count, and the entries' as one summary WARN counting the entries
+// still failing (never one line per entry).
 func TestRepeatedFailuresAreLoggedOnce(t *testing.T) {
 	logs := &logCounter{}
 	e := newEnv(t, backends()[0], func(o *WatcherOptions) { o.Logger = slog.New(logs) })
@@ -291,11 +293,25 @@ func TestRepeatedFailuresAreLoggedOnce(t *testing.T) {
 		if got := logs.take(slog.LevelError, text); len(got) != 1 {
 			t.Errorf("%s: %d ERROR records %q, want 1", what, len(got), text)
 		}
+		entry := text != "model config rejected"
+		if entry {
+			if got := logs.take(slog.LevelWarn, text); len(got) != 0 {
+				t.Errorf("%s: %d WARN records of the entry itself, want none", what, len(got))
+			}
+			text = "model config entries still failing"
+		}
 		warns := logs.take(slog.LevelWarn, text)
 		var times []int64
 		for _, r := range warns {
 			if !strings.Contains(r.Message, "still failing") {
 				t.Errorf("%s: WARN %q", what, r.Message)
+			}
+			if entry {
+				if n := attrOf(r, "entries").Int64(); n != 1 {
+					t.Errorf("%s: summary counts %d entries, want 1", what, n)
+				}
+				times = append(times, 0)
+				continue
 			}
 			times = append(times, attrOf(r, "times").Int64())
 		}

@@ -103,13 +103,30 @@ func (c Config) Err() error {
 // Config.Invalid with an INPUT_PARSING error naming the entry and the field,
 // and the valid entries beside it are in Config.Models. Every entry naming
 // a model_path listed more than once is rejected.
-func ParseConfig(data []byte) (Config, error) {
+//
+// It takes at most DefaultMaxEntries entries (ParseConfigMax sets another
+// cap).
+func ParseConfig(data []byte) (Config, error) { return ParseConfigMax(data, 0) }
+
+// DefaultMaxEntries caps a config's model_metadata entries: past it the
+// whole config is rejected (nothing it says takes effect), so that a
+// runaway config cannot make the watcher hold, download and track an
+// unbounded number of models.
+const DefaultMaxEntries = 10000
+
+// ParseConfigMax is ParseConfig with a cap of maxEntries entries (0 =
+// DefaultMaxEntries); a config with more is rejected with an
+// INPUT_PARSING error naming the cap.
+func ParseConfigMax(data []byte, maxEntries int) (Config, error) {
+	if maxEntries <= 0 {
+		maxEntries = DefaultMaxEntries
+	}
 	if len(data) > MaxConfigBytes {
 		return Config{}, configErr("config is %d bytes, more than the %d-byte limit", len(data), MaxConfigBytes)
 	}
 	dec := json.NewDecoder(bytes.NewReader(stripTrailingCommas(data)))
 	dec.UseNumber()
-	p := &configParser{dec: dec}
+	p := &configParser{dec: dec, maxEntries: maxEntries}
 	cfg, err := p.parse()
 	if err != nil {
 		return Config{}, err
@@ -122,7 +139,8 @@ func configErr(format string, args ...any) error {
 }
 
 type configParser struct {
-	dec *json.Decoder
+	dec        *json.Decoder
+	maxEntries int
 }
 
 func (p *configParser) token() (json.Token, error) {
@@ -210,6 +228,9 @@ func (p *configParser) parseEntries() (Config, error) {
 	var entries []parsed
 	byPath := map[string][]int{} // model_path -> indexes of the entries naming it
 	for i := 0; p.dec.More(); i++ {
+		if i == p.maxEntries {
+			return Config{}, configErr("model_metadata has more than %d entries, the cap (--inference_model_max_entries): split the models over several servers or raise the cap", p.maxEntries)
+		}
 		raw, err := p.raw()
 		if err != nil {
 			return Config{}, err

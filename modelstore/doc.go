@@ -36,9 +36,14 @@
 // serving; it is logged with the reason and counted. A model that failed is
 // downloaded again only when its config entry or its bucket objects (as
 // listed: size, modification time, MD5, S3 ETag, GCS generation) change, or when its retry
-// back-off ends (the poll period, doubling up to an hour). A repeated
-// identical failure is logged once at ERROR, then as a "still failing"
-// WARN with a count at doubling intervals, and its recovery once at INFO.
+// back-off ends (the poll period, doubling up to an hour). A failure is
+// logged once at ERROR per config entry content and error, and its
+// recovery once at INFO; an entry's repeats go to DEBUG, with one summary
+// WARN for all failing entries at doubling intervals (the config's own
+// failure repeats as a "still failing" WARN with a count). A config of more
+// than WatcherOptions.MaxEntries entries (default DefaultMaxEntries) is
+// rejected whole; the per-entry books are rebuilt when a large config
+// shrinks, and the memory handed back to the system.
 //
 // A file:// bucket never serves a file outside its directory: each read is
 // checked, after fileblob opened the file, against the key resolved through

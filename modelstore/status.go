@@ -77,11 +77,13 @@ func newStatusBook() statusBook {
 func (w *Watcher) noteConfig(cfg Config) {
 	w.stateMu.Lock()
 	defer w.stateMu.Unlock()
-	clear(w.book.listed)
+	// New maps, not cleared ones: a map keeps the buckets of its largest
+	// size, so a large config's would stay after a small one replaced it.
+	w.book.listed = make(map[string]string, len(cfg.Models))
 	for _, e := range cfg.Models {
 		w.book.listed[e.Path] = e.Checksum
 	}
-	clear(w.book.rejected)
+	w.book.rejected = make(map[string]string)
 	for _, ie := range cfg.Invalid {
 		if ie.Path != "" {
 			w.book.rejected[ie.Path] = ie.Err.Error()
@@ -110,11 +112,22 @@ func (w *Watcher) noteFailure(path string, err error) {
 func (w *Watcher) forgetFailures(keep map[string]bool) {
 	w.stateMu.Lock()
 	defer w.stateMu.Unlock()
+	before := len(w.book.errs)
 	for p := range w.book.errs {
 		if !keep[p] {
 			delete(w.book.errs, p)
 		}
 	}
+	w.book.errs = shrunk(w.book.errs, before)
+}
+
+// shrunk returns m, or a copy of it when it lost most of the before
+// entries it held: a Go map never gives back its buckets.
+func shrunk[K comparable, V any](m map[K]V, before int) map[K]V {
+	if before > 1024 && len(m) < before/4 {
+		return maps.Clone(m)
+	}
+	return m
 }
 
 // Status describes every model the watcher serves, loads, has failed to

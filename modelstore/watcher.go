@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,6 +74,9 @@ type WatcherOptions struct {
 	// MaxRetryBackoff caps RetryBackoff's doubling; 0 =
 	// DefaultMaxRetryBackoff. A RetryBackoff above it is cut to it.
 	MaxRetryBackoff time.Duration
+	// MaxEntries caps the config's model_metadata entries; a config with
+	// more is rejected whole (ParseConfigMax). 0 = DefaultMaxEntries.
+	MaxEntries int
 	// Now is the clock; nil = time.Now (tests step a fake clock through
 	// grace periods).
 	Now func() time.Time
@@ -116,6 +120,9 @@ type Watcher struct {
 	// parsed (nor its error logged) again on every poll
 	badConfigHash [sha256.Size]byte
 	badConfigErr  error
+	// largestConfig is the most entries a config held since memory was
+	// last given back.
+	largestConfig int
 
 	stateMu sync.RWMutex
 	state   map[string]Loaded
@@ -245,6 +252,14 @@ func (w *Watcher) SyncOnce(ctx context.Context) error {
 	} else {
 		w.noteConfig(cfg)
 	}
+	// A config much smaller than the last: once this poll has dropped
+	// what the large one held, its memory goes back to the system.
+	if n := len(w.config.Models) + len(w.config.Invalid); err == nil && w.largestConfig > 1024 && n < w.largestConfig/4 {
+		defer debug.FreeOSMemory()
+		w.largestConfig = n
+	} else {
+		w.largestConfig = max(w.largestConfig, n)
+	}
 	if err := w.reportInvalidEntries(cfg); err != nil {
 		errs = append(errs, err)
 	}
@@ -253,6 +268,7 @@ func (w *Watcher) SyncOnce(ctx context.Context) error {
 	w.forgetSettled(plan)
 	w.nextWake = plan.NextWake
 	w.metrics.available.Set(float64(len(w.Models())))
+	w.problems.summarize(w.now())
 	if len(errs) == 0 {
 		w.metrics.goodSync(w.now())
 	}
@@ -357,7 +373,7 @@ func (w *Watcher) loadConfig(ctx context.Context) (Config, error) {
 	var cfg Config
 	if w.badConfigErr != nil && hash == w.badConfigHash {
 		err = w.badConfigErr // the same bad content: not parsed again
-	} else if cfg, err = ParseConfig(data); err != nil {
+	} else if cfg, err = ParseConfigMax(data, w.opts.MaxEntries); err != nil {
 		err = &fetchError{reason: reasonParse, err: fmt.Errorf("%s: %w", w.opts.ConfigPath, err)}
 		w.badConfigHash, w.badConfigErr = hash, err
 	}
@@ -484,14 +500,14 @@ func (w *Watcher) load(ctx context.Context, a Action) error {
 			// Not the model's failure: a back-off grown during a sidecar
 			// outage would keep the model away for up to an hour after
 			// the sidecar is back. Tried again at the next poll.
-			w.problems.report("model "+e.Path, w.now(), msg, err, attrs...)
+			w.problems.reportAs("model "+e.Path, e.Checksum+" "+err.Error(), w.now(), msg, err, attrs...)
 			return err
 		}
 		backoff, _ := w.failures.failed(e.Path, at, err, w.now())
 		if at.objects != "" {
 			attrs = append(attrs, "retry_after", backoff) // unless the entry or objects change
 		}
-		w.problems.report("model "+e.Path, w.now(), msg, err, attrs...)
+		w.problems.reportAs("model "+e.Path, e.Checksum+" "+err.Error(), w.now(), msg, err, attrs...)
 		return err
 	}
 	dctx, cancel := context.WithTimeout(ctx, w.opts.OpTimeout)

@@ -16,5 +16,9 @@
 //
 // Idle sequences are removed by Sweep: a sequence that received no request
 // since the previous sweep is dropped. The sidecar calls Sweep every
-// sequence_cleaner_poll_wait_minutes.
+// sequence_cleaner_poll_wait_minutes. With Options.IdleAfter set, a start
+// that finds every slot taken first removes the sequences idle that long
+// itself, so the sweep cannot be starved. Options.MaxPerClient bounds the
+// sequences one client (named by WithClient: bidding-server's KServe front
+// names the remote host) may hold, so one client cannot take every slot.
 package sequence

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc/codes"
 )
@@ -153,6 +154,37 @@ type Options struct {
 	// NoIdleCleanup exempts the model from Sweep (idle_sequence_cleanup
 	// false).
 	NoIdleCleanup bool
+	// MaxPerClient bounds the live sequences one client (WithClient) may
+	// hold, so that one client cannot take every slot; 0 =
+	// DefaultMaxPerClient(MaxSequences), < 0 = no bound. Starts that name no
+	// client are bounded by MaxSequences only.
+	MaxPerClient int
+	// IdleAfter, when set, lets a start that finds every slot taken first
+	// remove the sequences idle (no request, none in flight) for at least
+	// this long, without waiting for the next Sweep: the periodic sweep
+	// cannot be delayed into a denial of service. 0 = only Sweep removes
+	// idle sequences.
+	IdleAfter time.Duration
+}
+
+// DefaultMaxPerClient is Options.MaxPerClient's default for a model of
+// maxSequences slots: a quarter of them, but at least 16 (or all of them,
+// when there are fewer): a small pool is not split.
+func DefaultMaxPerClient(maxSequences int) int {
+	return max(maxSequences/4, min(maxSequences, 16))
+}
+
+type clientKey struct{}
+
+// WithClient returns ctx naming the client a start is counted against
+// (Options.MaxPerClient): a remote address, a connection.
+func WithClient(ctx context.Context, client string) context.Context {
+	return context.WithValue(ctx, clientKey{}, client)
+}
+
+func clientFrom(ctx context.Context) string {
+	c, _ := ctx.Value(clientKey{}).(string)
+	return c
 }
 
 // Manager holds the sequences of one model. Its methods are safe for
@@ -164,9 +196,10 @@ type Manager struct {
 	// tests.
 	random func() uint64
 
-	mu     sync.Mutex
-	seqs   map[uint64]*seq
-	closed bool
+	mu        sync.Mutex
+	seqs      map[uint64]*seq
+	perClient map[string]int // live sequences by client (named ones only)
+	closed    bool
 }
 
 type seq struct {
@@ -178,7 +211,9 @@ type seq struct {
 	// Guarded by Manager.mu.
 	ending  bool // an end request is in flight
 	removed bool
-	used    atomic.Bool // a request arrived since the last sweep
+	used    atomic.Bool  // a request arrived since the last sweep
+	last    atomic.Int64 // when the last request arrived (UnixNano)
+	client  string       // the client it counts against ("" = none)
 }
 
 // NewManager returns a manager whose sequences start from newState's
@@ -188,7 +223,10 @@ func NewManager(opts Options, newState func() (any, error)) *Manager {
 	if opts.MaxSequences <= 0 {
 		opts.MaxSequences = DefaultMaxSequences
 	}
-	return &Manager{opts: opts, newState: newState, random: randomUint64, seqs: map[uint64]*seq{}}
+	if opts.MaxPerClient == 0 {
+		opts.MaxPerClient = DefaultMaxPerClient(opts.MaxSequences)
+	}
+	return &Manager{opts: opts, newState: newState, random: randomUint64, seqs: map[uint64]*seq{}, perClient: map[string]int{}}
 }
 
 func randomUint64() uint64 {
@@ -247,7 +285,7 @@ func (m *Manager) Run(ctx context.Context, id uint64, ctl Control, fn func(state
 		s.ending = true
 	}
 	m.mu.Unlock()
-	s.used.Store(true)
+	s.touch()
 	select {
 	case s.lock <- struct{}{}:
 	case <-ctx.Done():
@@ -287,6 +325,14 @@ func (m *Manager) start(ctx context.Context, id uint64, fn func(state any) error
 		}
 		return id, m.errorf(AlreadyExists, id, MsgAlreadyExists)
 	}
+	client := clientFrom(ctx)
+	if client != "" && m.opts.MaxPerClient > 0 && m.perClient[client] >= m.opts.MaxPerClient {
+		m.mu.Unlock()
+		return id, m.errorf(Unavailable, id, fmt.Sprintf("%s (this client, %s, holds %d sequences: the per-client cap; end or abandon some)", MsgLimit, client, m.perClient[client]))
+	}
+	if len(m.seqs) >= m.opts.MaxSequences && m.opts.IdleAfter > 0 && !m.opts.NoIdleCleanup {
+		m.removeIdleLocked(time.Now().Add(-m.opts.IdleAfter))
+	}
 	if len(m.seqs) >= m.opts.MaxSequences {
 		m.mu.Unlock()
 		return id, m.errorf(Unavailable, id, fmt.Sprintf("%s (max_sequence_number %d)", MsgLimit, m.opts.MaxSequences))
@@ -294,10 +340,13 @@ func (m *Manager) start(ctx context.Context, id uint64, fn func(state any) error
 	if id == 0 {
 		id = m.assignID()
 	}
-	s := &seq{id: id, lock: make(chan struct{}, 1)}
+	s := &seq{id: id, lock: make(chan struct{}, 1), client: client}
 	s.lock <- struct{}{} // held until the start request is done
-	s.used.Store(true)
+	s.touch()
 	m.seqs[id] = s
+	if client != "" {
+		m.perClient[client]++
+	}
 	m.mu.Unlock()
 	defer func() { <-s.lock }()
 
@@ -330,10 +379,55 @@ func (m *Manager) remove(s *seq) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.seqs[s.id] == s {
-		delete(m.seqs, s.id)
+		m.dropLocked(s)
 	}
 	s.removed = true
 	s.state = nil
+}
+
+// dropLocked takes s out of the live set and its client's count (m.mu
+// held, s live).
+func (m *Manager) dropLocked(s *seq) {
+	delete(m.seqs, s.id)
+	if s.client != "" {
+		if m.perClient[s.client]--; m.perClient[s.client] <= 0 {
+			delete(m.perClient, s.client)
+		}
+	}
+}
+
+func (s *seq) touch() {
+	s.used.Store(true)
+	s.last.Store(time.Now().UnixNano())
+}
+
+// removeIdleLocked removes the sequences with no request since before and
+// none in flight (m.mu held); it returns how many.
+func (m *Manager) removeIdleLocked(before time.Time) int {
+	n := 0
+	cut := before.UnixNano()
+	for _, s := range m.seqs {
+		if s.last.Load() >= cut {
+			continue
+		}
+		select {
+		case s.lock <- struct{}{}: // nothing in flight
+			m.dropLocked(s)
+			s.removed = true
+			s.state = nil
+			<-s.lock
+			n++
+		default:
+		}
+	}
+	return n
+}
+
+// PerClient is the number of live sequences client holds.
+func (m *Manager) PerClient(client string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.perClient[client]
 }
 
 // Sweep removes the sequences that received no request since the previous
@@ -346,13 +440,13 @@ func (m *Manager) Sweep() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := 0
-	for id, s := range m.seqs {
+	for _, s := range m.seqs {
 		if s.used.Swap(false) {
 			continue
 		}
 		select {
 		case s.lock <- struct{}{}: // nothing in flight
-			delete(m.seqs, id)
+			m.dropLocked(s)
 			s.removed = true
 			s.state = nil
 			<-s.lock
@@ -373,4 +467,5 @@ func (m *Manager) Close() {
 		s.removed = true
 		delete(m.seqs, id)
 	}
+	clear(m.perClient)
 }

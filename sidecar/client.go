@@ -411,6 +411,27 @@ func (c *Client) WaitHealthy(ctx context.Context) error {
 	}
 }
 
+// ping is the supervisor's liveness probe: a health check over gRPC and,
+// on the fast lane, an empty batch, which the sidecar answers without
+// running anything. It returns the transport that failed, if any. It
+// bypasses the replay gate: it asks the sidecar itself.
+func (c *Client) ping(ctx context.Context) (string, error) {
+	resp, err := c.health.Check(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		return "grpc", fromStatus(err)
+	}
+	if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		return "grpc", inferr.Errorf(inferr.GRPC, "sidecar at %q: health status %s", c.socket, resp.GetStatus())
+	}
+	if c.fast != nil {
+		empty := &inferencepb.PredictRequest{Input: &inferencepb.PredictRequest_Batch{Batch: &inferencepb.Batch{}}}
+		if _, err := c.fast.Predict(ctx, empty); err != nil {
+			return "fastlane", err
+		}
+	}
+	return "", nil
+}
+
 // resetBackoff makes the connection retry at once (after a restart).
 func (c *Client) resetBackoff() { c.conn.ResetConnectBackoff() }
 

@@ -39,7 +39,15 @@
 // registration first, several at once) from verified copies in its private
 // directory; until a model is back, its Client's calls for it wait for it,
 // ModelPaths lists the whole replay set (Models lists the models not back
-// yet as loading) and Supervisor.WaitHealthy says not ready.
+// yet as loading) and Supervisor.WaitHealthy says not ready. A
+// registration the sidecar died during joins the replay and returns when
+// the replay registered it. The Supervisor probes the sidecar every
+// LivenessInterval on both transports (a gRPC health check, an empty
+// fast-lane batch) and kills one that has not answered within
+// LivenessTimeout (the watcher restarts it); from half that bound on, and
+// during a crash loop (a sidecar that died before it served four times its
+// back-off), the Client's calls fail at once with a GRPC error saying why
+// instead of waiting their deadlines, and WaitHealthy gives that reason.
 //
 // Server.GetModels (Client.Models) describes each model: serving, or
 // loading while its registration runs; the checksum of its files (computed

@@ -37,7 +37,9 @@ func (c *Client) PredictProto(ctx context.Context, req *inferencepb.PredictReque
 // it did: the others ran, and running them again would, for a sequence,
 // apply its step twice. The retried entries' answers, and their debug lines
 // (numbered as in req), replace and follow the first ones; when the
-// fallback fails, the first answers stand.
+// fallback fails with a GRPC error (the host's sidecar is unavailable, or
+// the call was abandoned), that error is theirs; when it fails otherwise,
+// the first answers stand.
 func (c *Client) withFallback(ctx context.Context, req *inferencepb.PredictRequest, resp *inferencepb.PredictResponse, err error) (*inferencepb.PredictResponse, error) {
 	if c.fallback == nil {
 		return resp, err
@@ -64,6 +66,16 @@ func (c *Client) withFallback(ctx context.Context, req *inferencepb.PredictReque
 		retry.GetBatch().Requests = append(retry.GetBatch().Requests, reqs[j])
 	}
 	again, ferr := c.fallback(ctx, retry)
+	if ferr != nil && inferr.TypeOf(ferr) == inferr.GRPC {
+		// The host could not serve them either: the sidecar is
+		// unavailable (hung, crash-looping) or the call was abandoned.
+		// That, not MODEL_NOT_FOUND from a sidecar that has just
+		// restarted, is the entries' answer.
+		for _, j := range missing {
+			got[j] = &inferencepb.ModelResponse{ModelPath: got[j].GetModelPath(), Error: errorToProto(ferr)}
+		}
+		return resp, nil
+	}
 	if ferr != nil || len(again.GetResult().GetResponses()) != len(missing) {
 		return resp, nil
 	}

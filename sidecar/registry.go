@@ -47,6 +47,11 @@ type registry struct {
 	batchers sync.Map
 	batching bool
 
+	// maxPerClient and idleAfter are the sequence managers' MaxPerClient
+	// and IdleAfter (ServerOptions).
+	maxPerClient int
+	idleAfter    time.Duration
+
 	// sequences holds the sequence manager of each published stateful
 	// model served with sequences (*runtimes.Model -> *sequence.Manager,
 	// see sequences.go).

@@ -30,6 +30,13 @@ type replayGate struct {
 	idle      chan struct{} // closed while inactive
 	gen       uint64        // counts begins: a replay's results apply to its own only
 
+	// unavailable, when set, is why calls fail at once instead of waiting
+	// (a sidecar that does not answer its liveness probe, or a crash
+	// loop): waiting for it would only spend the call's deadline. failCh
+	// is closed when it is set, so that calls already waiting go too.
+	unavailable string
+	failCh      chan struct{}
+
 	// confirmOutage reports whether the sidecar is down or restarting,
 	// waiting a little for the supervisor to see a death it has not seen
 	// yet (a connection refused can come before the exit is reaped).
@@ -39,7 +46,37 @@ type replayGate struct {
 func newReplayGate() *replayGate {
 	idle := make(chan struct{})
 	close(idle)
-	return &replayGate{idle: idle}
+	return &replayGate{idle: idle, failCh: make(chan struct{})}
+}
+
+// setUnavailable makes every call fail at once with a GRPC error giving
+// reason, until clearUnavailable. Calls already waiting fail too.
+func (g *replayGate) setUnavailable(reason string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.unavailable == "" {
+		close(g.failCh)
+	}
+	g.unavailable = reason
+	g.on.Store(true)
+}
+
+// clearUnavailable ends setUnavailable: calls wait for the replay again
+// (if one is under way) or go straight through.
+func (g *replayGate) clearUnavailable() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.unavailable == "" {
+		return
+	}
+	g.unavailable = ""
+	g.failCh = make(chan struct{})
+	g.on.Store(g.active)
+}
+
+// unavailableErr is the error of a call made while the gate fails calls.
+func unavailableErr(reason string) error {
+	return inferr.Errorf(inferr.GRPC, "sidecar unavailable (the call was not sent): %s", reason)
 }
 
 // begin activates the gate for the models in paths (again, if it was
@@ -80,11 +117,13 @@ func (g *replayGate) begin(paths []string, replaying bool) uint64 {
 // no longer listed, and its waiters go on to get MODEL_NOT_FOUND). A
 // replay whose sidecar died meanwhile (the gate began again) changes
 // nothing: the next replay has the model to do.
-func (g *replayGate) finish(gen uint64, path string, served bool) {
+//
+// It reports whether the result applied (the gate did not begin again).
+func (g *replayGate) finish(gen uint64, path string, served bool) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if gen != g.gen {
-		return
+		return false
 	}
 	if ch, ok := g.pending[path]; ok {
 		close(ch)
@@ -94,6 +133,29 @@ func (g *replayGate) finish(gen uint64, path string, served bool) {
 	if !served {
 		delete(g.listed, path)
 	}
+	return true
+}
+
+// add puts a model into the replay set of an active gate (a registration
+// the sidecar died during: the replay brings it in).
+func (g *replayGate) add(path string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.active {
+		return
+	}
+	if _, ok := g.pending[path]; !ok {
+		g.pending[path] = make(chan struct{})
+		g.total++
+	}
+	g.listed[path] = true
+}
+
+// unavailableReason is setUnavailable's reason, "" when calls may go.
+func (g *replayGate) unavailableReason() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.unavailable
 }
 
 // forget drops a model deleted during an outage.
@@ -120,7 +182,7 @@ func (g *replayGate) end() {
 	}
 	g.pending, g.listed = nil, nil
 	g.active, g.replaying = false, false
-	g.on.Store(false)
+	g.on.Store(g.unavailable != "")
 	close(g.idle)
 }
 
@@ -134,10 +196,16 @@ func (g *replayGate) wait(ctx context.Context, paths func(yield func(string) boo
 		return nil
 	}
 	g.mu.Lock()
+	if g.unavailable != "" {
+		reason := g.unavailable
+		g.mu.Unlock()
+		return unavailableErr(reason)
+	}
 	if !g.active {
 		g.mu.Unlock()
 		return nil
 	}
+	fail := g.failCh
 	type waiting struct {
 		path string
 		ch   chan struct{}
@@ -157,6 +225,14 @@ func (g *replayGate) wait(ctx context.Context, paths func(yield func(string) boo
 		}
 		select {
 		case <-w.ch:
+		case <-fail:
+			g.mu.Lock()
+			reason := g.unavailable
+			g.mu.Unlock()
+			if reason == "" {
+				reason = "the sidecar was found unavailable while the call waited"
+			}
+			return unavailableErr(reason)
 		case <-ctx.Done():
 			return inferr.Errorf(inferr.GRPC, "model %q: still being replayed after a sidecar restart when the call was abandoned: %w", w.path, context.Cause(ctx))
 		}
@@ -188,6 +264,8 @@ func (g *replayGate) state() (string, <-chan struct{}) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	switch {
+	case g.unavailable != "":
+		return g.unavailable, g.idle
 	case !g.active:
 		return "", g.idle
 	case g.replaying:
@@ -201,4 +279,12 @@ func (g *replayGate) state() (string, <-chan struct{}) {
 // supervisor knows or learns within ctx.
 func (g *replayGate) outage(ctx context.Context) bool {
 	return g != nil && g.confirmOutage != nil && g.confirmOutage(ctx)
+}
+
+// isActive reports whether a sidecar's death was seen and its replay has
+// not ended.
+func (g *replayGate) isActive() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.active
 }

@@ -22,6 +22,10 @@ import (
 const (
 	SequenceIDName      = "sequence_id"
 	SequenceControlName = "sequence_control_input"
+	// SequenceClientName is an input only bidding-server's KServe front
+	// adds (and refuses from its clients): BYTES [1], the client a start
+	// counts against (sequence.Options.MaxPerClient), its remote host.
+	SequenceClientName = "sequence_client"
 )
 
 // startSequences gives m a sequence manager when its settings make it
@@ -56,6 +60,8 @@ func (r *registry) startSequences(path string, m *runtimes.Model, own *runtimes.
 		opts.MaxSequences = int(*set.MaxSequenceNumber)
 	}
 	opts.NoIdleCleanup = set.IdleSequenceCleanup != nil && !*set.IdleSequenceCleanup
+	opts.MaxPerClient = r.maxPerClient
+	opts.IdleAfter = r.idleAfter
 	r.sequences.Store(m, sequence.NewManager(opts, m.NewSequenceState))
 	return nil
 }
@@ -155,6 +161,9 @@ func (r *registry) callSequence(ctx context.Context, m *runtimes.Model, mgr *seq
 	if err != nil {
 		return nil, err
 	}
+	if client, ok := takeClient(&rest); ok {
+		ctx = sequence.WithClient(ctx, client)
+	}
 	var out []tensor.Tensor
 	id, err = mgr.Run(ctx, id, ctl, func(st any) error {
 		var err error
@@ -190,6 +199,21 @@ func typeSequenceError(err error) error {
 		return inferr.Wrap(inferr.ModelNotFound, err, "")
 	}
 	return inferr.Wrap(inferr.ModelExecution, err, "")
+}
+
+// takeClient removes the sequence_client input from inputs, returning its
+// value when it is one BYTES element.
+func takeClient(inputs *[]tensor.Tensor) (string, bool) {
+	i := slices.IndexFunc(*inputs, func(t tensor.Tensor) bool { return t.Name == SequenceClientName })
+	if i < 0 {
+		return "", false
+	}
+	in := (*inputs)[i]
+	*inputs = slices.Delete(*inputs, i, i+1)
+	if b, ok := in.Data.([][]byte); ok && len(b) == 1 {
+		return string(b[0]), true
+	}
+	return "", false
 }
 
 // sequenceInputs takes sequence_id and sequence_control_input out of

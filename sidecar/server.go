@@ -56,6 +56,11 @@ type ServerOptions struct {
 	// sequence_cleaner_poll_wait_minutes (default 5 minutes), < 0 = off.
 	// Tests set it short.
 	SequenceCleanerInterval time.Duration
+	// MaxSequencesPerClient bounds the live sequences of one model that
+	// one client of bidding-server's KServe front (its remote host) may
+	// hold: sequence.Options.MaxPerClient (0 =
+	// sequence.DefaultMaxPerClient, < 0 = none).
+	MaxSequencesPerClient int
 }
 
 // Server is the sidecar's gRPC InferenceService with the standard health
@@ -117,6 +122,8 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if cleanEvery == 0 {
 		cleanEvery = opts.Runtime.Config().SequenceCleanerPollWait()
 	}
+	s.reg.maxPerClient = opts.MaxSequencesPerClient
+	s.reg.idleAfter = max(cleanEvery, 0)
 	if cleanEvery > 0 && len(opts.Runtime.Config().StatefulModels) > 0 {
 		s.stopCleaner = make(chan struct{})
 		go s.reg.runSequenceCleaner(cleanEvery, s.stopCleaner)

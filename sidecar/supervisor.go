@@ -68,6 +68,31 @@ type SupervisorOptions struct {
 	// ReplayParallelism bounds the models replayed at once after a
 	// restart; 0 = min(4, GOMAXPROCS).
 	ReplayParallelism int
+	// LivenessTimeout bounds the answer to the liveness probe (a health
+	// check over gRPC and, on the fast lane, an empty batch) sent every
+	// LivenessInterval to a running sidecar: one that has not answered
+	// within it is killed and restarted. From half of it on, calls fail at
+	// once (GRPC) instead of waiting their deadlines. 0 = 5s; < 0 = no
+	// probe.
+	LivenessTimeout time.Duration
+	// LivenessInterval is the time between two probes; 0 = 1s (at most
+	// LivenessTimeout).
+	LivenessInterval time.Duration
+	// OnUnresponsive is called when a sidecar that did not answer its
+	// probe is killed (for metrics).
+	OnUnresponsive func()
+	// ReplayDeadline is the time a replay should end within (the JS call
+	// deadline: calls waiting for a model longer fail); 0 = none.
+	// OnSlowReplay is called once for each replay still running then.
+	ReplayDeadline time.Duration
+	OnSlowReplay   func()
+	// SequencesPerClient is passed to the sidecar as
+	// --max_sequences_per_client (ServerOptions.MaxSequencesPerClient)
+	// when it is not 0.
+	SequencesPerClient int
+	// OnReplay is called at the end of each replay with its duration
+	// and the models it had to replay (for metrics).
+	OnReplay func(took time.Duration, models int)
 }
 
 // Supervisor starts the sidecar binary, waits for its health, restarts it
@@ -101,7 +126,9 @@ type Supervisor struct {
 	models   map[string]modelRecord
 	seq      uint64
 
-	restarts atomic.Int64
+	restarts     atomic.Int64
+	unresponsive atomic.Int64
+	proberDone   chan struct{}
 }
 
 type modelRecord struct {
@@ -109,6 +136,23 @@ type modelRecord struct {
 	stored    *storedModel
 	warmUp    string
 	sequences *runtimes.SequenceSettings // replayed with the model
+	// adopted is set for a registration the sidecar died during: its
+	// caller waits for the replay to register it.
+	adopted *adoption
+}
+
+// adoption is the outcome of a registration the replay took over.
+type adoption struct {
+	once sync.Once
+	done chan struct{}
+	err  error
+}
+
+func (a *adoption) finish(err error) {
+	a.once.Do(func() {
+		a.err = err
+		close(a.done)
+	})
 }
 
 type child struct {
@@ -118,6 +162,13 @@ type child struct {
 	started time.Time
 	stderr  *lineLogger // its last lines go into start-up errors
 	gone    bool        // guarded by Supervisor.mu: the exit was seen (the gate is active)
+	// live is set once it is healthy: the prober probes it from then on.
+	live atomic.Bool
+	// hung is set when the prober killed it for not answering.
+	hung atomic.Bool
+	// readyAt is when it began to serve (healthy, its replay over); zero
+	// if it never did. Written and read by the watcher only.
+	readyAt time.Time
 }
 
 // StartSupervisor starts the sidecar and returns once it is healthy. The
@@ -157,13 +208,23 @@ func StartSupervisor(ctx context.Context, opts SupervisorOptions) (*Supervisor, 
 	if opts.ReplayParallelism <= 0 {
 		opts.ReplayParallelism = min(4, runtime.GOMAXPROCS(0))
 	}
+	if opts.LivenessTimeout == 0 {
+		opts.LivenessTimeout = DefaultLivenessTimeout
+	}
+	if opts.LivenessInterval <= 0 {
+		opts.LivenessInterval = time.Second
+	}
+	if opts.LivenessTimeout > 0 {
+		opts.LivenessInterval = min(opts.LivenessInterval, opts.LivenessTimeout)
+	}
 	s := &Supervisor{
-		opts:   opts,
-		log:    opts.Logger.With("component", "sidecar-supervisor"),
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
-		models: map[string]modelRecord{},
-		gate:   newReplayGate(),
+		opts:       opts,
+		log:        opts.Logger.With("component", "sidecar-supervisor"),
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
+		proberDone: make(chan struct{}),
+		models:     map[string]modelRecord{},
+		gate:       newReplayGate(),
 	}
 	s.gate.confirmOutage = s.confirmOutage
 	// A host killed with -9 could not remove its directory: do it for it.
@@ -193,9 +254,21 @@ func StartSupervisor(ctx context.Context, opts SupervisorOptions) (*Supervisor, 
 		s.cleanup()
 		return nil, err
 	}
+	c.readyAt = time.Now()
 	go s.watch(c)
+	if opts.LivenessTimeout > 0 {
+		go s.probe()
+	} else {
+		close(s.proberDone)
+	}
 	return s, nil
 }
+
+// DefaultLivenessTimeout is SupervisorOptions.LivenessTimeout's default.
+const DefaultLivenessTimeout = 5 * time.Second
+
+// Unresponsive counts the sidecars killed for not answering their probe.
+func (s *Supervisor) Unresponsive() int64 { return s.unresponsive.Load() }
 
 // SocketPath is the socket the sidecar serves on.
 func (s *Supervisor) SocketPath() string { return s.opts.SocketPath }
@@ -231,22 +304,48 @@ func (s *Supervisor) RegisterModel(ctx context.Context, modelPath string, files 
 // settings (Client.RegisterModelWithSequences); a replay carries them too.
 func (s *Supervisor) RegisterModelWithSequences(ctx context.Context, modelPath string, files runtimes.Files, warmUpJSON string, seq *runtimes.SequenceSettings) error {
 	s.replayMu.RLock()
-	defer s.replayMu.RUnlock()
 	stored, err := s.store.put(modelPath, files)
 	if err != nil {
+		s.replayMu.RUnlock()
 		return inferr.Errorf(inferr.GRPC, "sidecar supervisor: %w", err)
 	}
-	if err := s.client.RegisterModelWithSequences(ctx, modelPath, files, warmUpJSON, seq); err != nil {
-		s.store.remove(stored)
-		return err
+	err = s.client.RegisterModelWithSequences(ctx, modelPath, files, warmUpJSON, seq)
+	var adopted *adoption
+	if err != nil {
+		// A sidecar that died during the registration has the replay
+		// after its restart bring the model in (its files are in the
+		// store already), and the caller wait for it, rather than
+		// fail: readiness follows a first load the sidecar died
+		// during as it follows a replay.
+		if inferr.TypeOf(err) != inferr.GRPC || !s.gate.outage(ctx) || !s.gate.isActive() {
+			s.store.remove(stored)
+			s.replayMu.RUnlock()
+			return err
+		}
+		adopted = &adoption{done: make(chan struct{})}
+		s.log.Warn("the sidecar died during a registration; the replay after its restart registers the model", "model_path", modelPath, "err", formatErrType(err))
 	}
 	s.modelsMu.Lock()
 	s.seq++
 	old := s.models[modelPath]
-	s.models[modelPath] = modelRecord{seq: s.seq, stored: stored, warmUp: warmUpJSON, sequences: seq}
+	s.models[modelPath] = modelRecord{seq: s.seq, stored: stored, warmUp: warmUpJSON, sequences: seq, adopted: adopted}
 	s.modelsMu.Unlock()
+	if adopted != nil {
+		s.gate.add(modelPath)
+	}
+	s.replayMu.RUnlock()
 	s.store.remove(old.stored)
-	return nil
+	if adopted == nil {
+		return nil
+	}
+	select {
+	case <-adopted.done:
+		return adopted.err
+	case <-ctx.Done():
+		return inferr.Errorf(inferr.GRPC, "model %q: the sidecar died during its registration, and the replay had not registered it when the call was abandoned (it goes on): %w", modelPath, context.Cause(ctx))
+	case <-s.stop:
+		return inferr.Errorf(inferr.GRPC, "model %q: the sidecar supervisor closed while the model waited for the replay", modelPath)
+	}
 }
 
 // DeleteModel forgets a model for replay and deletes it from the sidecar.
@@ -267,6 +366,9 @@ func (s *Supervisor) DeleteModel(ctx context.Context, modelPath string) error {
 // then the error says what is missing ("replaying 2 of 3 models after a
 // sidecar restart (1 done)"). bidding-server's /readyz uses it.
 func (s *Supervisor) WaitHealthy(ctx context.Context) error {
+	if reason := s.gate.unavailableReason(); reason != "" {
+		return inferr.Errorf(inferr.GRPC, "%s", reason)
+	}
 	if msg, idle := s.gate.state(); msg != "" {
 		select {
 		case <-idle:
@@ -325,6 +427,7 @@ func (s *Supervisor) Close() error {
 		s.terminate(c)
 	}
 	<-s.done
+	<-s.proberDone
 	s.gate.end() // release the calls waiting for a replay
 	err := s.client.Close()
 	s.cleanup()
@@ -381,6 +484,7 @@ func (s *Supervisor) startChild(ctx context.Context) (*child, error) {
 		return nil, fmt.Errorf("sidecar %q: %w%s", s.opts.BinaryPath, err, c.stderr.tailNote())
 	}
 	s.log.Info("sidecar healthy", "pid", c.cmd.Process.Pid, "socket", s.opts.SocketPath, "start", time.Since(c.started))
+	c.live.Store(true)
 	return c, nil
 }
 
@@ -406,6 +510,9 @@ func (s *Supervisor) spawn() (*child, error) {
 	}
 	if s.opts.FastLaneSpinWait != 0 {
 		args = append(args, "--fast_lane_spin_wait", s.opts.FastLaneSpinWait.String())
+	}
+	if s.opts.SequencesPerClient != 0 {
+		args = append(args, "--max_sequences_per_client", strconv.Itoa(s.opts.SequencesPerClient))
 	}
 	cmd := exec.Command(s.opts.BinaryPath, args...)
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
@@ -451,10 +558,20 @@ func (s *Supervisor) spawn() (*child, error) {
 	return c, nil
 }
 
-// watch restarts the sidecar whenever it exits, until Close.
+// watch restarts the sidecar whenever it exits, until Close, after a
+// back-off that doubles from MinBackoff to MaxBackoff while the sidecar
+// keeps dying. A sidecar that served (after its replay) for HealthyPeriod,
+// or for four times the back-off it was started after, resets it: a
+// sidecar killed now and then is restarted at once, one that dies as it
+// starts or replays backs off. While it backs off (a crash loop), and
+// while a sidecar killed for not answering is replaced, calls fail at once
+// with a GRPC error saying so instead of waiting their deadlines; once the
+// new sidecar is healthy, calls for models it is replaying wait for them.
 func (s *Supervisor) watch(c *child) {
 	defer close(s.done)
 	backoff := s.opts.MinBackoff
+	lastWait := s.opts.MinBackoff
+	deaths := 0 // in a row, each before it served long enough
 	for {
 		select {
 		case <-c.exited:
@@ -467,9 +584,19 @@ func (s *Supervisor) watch(c *child) {
 		default:
 		}
 		uptime := time.Since(c.started)
-		s.log.Error("sidecar exited; restarting", "pid", c.cmd.Process.Pid, "err", c.waitErr, "uptime", uptime)
-		if uptime >= s.opts.HealthyPeriod {
-			backoff = s.opts.MinBackoff
+		var served time.Duration
+		if !c.readyAt.IsZero() {
+			served = time.Since(c.readyAt)
+		}
+		if served >= min(s.opts.HealthyPeriod, 4*lastWait) {
+			backoff, deaths = s.opts.MinBackoff, 0
+		} else {
+			deaths++
+		}
+		s.log.Error("sidecar exited; restarting", "pid", c.cmd.Process.Pid, "err", c.waitErr, "uptime", uptime, "served", served, "next_backoff", backoff)
+		if deaths > 0 {
+			s.gate.setUnavailable(fmt.Sprintf("sidecar crash loop: it exited %d times in a row, each before it served %s; next start in %s (last exit: %v)",
+				deaths, min(s.opts.HealthyPeriod, 4*lastWait), backoff, c.waitErr))
 		}
 		for {
 			select {
@@ -477,6 +604,7 @@ func (s *Supervisor) watch(c *child) {
 				return
 			case <-time.After(backoff):
 			}
+			lastWait = backoff
 			backoff = min(2*backoff, s.opts.MaxBackoff)
 			stopCtx, cancel := context.WithCancel(context.Background())
 			go func() {
@@ -494,14 +622,19 @@ func (s *Supervisor) watch(c *child) {
 					return
 				default:
 				}
+				deaths++
+				s.gate.setUnavailable(fmt.Sprintf("sidecar crash loop: %d failed starts or early exits in a row; next start in %s (last: %v)", deaths, backoff, err))
 				s.log.Error("sidecar restart failed", "err", err, "next_backoff", backoff)
 				continue
 			}
+			// Healthy: calls wait for their models' replay again.
+			s.gate.clearUnavailable()
 			s.replay(stopCtx)
 			cancel()
 			s.mu.Lock()
 			if !next.gone { // else the gate stays up for the next restart
 				s.gate.end()
+				next.readyAt = time.Now()
 			}
 			s.mu.Unlock()
 			c = next
@@ -512,6 +645,99 @@ func (s *Supervisor) watch(c *child) {
 			break
 		}
 	}
+}
+
+// probe sends the liveness probe to the running sidecar every
+// LivenessInterval, until Close.
+func (s *Supervisor) probe() {
+	defer close(s.proberDone)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	t := time.NewTicker(s.opts.LivenessInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		c := s.child
+		gone := c == nil || c.gone
+		s.mu.Unlock()
+		if !gone && c.live.Load() {
+			s.probeOnce(ctx, c)
+		}
+	}
+}
+
+// probeOnce probes c: when it has not answered within half the bound,
+// calls fail at once; when it has not answered within the bound, it is
+// killed (the watcher restarts it).
+func (s *Supervisor) probeOnce(ctx context.Context, c *child) {
+	bound := s.opts.LivenessTimeout
+	pid := c.cmd.Process.Pid
+	pctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	// mu orders the suspicion against the probe's end: once the probe
+	// has answered, a late timer sets nothing.
+	var mu sync.Mutex
+	answered, suspected := false, false
+	suspect := time.AfterFunc(bound/2, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if answered {
+			return
+		}
+		suspected = true
+		s.log.Warn("sidecar has not answered its liveness probe; failing calls until it does", "pid", pid, "after", bound/2, "bound", bound)
+		s.gate.setUnavailable(fmt.Sprintf("sidecar pid %d has not answered its liveness probe for %s (it is replaced at %s)", pid, bound/2, bound))
+	})
+	start := time.Now()
+	transport, err := s.client.ping(pctx)
+	suspect.Stop()
+	mu.Lock()
+	answered = true
+	mu.Unlock()
+	if err == nil {
+		if suspected {
+			s.log.Info("sidecar answered its liveness probe again", "pid", pid, "took", time.Since(start))
+			s.gate.clearUnavailable()
+		}
+		return
+	}
+	if ctx.Err() != nil {
+		return // closing
+	}
+	select {
+	case <-c.exited:
+		return // dead: the watcher restarts it
+	default:
+	}
+	if pctx.Err() == nil {
+		// An error, not silence (a refused connection of a sidecar that
+		// is exiting, say): the watcher sees the exit.
+		if suspected {
+			s.gate.clearUnavailable()
+		}
+		s.log.Debug("sidecar liveness probe failed", "pid", pid, "transport", transport, "err", err)
+		return
+	}
+	s.log.Error("sidecar did not answer its liveness probe in time; killing it to restart it", "pid", pid, "transport", transport, "bound", bound)
+	s.gate.setUnavailable(fmt.Sprintf("sidecar pid %d did not answer its liveness probe (%s) within %s; it is being replaced", pid, transport, bound))
+	c.hung.Store(true)
+	s.unresponsive.Add(1)
+	if s.opts.OnUnresponsive != nil {
+		s.opts.OnUnresponsive()
+	}
+	_ = c.cmd.Process.Kill() // a stopped process dies of SIGKILL too
 }
 
 // childExited, before anyone sees c.exited closed, activates the gate for
@@ -557,6 +783,13 @@ func (s *Supervisor) replay(ctx context.Context) {
 	gen := s.gate.begin(paths, true)
 	slices.SortFunc(items, func(a, b item) int { return cmp.Compare(b.seq, a.seq) })
 	start := time.Now()
+	if s.opts.ReplayDeadline > 0 && s.opts.OnSlowReplay != nil && len(items) > 0 {
+		slow := time.AfterFunc(s.opts.ReplayDeadline, func() {
+			s.log.Warn("replay still running at the call deadline: calls waiting for its models fail", "models", len(items), "deadline", s.opts.ReplayDeadline)
+			s.opts.OnSlowReplay()
+		})
+		defer slow.Stop()
+	}
 	work := make(chan item)
 	var wg sync.WaitGroup
 	for range min(s.opts.ReplayParallelism, len(items)) {
@@ -564,7 +797,9 @@ func (s *Supervisor) replay(ctx context.Context) {
 			for it := range work {
 				t := time.Now()
 				err := s.client.registerStream(ctx, it.path, it.warmUp, it.sequences, it.stored.headers(), it.stored.stream)
-				s.gate.finish(gen, it.path, err == nil)
+				if s.gate.finish(gen, it.path, err == nil) && it.adopted != nil {
+					s.settleAdoption(it.path, it.seq, err)
+				}
 				if err != nil {
 					s.log.Error("replaying model after restart failed", "model_path", it.path, "err", formatErrType(err))
 					continue
@@ -578,5 +813,32 @@ func (s *Supervisor) replay(ctx context.Context) {
 	}
 	close(work)
 	wg.Wait()
-	s.log.Info("replay finished", "models", len(items), "took", time.Since(start))
+	took := time.Since(start)
+	s.log.Info("replay finished", "models", len(items), "took", took)
+	if s.opts.OnReplay != nil {
+		s.opts.OnReplay(took, len(items))
+	}
+}
+
+// settleAdoption hands the outcome of an adopted registration's replay to
+// its caller; a failed one is forgotten, as a failed registration is.
+func (s *Supervisor) settleAdoption(path string, seq uint64, err error) {
+	s.modelsMu.Lock()
+	r, ok := s.models[path]
+	if !ok || r.seq != seq || r.adopted == nil {
+		s.modelsMu.Unlock()
+		return
+	}
+	a := r.adopted
+	if err != nil {
+		delete(s.models, path)
+	} else {
+		r.adopted = nil
+		s.models[path] = r
+	}
+	s.modelsMu.Unlock()
+	if err != nil {
+		s.store.remove(r.stored)
+	}
+	a.finish(err)
 }

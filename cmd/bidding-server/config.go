@@ -26,10 +26,16 @@ type config struct {
 	SidecarRlimitMB      int
 	SidecarTransport     sidecar.Transport
 	SidecarSpinWait      time.Duration
-	ModelBucketName      string
-	ModelConfigPath      string
-	ModelFetchPeriod     time.Duration
-	LocalModels          []localModel
+	// SidecarLiveness bounds the sidecar's answer to the liveness probe
+	// (sidecar.SupervisorOptions.LivenessTimeout); negative = no probe.
+	SidecarLiveness time.Duration
+	// SequencesPerClient is the sidecar's --max_sequences_per_client.
+	SequencesPerClient int
+	ModelBucketName    string
+	ModelConfigPath    string
+	ModelFetchPeriod   time.Duration
+	ModelMaxEntries    int
+	LocalModels        []localModel
 
 	UDFCodePath string
 	// UDFWasmHelperPath is a WebAssembly module handed to every generateBid
@@ -138,9 +144,12 @@ func newFlagSet(c *config, raw *flagText, stderr io.Writer) *flag.FlagSet {
 	fs.IntVar(&c.SidecarRlimitMB, "inference_sidecar_rlimit_mb", 0, "address-space limit of the sidecar in MiB; default 0 = none")
 	fs.StringVar(&raw.transport, "inference_sidecar_transport", "fastlane", "how runInference batches reach the sidecar: fastlane (length-prefixed frames on pooled connections) or grpc; everything else is gRPC")
 	cli.DurationVar(fs, &c.SidecarSpinWait, "inference_sidecar_spin_wait", 0, "how long each end of the fast lane polls its socket before it parks (a wake-up costs tens of µs; polling costs CPU, bounded and off under concurrency); default 0 = 50µs, negative = never")
+	cli.DurationVar(fs, &c.SidecarLiveness, "inference_sidecar_liveness_timeout", sidecar.DefaultLivenessTimeout, "the sidecar is probed every second (a gRPC health check and an empty fast-lane batch); one that does not answer within this is killed and restarted, and from half of it on calls fail at once instead of waiting their deadlines; 0 = the default, negative = no probe")
+	fs.IntVar(&c.SequencesPerClient, "sequence_max_per_client", 0, "most live sequences of one stateful model that one client of the KServe v2 / TF Serving API (its remote host) may hold, so that one client cannot take every slot; default 0 = a quarter of the model's max_sequence_number (at least 16, or all of them when fewer), negative = no cap")
 	fs.StringVar(&c.ModelBucketName, "inference_model_bucket_name", "", "the model bucket as a gocloud URL: file:///dir, s3://bucket?..., gs://bucket; default none: no bucket sync")
 	fs.StringVar(&c.ModelConfigPath, "inference_model_config_path", "", "the model_metadata config object in the bucket (e.g. model_config.json); no default, required with a bucket")
 	cli.DurationVar(fs, &c.ModelFetchPeriod, "inference_model_fetch_period_ms", modelstore.DefaultPeriod, "bucket poll period; 0 = the default")
+	fs.IntVar(&c.ModelMaxEntries, "inference_model_max_entries", modelstore.DefaultMaxEntries, "most model_metadata entries in the bucket's config; a config with more is rejected whole (nothing it says takes effect) with an error naming the cap; 0 = the default")
 	fs.StringVar(&raw.local, "inference_model_local_paths", "", "comma-separated local models registered at start: LOCAL or MODEL_PATH=LOCAL; without MODEL_PATH the path is LOCAL's base name, plus a trailing / for a directory; default none")
 	fs.StringVar(&c.UDFCodePath, "udf_code_path", "", "the JavaScript bidding module defining generateBid; default: the embedded example (examples/bidding/generate_bid.js)")
 	fs.StringVar(&c.UDFWasmHelperPath, "udf_wasm_helper_path", "", "a WebAssembly module (.wasm) compiled once and handed to every generateBid call as browserSignals.wasmHelper, a WebAssembly.Module (B&A's Wasm helper); default none")
@@ -211,6 +220,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if c.ModelFetchPeriod < 0 {
 		return c, fmt.Errorf("--inference_model_fetch_period_ms must be >= 0, got %s", c.ModelFetchPeriod)
+	}
+	if c.ModelMaxEntries < 0 {
+		return c, fmt.Errorf("--inference_model_max_entries must be >= 0, got %d", c.ModelMaxEntries)
 	}
 	if c.SidecarRlimitMB < 0 {
 		return c, fmt.Errorf("--inference_sidecar_rlimit_mb must be >= 0, got %d", c.SidecarRlimitMB)

@@ -44,9 +44,13 @@
 //	                       registered and the bucket's config was read with every model it lists
 //	                       attempted (a model that fails to load is logged, counted in /metrics
 //	                       and retried with back-off; it does not hold readiness back); else 503 with
-//	                       reasons ("starting: ...", the bucket's last error, "draining")
+//	                       reasons ("starting: ...", the bucket's last error, "draining", the
+//	                       sidecar's state: restarting, replaying, not answering its liveness
+//	                       probe, crash-looping)
 //	GET  /metrics          Prometheus: inferbid_inference_* (B&A's inference metrics),
-//	                       inferbid_sidecar_restarts_total, inferbid_js_* (calls; the JS workers'
+//	                       inferbid_sidecar_restarts_total, inferbid_sidecar_unresponsive_total,
+//	                       inferbid_sidecar_replay_duration_seconds, inferbid_sidecar_slow_replays_total,
+//	                       inferbid_js_* (calls; the JS workers'
 //	                       restarts, kills, deaths, bursts, busy and queued; in-process: abandoned
 //	                       runtimes, overload refusals, heap stops), inferbid_code_*, inferbid_http_*, Go/process
 //

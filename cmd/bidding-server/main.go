@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -175,13 +176,19 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if cfg.SidecarBinaryPath != "" {
 		srv.setStarting("the inference sidecar is starting")
 		sup, err = sidecar.StartSupervisor(ctx, sidecar.SupervisorOptions{
-			BinaryPath:       cfg.SidecarBinaryPath,
-			RuntimeConfig:    cfg.SidecarRuntimeConfig,
-			RlimitMB:         cfg.SidecarRlimitMB,
-			Transport:        cfg.SidecarTransport,
-			FastLaneSpinWait: cfg.SidecarSpinWait,
-			Logger:           logger,
-			OnRestart:        m.sidecarRestarts.Inc,
+			BinaryPath:         cfg.SidecarBinaryPath,
+			RuntimeConfig:      cfg.SidecarRuntimeConfig,
+			RlimitMB:           cfg.SidecarRlimitMB,
+			Transport:          cfg.SidecarTransport,
+			FastLaneSpinWait:   cfg.SidecarSpinWait,
+			Logger:             logger,
+			OnRestart:          m.sidecarRestarts.Inc,
+			LivenessTimeout:    cfg.SidecarLiveness,
+			SequencesPerClient: cfg.SequencesPerClient,
+			OnUnresponsive:     m.sidecarHung.Inc,
+			ReplayDeadline:     cmp.Or(cfg.JSCallTimeout, jsbridge.DefaultCallTimeout),
+			OnSlowReplay:       m.sidecarSlowReplays.Inc,
+			OnReplay:           func(took time.Duration, _ int) { m.sidecarReplay.Observe(took.Seconds()) },
 		})
 		if err != nil {
 			if ctx.Err() != nil {
@@ -375,6 +382,7 @@ func syncModels(ctx context.Context, cfg config, sup modelstore.Registrar, srv *
 			BucketURL:  cfg.ModelBucketName,
 			ConfigPath: cfg.ModelConfigPath,
 			Period:     cfg.ModelFetchPeriod,
+			MaxEntries: cfg.ModelMaxEntries,
 			Registrar:  sup,
 			Logger:     logger,
 			Metrics:    undo,

@@ -29,6 +29,9 @@ type metrics struct {
 	modelBatchSize     *prometheus.HistogramVec
 	modelPathsErrors   prometheus.Counter
 	sidecarRestarts    prometheus.Counter
+	sidecarHung        prometheus.Counter   // killed for not answering the liveness probe
+	sidecarReplay      prometheus.Histogram // replay duration after a restart
+	sidecarSlowReplays prometheus.Counter   // replays still running at the JS call deadline
 	jsWorkerRestarts   prometheus.Counter
 	jsCalls            *prometheus.CounterVec // func, outcome
 	jsCallDuration     *prometheus.HistogramVec
@@ -68,6 +71,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "inferbid_get_model_paths_errors_total", Help: "getModelPaths calls that could not ask the sidecar."}),
 		sidecarRestarts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "inferbid_sidecar_restarts_total", Help: "Restarts of the inference sidecar."}),
+		sidecarHung: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "inferbid_sidecar_unresponsive_total", Help: "Inference sidecars killed (and restarted) for not answering the liveness probe within --inference_sidecar_liveness_timeout."}),
+		sidecarReplay: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "inferbid_sidecar_replay_duration_seconds", Help: "Time to register every model again after a sidecar restart.",
+			Buckets: []float64{.05, .1, .25, .5, 1, 2, 4, 8, 15, 30, 60, 120}}),
+		sidecarSlowReplays: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "inferbid_sidecar_slow_replays_total", Help: "Replays after a sidecar restart still running at --js_call_timeout: calls waiting for their models failed."}),
 		jsWorkerRestarts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "inferbid_js_worker_restarts_total", Help: "JS worker processes replaced (killed at a deadline, or died: out of memory, a crash)."}),
 		jsCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -87,7 +97,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	reg.MustRegister(m.inferenceRequests, m.inferenceDuration, m.inferenceReqBytes, m.inferenceRespBytes,
 		m.inferenceErrors, m.modelRequests, m.modelFailures, m.modelBatchSize, m.modelPathsErrors,
-		m.sidecarRestarts, m.jsWorkerRestarts, m.jsCalls, m.jsCallDuration, m.httpRequests, m.httpConnections,
+		m.sidecarRestarts, m.sidecarHung, m.sidecarReplay, m.sidecarSlowReplays, m.jsWorkerRestarts, m.jsCalls, m.jsCallDuration, m.httpRequests, m.httpConnections,
 		m.v2Requests, m.v2ModelRequests, m.v2Duration)
 	return m
 }

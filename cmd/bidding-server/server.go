@@ -481,12 +481,9 @@ func (s *server) readiness(ctx context.Context) (string, []string) {
 	} else if s.pool == nil && s.workers == nil {
 		problems = append(problems, "bidding module not loaded")
 	}
-	if step == nil && s.health != nil {
-		ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-		err := s.health.WaitHealthy(ctx)
-		cancel()
-		if err != nil {
-			problems = append(problems, "sidecar not healthy: "+err.Error())
+	if step == nil {
+		if p := s.sidecarProblem(ctx); p != "" {
+			problems = append(problems, p)
 		}
 	}
 	if !s.synced.Load() {
@@ -503,6 +500,23 @@ func (s *server) readiness(ctx context.Context) (string, []string) {
 		return "not ready", problems
 	}
 	return "ready", nil
+}
+
+// sidecarProblem is why the sidecar is not ready ("" when it is): down
+// or restarting, replaying (every model that served before a restart, and
+// every registration it died during, must serve again or have failed),
+// not answering its liveness probe, crash-looping, or not answering its
+// health check.
+func (s *server) sidecarProblem(ctx context.Context) string {
+	if s.health == nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	if err := s.health.WaitHealthy(ctx); err != nil {
+		return "sidecar not healthy: " + err.Error()
+	}
+	return ""
 }
 
 func (s *server) setSyncResult(err error) {

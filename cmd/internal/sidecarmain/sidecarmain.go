@@ -88,7 +88,7 @@ func newLogger(format string, level slog.Level, w io.Writer) (*slog.Logger, erro
 type options struct {
 	socket, runtimeConfig, logLevel, logFormat string
 	maxModelBytes                              int64
-	maxEntries                                 int
+	maxEntries, seqPerClient                   int
 	stopGrace, spinWait                        time.Duration
 	version                                    bool
 }
@@ -110,6 +110,7 @@ func newFlagSet(prog string, o *options, stderr io.Writer) *flag.FlagSet {
 	}
 	fs.StringVar(&o.logFormat, "log_format", logFormat, "text (logfmt) or json (one slog JSON object per line, what the supervisor asks for through $"+sidecar.LogFormatEnv+")")
 	cli.DurationVar(fs, &o.spinWait, "fast_lane_spin_wait", 0, "how long a fast-lane connection polls for the next request before it parks; default 0 = 50µs, negative = never (no CPU spent polling)")
+	fs.IntVar(&o.seqPerClient, "max_sequences_per_client", 0, "most live sequences of one stateful model one client of bidding-server's KServe front (its remote host) may hold; default 0 = a quarter of the model's max_sequence_number (at least 16, or all of them when fewer), negative = no cap")
 	fs.BoolVar(&o.version, "version", false, "print the version (module version and VCS commit) and exit")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: %s --socket PATH [--runtime_config JSON]\n       %s --version\n", prog, prog)
@@ -138,11 +139,12 @@ func serve(ctx context.Context, runtimeName string, o options, log *slog.Logger)
 	}
 	defer rt.Close()
 	srv, err := sidecar.NewServer(sidecar.ServerOptions{
-		Runtime:          rt,
-		Limits:           batch.Limits{MaxElements: cfg.MaxTensorElements, MaxEntries: o.maxEntries},
-		MaxModelBytes:    o.maxModelBytes,
-		Logger:           log,
-		FastLaneSpinWait: o.spinWait,
+		Runtime:               rt,
+		Limits:                batch.Limits{MaxElements: cfg.MaxTensorElements, MaxEntries: o.maxEntries},
+		MaxModelBytes:         o.maxModelBytes,
+		Logger:                log,
+		FastLaneSpinWait:      o.spinWait,
+		MaxSequencesPerClient: o.seqPerClient,
 	})
 	if err != nil {
 		return err

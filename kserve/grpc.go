@@ -483,6 +483,8 @@ func encodeInferResponse(resp *InferResponse, raw bool) (*kservepb.ModelInferRes
 			v.ParameterChoice = &kservepb.InferParameter_Int64Param{Int64Param: int64(*resp.SequenceID)}
 		}
 		out.Parameters = map[string]*kservepb.InferParameter{sidecar.SequenceIDName: &v}
+	} else if resp.SequenceIDString != nil {
+		out.Parameters = map[string]*kservepb.InferParameter{sidecar.SequenceIDName: {ParameterChoice: &kservepb.InferParameter_StringParam{StringParam: *resp.SequenceIDString}}}
 	}
 	for _, t := range resp.Outputs {
 		if t.DType() == tensor.Half {

@@ -454,6 +454,10 @@ func appendInferResponse(b []byte, resp *InferResponse) ([]byte, error) {
 		b = append(b, `,"parameters":{"sequence_id":`...)
 		b = strconv.AppendUint(b, *resp.SequenceID, 10)
 		b = append(b, '}')
+	} else if resp.SequenceIDString != nil {
+		b = append(b, `,"parameters":{"sequence_id":`...)
+		b = appendString(b, *resp.SequenceIDString)
+		b = append(b, '}')
 	}
 	b = append(b, `,"outputs":[`...)
 	for i, t := range resp.Outputs {

@@ -2,6 +2,7 @@ package kserve
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net/http"
@@ -91,6 +92,10 @@ type Server struct {
 	paths     []string
 	pathsTime time.Time
 	sigs      map[string]cachedSignature // by model path
+
+	// seqKey keys the map from string sequence ids to the manager's
+	// uint64 ones (stringSequenceID).
+	seqKey [32]byte
 }
 
 // cachedSignature is a model's signature as the sidecar described it.
@@ -114,7 +119,9 @@ func New(opts Options) *Server {
 		opts.Timeout = DefaultTimeout
 	}
 	opts.Limits = opts.Limits.WithDefaults()
-	return &Server{opts: opts}
+	s := &Server{opts: opts}
+	rand.Read(s.seqKey[:]) // never fails: crypto/rand crashes the program instead
+	return s
 }
 
 // SetBackend sets the sidecar the server asks (once it has started).
@@ -387,6 +394,9 @@ type InferResponse struct {
 	// SequenceIDUnsigned: the gRPC answer gives SequenceID as uint64_param
 	// (the request gave it so).
 	SequenceIDUnsigned bool
+	// SequenceIDString is the request's string sequence_id (Triton's),
+	// which the answer gives back instead of SequenceID.
+	SequenceIDString *string
 }
 
 // Infer runs a request through the sidecar's typed Predict, the call
@@ -402,7 +412,7 @@ func (s *Server) Infer(ctx context.Context, req *InferRequest) (*InferResponse, 
 	if len(req.Inputs) > s.opts.Limits.MaxTensors {
 		return resp, errorf(http.StatusBadRequest, "request has %d inputs, the limit is %d", len(req.Inputs), s.opts.Limits.MaxTensors)
 	}
-	inputs, err := withSequenceInputs(req.Inputs, req.Sequence)
+	inputs, err := s.withSequenceInputs(req.Inputs, req.Sequence)
 	if err != nil {
 		return resp, err
 	}
@@ -427,6 +437,9 @@ func (s *Server) Infer(ctx context.Context, req *InferRequest) (*InferResponse, 
 	if req.Sequence.given() {
 		outs, resp.SequenceID = takeSequenceID(outs)
 		resp.SequenceIDUnsigned = req.Sequence.IDUnsigned
+		if req.Sequence.IDString != nil && resp.SequenceID != nil {
+			resp.SequenceID, resp.SequenceIDString = nil, req.Sequence.IDString
+		}
 	}
 	if rename := s.outputNames(ctx, s.getBackend(), r.Path); rename != nil {
 		for i, t := range outs {

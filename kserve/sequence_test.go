@@ -159,6 +159,15 @@ func TestTFServingPredictSequenceFlow(t *testing.T) {
 			t.Fatalf("step %d: %s, want sum [%v] and sequence_id [%d]", i, b, s.wantSum, s.wantID)
 		}
 	}
+	// The row form carries the sequence inputs as any other input.
+	code, b := call(t, http.MethodPost, url+"/v1/models/sum:predict", `{"instances": [{"x": 4, "sequence_id": 20, "sequence_control_input": 1}]}`)
+	if code != http.StatusOK || string(b) != `{"predictions":[{"sum":4,"sequence_id":20}]}`+"\n" {
+		t.Fatalf("row-form start: %d %s", code, b)
+	}
+	code, b = call(t, http.MethodPost, url+"/v1/models/sum:predict", `{"instances": [{"sequence_id": 20, "x": 1, "sequence_control_input": 2}]}`)
+	if code != http.StatusOK || string(b) != `{"predictions":[{"sum":5,"sequence_id":20}]}`+"\n" {
+		t.Fatalf("row-form end: %d %s", code, b)
+	}
 	// 10 ended: its id may start again, from the checkpoint.
 	code, out, b := tfsPredict(t, url, `{"inputs": {"x": [1], "sequence_control_input": [1], "sequence_id": [10]}}`)
 	if code != http.StatusOK || out.Outputs.Sum[0] != 1 {
@@ -184,7 +193,7 @@ func TestTFServingPredictSequenceErrors(t *testing.T) {
 		{"id 0 at the end", `{"inputs": {"x": [1], "sequence_id": [0], "sequence_control_input": [2]}}`, 400, "Sequence ID has not been provided in request inputs."},
 		{"bad control", `{"inputs": {"x": [1], "sequence_id": [5], "sequence_control_input": [3]}}`, 400, "Unexpected value of sequence control input."},
 		{"unknown input", `{"inputs": {"y": [1], "sequence_id": [5]}}`, 400, `input "y" is not an input of the model`},
-		{"instances", `{"instances": [{"x": 1}]}`, 400, `"instances"`},
+		{"instances without an id", `{"instances": [{"x": 1}]}`, 400, "Sequence ID has not been provided in request inputs."},
 		{"unknown model", `{"inputs": {"x": [1]}}`, 404, ""},
 	} {
 		u := url

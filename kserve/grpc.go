@@ -19,11 +19,14 @@ import (
 )
 
 // NewGRPCServer returns a gRPC server with the protocol's
-// inference.GRPCInferenceService over s; messages are bounded by
-// Options.MaxRequestBytes (received) and 4 times that (sent).
+// inference.GRPCInferenceService over s, and beside it TF Serving's
+// tensorflow.serving.PredictionService and ModelService (one listener for
+// both protocols); messages are bounded by Options.MaxRequestBytes
+// (received) and 4 times that (sent).
 func (s *Server) NewGRPCServer() *grpc.Server {
 	gs := grpc.NewServer(grpc.MaxRecvMsgSize(int(s.opts.MaxRequestBytes)), grpc.MaxSendMsgSize(4*int(s.opts.MaxRequestBytes)))
 	kservepb.RegisterGRPCInferenceServiceServer(gs, &grpcService{s: s})
+	s.registerTFServing(gs)
 	return gs
 }
 

@@ -113,3 +113,36 @@ func TestFP16OutputTurnsTheAnswerRaw(t *testing.T) {
 		t.Errorf("without FP16 the answer stays typed: %v, %v", typed, err)
 	}
 }
+
+// FuzzDecodeInferBinary: a binary tensor data body (a JSON header of
+// headerLen bytes, then the inputs' bytes) is a request whose every tensor
+// is valid and whose binary inputs used the whole binary section, or an
+// error; never a panic, never an allocation beyond the limits. The seed
+// corpus is testdata/fuzz/FuzzDecodeInferBinary plus the seeds below.
+func FuzzDecodeInferBinary(f *testing.F) {
+	seed := func(header string, data ...byte) {
+		f.Add(append([]byte(header), data...), len(header))
+	}
+	seed(`{"inputs":[{"name":"x","shape":[2],"datatype":"FP32","parameters":{"binary_data_size":8}}]}`, 0, 0, 128, 63, 0, 0, 0, 64)
+	seed(`{"inputs":[{"name":"s","shape":[2],"datatype":"BYTES","parameters":{"binary_data_size":11}}],"outputs":[{"name":"y","parameters":{"binary_data":true}}]}`, 3, 0, 0, 0, 'a', 'b', 'c', 0, 0, 0, 0)
+	seed(`{"parameters":{"binary_data_output":true},"inputs":[{"name":"a","shape":[1],"datatype":"BOOL","parameters":{"binary_data_size":1}},{"name":"b","shape":[1],"datatype":"INT64","data":[7]},{"name":"h","shape":[1],"datatype":"FP16","parameters":{"binary_data_size":2}}]}`, 1, 0, 60)
+	seed(`{"inputs":[{"name":"x","shape":[1],"datatype":"UINT64","parameters":{"binary_data_size":8}}]}`, 255, 255, 255, 255, 255, 255, 255, 255)
+	s := New(Options{Limits: batch.Limits{MaxElements: 1 << 12, MaxTensors: 8}})
+	f.Fuzz(func(t *testing.T, body []byte, headerLen int) {
+		if headerLen < 0 || headerLen > len(body) {
+			headerLen = len(body)
+		}
+		req, err := s.decodeInferRequest(body, headerLen)
+		if err != nil {
+			return
+		}
+		if !json.Valid(body[:headerLen]) {
+			t.Fatalf("accepted a header that is not JSON: %q", body[:headerLen])
+		}
+		for _, in := range req.Inputs {
+			if err := in.Validate(1 << 12); err != nil {
+				t.Fatalf("accepted an invalid tensor: %v (body %q)", err, body)
+			}
+		}
+	})
+}

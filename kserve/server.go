@@ -70,6 +70,10 @@ type Options struct {
 	// Observe, when set, is called once per request with its outcome (for
 	// metrics).
 	Observe func(Observation)
+	// Repository, when set, turns on the model repository extension
+	// (POST /v2/repository/index, /v2/repository/models/NAME/load and
+	// /unload); nil = off, those paths 404.
+	Repository Repository
 }
 
 // Observation is one request's outcome.
@@ -197,9 +201,27 @@ type ServerMetadata struct {
 	Extensions []string `json:"extensions"`
 }
 
-// Metadata describes the server; it defines no extensions.
+// Extension names of server metadata.
+const (
+	// ExtBinaryTensorData: tensor data after the JSON header of an HTTP
+	// body (Inference-Header-Content-Length, binary_data_size,
+	// binary_data, binary_data_output).
+	ExtBinaryTensorData = "binary_tensor_data"
+	// ExtSequence: Triton's sequence parameters (sequence_id,
+	// sequence_start, sequence_end).
+	ExtSequence = "sequence"
+	// ExtModelRepository: POST /v2/repository/index, load and unload
+	// (Options.Repository).
+	ExtModelRepository = "model_repository"
+)
+
+// Metadata describes the server and the extensions it serves.
 func (s *Server) Metadata() ServerMetadata {
-	return ServerMetadata{Name: s.opts.ServerName, Version: s.opts.ServerVersion, Extensions: []string{}}
+	ext := []string{ExtBinaryTensorData, ExtSequence}
+	if s.opts.Repository != nil {
+		ext = append(ext, ExtModelRepository)
+	}
+	return ServerMetadata{Name: s.opts.ServerName, Version: s.opts.ServerVersion, Extensions: ext}
 }
 
 // modelPaths are the sidecar's model paths, reused for pathsTTL unless
@@ -379,6 +401,10 @@ type InferRequest struct {
 	Outputs      []string // requested outputs; none = every output
 	// Sequence holds the sequence fields given as request parameters.
 	Sequence SequenceParams
+
+	// binary is what an HTTP request asks of the binary tensor data
+	// extension for its outputs.
+	binary binaryOutputs
 }
 
 // InferResponse is an inference answer.

@@ -119,6 +119,7 @@ type Watcher struct {
 
 	stateMu sync.RWMutex
 	state   map[string]Loaded
+	held    map[string]bool // paths taken out of the sync (Hold)
 	book    statusBook // for Status
 }
 
@@ -248,7 +249,7 @@ func (w *Watcher) SyncOnce(ctx context.Context) error {
 	if err := w.reportInvalidEntries(cfg); err != nil {
 		errs = append(errs, err)
 	}
-	plan := Plan(w.Models(), cfg, w.now())
+	plan := Plan(w.Models(), w.withoutHeld(cfg), w.now())
 	errs = append(errs, w.apply(ctx, plan)...)
 	w.forgetSettled(plan)
 	w.nextWake = plan.NextWake

@@ -79,8 +79,12 @@ type Options struct {
 // Observation is one request's outcome.
 type Observation struct {
 	Protocol string // "http" or "grpc"
-	Endpoint string // "live", "ready", "model_ready", "server_metadata", "model_metadata", "infer", "unknown"
-	Status   int    // the HTTP status (the gRPC code's HTTP equivalent)
+	// Endpoint is "live", "ready", "model_ready", "server_metadata",
+	// "model_metadata", "infer", "repository_index", "repository_load",
+	// "repository_unload", "tfserving_predict", "tfserving_model_metadata",
+	// "tfserving_model_status" or "unknown".
+	Endpoint string
+	Status   int // the HTTP status (the gRPC code's HTTP equivalent)
 	// ModelPath is the model path an inference or model request resolved
 	// to; "" when it resolved to none.
 	ModelPath string

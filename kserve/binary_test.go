@@ -2,6 +2,7 @@ package kserve_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"io"
@@ -11,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/inferbid/inferbid/kserve"
+	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // binaryCall posts a binary tensor data body (JSON header, then data) the
@@ -188,4 +191,50 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// BYTES (binary content a JSON string cannot carry), BOOL and FP16 travel
+// as binary data both ways through a TensorFlow model that returns its
+// inputs unchanged.
+func TestHTTPBinaryV2DTypes(t *testing.T) {
+	files, err := tfsave.V2DTypesModel(tfsave.Options{FunctionCall: true}, tensor.Bool, tensor.Half, tensor.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := tfSidecar(t)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	if err := client.RegisterModel(ctx, "v2types/1/", files, ""); err != nil {
+		t.Fatal(err)
+	}
+	srv := kserve.New(kserve.Options{})
+	srv.SetBackend(client)
+	url := serveHTTP(t, srv) + "/v2/models/v2types/infer"
+	bytesIn := []byte{3, 0, 0, 0, 'a', 0, 0xff, 0, 0, 0, 0} // "a\x00\xff", ""
+	boolIn := []byte{1, 0}                                  // true, false
+	halfIn := []byte{0x00, 0x3c, 0x00, 0xc0}                // 1, -2
+	data := append(append(append([]byte{}, boolIn...), halfIn...), bytesIn...)
+	header := `{"parameters": {"binary_data_output": true}, "inputs": [
+		{"name": "bool_in", "shape": [1, 2], "datatype": "BOOL", "parameters": {"binary_data_size": 2}},
+		{"name": "fp16_in", "shape": [1, 2], "datatype": "FP16", "parameters": {"binary_data_size": 4}},
+		{"name": "bytes_in", "shape": [1, 2], "datatype": "BYTES", "parameters": {"binary_data_size": 11}}],
+		"outputs": [{"name": "bool_out"}, {"name": "fp16_out"}, {"name": "bytes_out"}, {"name": "fp16_as_float", "parameters": {"binary_data": false}}]}`
+	code, hdr, rest, _ := binaryCall(t, url, header, data)
+	if code != http.StatusOK {
+		t.Fatalf("%d %s", code, hdr)
+	}
+	var got v2Answer
+	decodeJSON(t, hdr, &got)
+	want := [][]byte{boolIn, halfIn, bytesIn}
+	off := 0
+	for i, o := range got.Outputs[:3] {
+		n := int(o.Parameters["binary_data_size"].(float64))
+		if !bytes.Equal(rest[off:off+n], want[i]) {
+			t.Errorf("%s: %x, want %x", o.Name, rest[off:off+n], want[i])
+		}
+		off += n
+	}
+	if off != len(rest) || got.Outputs[3].Name != "fp16_as_float" || !reflect.DeepEqual(got.Outputs[3].Data, []float64{1, -2}) {
+		t.Fatalf("answer %s + %d bytes", hdr, len(rest))
+	}
 }

@@ -120,7 +120,7 @@ type Watcher struct {
 	stateMu sync.RWMutex
 	state   map[string]Loaded
 	held    map[string]bool // paths taken out of the sync (Hold)
-	book    statusBook // for Status
+	book    statusBook      // for Status
 }
 
 // NewWatcher checks opts and opens the bucket. It does not poll: call

@@ -2,10 +2,10 @@ package kserve
 
 import (
 	"bytes"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -26,6 +26,9 @@ import (
 // input), stacks the rows along a new first dimension and is answered with
 // {"predictions": [ROW, ...]} (one output) or {"predictions": [{"sum": ROW,
 // ...}, ...]} (several), each output split along its first dimension.
+// Values are numbers, true/false, strings or {"b64": "..."} (binary
+// strings); a BYTES output whose name ends in "_bytes" is answered as
+// {"b64": "..."} (TF Serving's rule).
 // :classify and :regress (tf.Example inputs) are answered 501 with TF
 // Serving's {"error": ...}. Mount it at "POST /v1/models/".
 func (s *Server) TFServingPredictHandler() http.Handler {
@@ -314,8 +317,11 @@ func (s *Server) decodeNested(name string, v gjson.Result, dt tensor.DType) (ten
 	var walk func(v gjson.Result, dim int) error
 	walk = func(v gjson.Result, dim int) error {
 		if dim == len(shape) {
-			if v.Type != gjson.Number {
-				return fmt.Errorf("input %q: %s is not a number", name, clipRaw(v.Raw))
+			switch {
+			case v.Type == gjson.Number, v.Type == gjson.True, v.Type == gjson.False, v.Type == gjson.String:
+			case v.IsObject() && dt == tensor.Bytes && v.Get("b64").Type == gjson.String:
+			default:
+				return fmt.Errorf("input %q: %s is not a number, a boolean, a string or {\"b64\": ...}", name, clipRaw(v.Raw))
 			}
 			flat = append(flat, v)
 			return nil
@@ -335,50 +341,44 @@ func (s *Server) decodeNested(name string, v gjson.Result, dt tensor.DType) (ten
 		return t, err
 	}
 	t.Data = tensor.MakeData(dt, len(flat))
+	total := 0
 	for i, e := range flat {
-		if err := setNumber(t.Data, i, e.Raw); err != nil {
+		if e.IsObject() { // {"b64": "..."}: TF Serving's binary string
+			b, err := base64.StdEncoding.DecodeString(e.Get("b64").Str)
+			if err != nil {
+				return t, fmt.Errorf("input %q element %d: \"b64\" is not base64: %w", name, i, err)
+			}
+			t.Data.([][]byte)[i] = b
+		} else if err := setElement(t.Data, int64(i), e.Raw); err != nil {
 			return t, fmt.Errorf("input %q element %d: %w", name, i, err)
+		}
+		if b, ok := t.Data.([][]byte); ok {
+			if total += len(b[i]); total > tensor.DefaultMaxBytes {
+				return t, fmt.Errorf("input %q: BYTES content is over %d bytes", name, tensor.DefaultMaxBytes)
+			}
 		}
 	}
 	return t, nil
 }
 
-func setNumber(data any, i int, raw string) error {
-	var err error
-	switch d := data.(type) {
-	case []float32:
-		var f float64
-		f, err = strconv.ParseFloat(raw, 32)
-		d[i] = float32(f)
-	case []float64:
-		d[i], err = strconv.ParseFloat(raw, 64)
-	case []int64:
-		d[i], err = strconv.ParseInt(raw, 10, 64)
-	case []int32:
-		var n int64
-		n, err = strconv.ParseInt(raw, 10, 32)
-		d[i] = int32(n)
-	case []int16:
-		var n int64
-		n, err = strconv.ParseInt(raw, 10, 16)
-		d[i] = int16(n)
-	case []int8:
-		var n int64
-		n, err = strconv.ParseInt(raw, 10, 8)
-		d[i] = int8(n)
-	case []uint64:
-		d[i], err = strconv.ParseUint(raw, 10, 64)
-	case []uint32:
-		var n uint64
-		n, err = strconv.ParseUint(raw, 10, 32)
-		d[i] = uint32(n)
-	default:
-		return fmt.Errorf("unsupported dtype %T", data)
+// tfServingFlat is an output's elements as a flat JSON array; a BYTES
+// output whose name ends in "_bytes" is written as {"b64": ...} objects, as
+// TF Serving writes binary strings.
+func tfServingFlat(t tensor.Tensor) ([]byte, error) {
+	d, ok := t.Data.([][]byte)
+	if !ok || !strings.HasSuffix(t.Name, "_bytes") {
+		return appendData(nil, t)
 	}
-	if err != nil {
-		return fmt.Errorf("%s does not fit the input's dtype", clipRaw(raw))
+	b := []byte{'['}
+	for i, v := range d {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"b64":"`...)
+		b = base64.StdEncoding.AppendEncode(b, v)
+		b = append(b, `"}`...)
 	}
-	return nil
+	return append(b, ']'), nil
 }
 
 // appendTFServingResponse writes {"outputs": VALUE} for one output or
@@ -396,7 +396,7 @@ func appendTFServingResponse(b []byte, outs []tensor.Tensor) ([]byte, error) {
 			b = appendString(b, t.Name)
 			b = append(b, ':')
 		}
-		flat, err := appendData(nil, t)
+		flat, err := tfServingFlat(t)
 		if err != nil {
 			return nil, err
 		}
@@ -448,7 +448,7 @@ func appendTFServingRows(b []byte, outs []tensor.Tensor) ([]byte, error) {
 			return nil, fmt.Errorf("outputs %q and %q have first dimensions %d and %d: the row format needs them equal; use \"inputs\" (the columnar format)", outs[0].Name, t.Name, n, t.Shape[0])
 		}
 		n = t.Shape[0]
-		flat, err := appendData(nil, t)
+		flat, err := tfServingFlat(t)
 		if err != nil {
 			return nil, err
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/inferbid/inferbid/kserve"
 	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
 	"github.com/inferbid/inferbid/sidecar"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // tfServingServer serves TF Serving's predict over the example bucket's
@@ -131,4 +132,46 @@ func TestTFServingInstancesErrors(t *testing.T) {
 			t.Errorf("%s: %s is not TF Serving's error shape {\"error\": ...}", c.what, b)
 		}
 	}
+}
+
+// BOOL, FP16 and BYTES in TF Serving's REST forms: true/false, numbers,
+// strings and {"b64": ...}; a BYTES output whose name ends in "_bytes"
+// comes back as {"b64": ...}, as TF Serving writes it.
+func TestTFServingRESTDTypes(t *testing.T) {
+	files, err := tfsave.V2DTypesModel(tfsave.Options{FunctionCall: true}, tensor.Bool, tensor.Half, tensor.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := tfsave.NewBuilderWith(tfsave.Options{FunctionCall: true})
+	s := b.Placeholder("serving_default_s", tensor.Bytes, []int64{-1})
+	b.Signature("serving_default", map[string]string{"s": s}, map[string]string{"s_bytes": b.OpNamed("s_id", "Identity", []string{s}, nil)})
+	raw, err := b.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, client, url := tfServingServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	for path, f := range map[string]map[string][]byte{"v2types/1/": files, "raw/1/": raw} {
+		if err := client.RegisterModel(ctx, path, f, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, got := call(t, http.MethodPost, url+"/v1/models/v2types:predict",
+		`{"instances": [{"bool_in": [true, false], "fp16_in": [1, -2], "bytes_in": ["ab", {"b64": "w6k="}]}]}`)
+	var rows struct{ Predictions []map[string]any }
+	decodeJSON(t, got, &rows)
+	want := map[string]any{"bool_out": []any{true, false}, "fp16_out": []any{1.0, -2.0}, "bytes_out": []any{"ab", "é"},
+		"bool_as_float": []any{1.0, 0.0}, "fp16_as_float": []any{1.0, -2.0}}
+	if code != http.StatusOK || len(rows.Predictions) != 1 || !reflect.DeepEqual(rows.Predictions[0], want) {
+		t.Fatalf("v2types: %d %s, want one row %v", code, got, want)
+	}
+	code, got = call(t, http.MethodPost, url+"/v1/models/raw:predict", `{"inputs": {"s": [{"b64": "AP8="}, "x"]}}`)
+	if code != http.StatusOK || string(got) != `{"outputs":[{"b64":"AP8="},{"b64":"eA=="}]}`+"\n" {
+		t.Fatalf("raw: %d %s", code, got)
+	}
+	code, got = call(t, http.MethodPost, url+"/v1/models/raw:predict", `{"inputs": {"s": [{"b64": "%%%"}]}}`)
+	wantError(t, "bad base64", code, got, http.StatusBadRequest, `"b64" is not base64`)
+	code, got = call(t, http.MethodPost, url+"/v1/models/v2types:predict", `{"instances": [{"bool_in": [1, 0], "fp16_in": [1, -2], "bytes_in": ["a", "b"]}]}`)
+	wantError(t, "bool as a number", code, got, http.StatusBadRequest, "is not true or false")
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/inferbid/inferbid/batch"
+	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/sidecar"
 	"github.com/inferbid/inferbid/tensor"
 )
 
@@ -140,6 +142,42 @@ func FuzzDecodeInferBinary(f *testing.F) {
 			t.Fatalf("accepted a header that is not JSON: %q", body[:headerLen])
 		}
 		for _, in := range req.Inputs {
+			if err := in.Validate(1 << 12); err != nil {
+				t.Fatalf("accepted an invalid tensor: %v (body %q)", err, body)
+			}
+		}
+	})
+}
+
+// FuzzDecodeTFServingJSON: any TF Serving predict body (columnar or row
+// form) decodes to valid tensors or an error; never a panic. The seed
+// corpus is testdata/fuzz/FuzzDecodeTFServingJSON plus the seeds below.
+func FuzzDecodeTFServingJSON(f *testing.F) {
+	for _, seed := range []string{
+		`{"instances": [{"x": [1, 2], "s": "a"}, {"x": [3, 4], "s": {"b64": "AP8="}}]}`,
+		`{"signature_name": "serving_default", "inputs": {"x": [[1, 2]], "sequence_id": [10], "sequence_control_input": [1]}}`,
+		`{"instances": [[1, 2], [3]]}`,
+		`{"inputs": [[1.5, -2e3]]}`,
+		`{"instances": [{"x": [true]}]}`,
+	} {
+		f.Add([]byte(seed), false)
+		f.Add([]byte(seed), true)
+	}
+	s := New(Options{Limits: batch.Limits{MaxElements: 1 << 12, MaxTensors: 8}})
+	two := sidecar.ModelInfo{Signature: runtimes.Signature{Inputs: []runtimes.TensorSpec{
+		{Name: "serving_default_x:0", Aliases: []string{"x"}, DType: tensor.Float},
+		{Name: "serving_default_s:0", Aliases: []string{"s"}, DType: tensor.Bytes}}}}
+	one := sidecar.ModelInfo{Signature: runtimes.Signature{Inputs: two.Signature.Inputs[:1]}}
+	f.Fuzz(func(t *testing.T, body []byte, oneInput bool) {
+		info := two
+		if oneInput {
+			info = one
+		}
+		ins, _, err := s.decodeTFServingJSON(body, info)
+		if err != nil {
+			return
+		}
+		for _, in := range ins {
 			if err := in.Validate(1 << 12); err != nil {
 				t.Fatalf("accepted an invalid tensor: %v (body %q)", err, body)
 			}

@@ -11,6 +11,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"reflect"
 	"strings"
@@ -37,13 +38,13 @@ var roots = []string{
 }
 
 func main() {
-	if err := run(); err != nil {
+	if err := run(os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "tfprotodesc:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
+func run(out io.Writer) error {
 	set := &descriptorpb.FileDescriptorSet{}
 	seen := map[string]bool{}
 	var add func(path string) error
@@ -89,7 +90,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	_, err = os.Stdout.Write(b)
+	_, err = out.Write(b)
 	return err
 }
 

@@ -1,8 +1,11 @@
 package kserve
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"math"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -183,4 +186,50 @@ func FuzzDecodeTFServingJSON(f *testing.F) {
 			}
 		}
 	})
+}
+
+// BenchmarkDecodeInferBody decodes the same 64-row pctr request (two
+// INT64 [64,1] inputs, one FP32 [64,6]) as JSON and as binary tensor data,
+// the form Triton's and KServe's clients send for larger tensors.
+func BenchmarkDecodeInferBody(b *testing.B) {
+	const rows = 64
+	var ids, dense []string
+	var raw []byte
+	for i := range rows {
+		ids = append(ids, strconv.Itoa(1000+i))
+	}
+	for i := range rows * 6 {
+		dense = append(dense, strconv.FormatFloat(float64(i)*0.37, 'g', -1, 32))
+	}
+	jsonBody := []byte(`{"inputs":[{"name":"ad_id","shape":[64,1],"datatype":"INT64","data":[` + strings.Join(ids, ",") + `]},` +
+		`{"name":"publisher_id","shape":[64,1],"datatype":"INT64","data":[` + strings.Join(ids, ",") + `]},` +
+		`{"name":"dense","shape":[64,6],"datatype":"FP32","data":[` + strings.Join(dense, ",") + `]}]}`)
+	for range 2 {
+		for i := range rows {
+			raw = binary.LittleEndian.AppendUint64(raw, uint64(1000+i))
+		}
+	}
+	for i := range rows * 6 {
+		raw = binary.LittleEndian.AppendUint32(raw, math.Float32bits(float32(float64(i)*0.37)))
+	}
+	header := `{"inputs":[{"name":"ad_id","shape":[64,1],"datatype":"INT64","parameters":{"binary_data_size":512}},` +
+		`{"name":"publisher_id","shape":[64,1],"datatype":"INT64","parameters":{"binary_data_size":512}},` +
+		`{"name":"dense","shape":[64,6],"datatype":"FP32","parameters":{"binary_data_size":1536}}]}`
+	binBody := append([]byte(header), raw...)
+	s := New(Options{})
+	for _, c := range []struct {
+		name      string
+		body      []byte
+		headerLen int
+	}{{"json", jsonBody, -1}, {"binary", binBody, len(header)}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(c.body)))
+			for b.Loop() {
+				if _, err := s.decodeInferRequest(c.body, c.headerLen); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -203,6 +203,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzNativeJSONParse$$' -fuzztime $(FUZZTIME) ./jsbridge/
 	$(GO) test -run '^$$' -fuzz '^FuzzNativeJSONStringify$$' -fuzztime $(FUZZTIME) ./jsbridge/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRuntimeConfig$$' -fuzztime $(FUZZTIME) ./sidecar/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeInferBinary$$' -fuzztime $(FUZZTIME) ./kserve/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeTFServingJSON$$' -fuzztime $(FUZZTIME) ./kserve/
 	$(GO) test -run '^$$' -fuzz '^FuzzUnmarshalJSONPredict$$' -fuzztime $(FUZZTIME) ./sidecar/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseModelInfo$$' -fuzztime $(FUZZTIME) ./runtimes/onnx/
 	$(GO) test -run '^$$' -fuzz '^FuzzReadFrame$$' -fuzztime $(FUZZTIME) ./sidecar/fastlane/

@@ -19,6 +19,19 @@
 // naming the input and its datatype. FP16 travels over gRPC only raw (the
 // protocol has no typed field for it); BYTES over JSON only as UTF-8 text.
 //
+// Extensions: binary tensor data on HTTP (Inference-Header-Content-Length,
+// binary_data_size, binary_data, binary_data_output), Triton's sequence
+// parameters (sequence_id as a uint64 or a string, sequence_start,
+// sequence_end, onto the same sequences as sequence_control_input; a
+// string id maps to a uint64 by a keyed HMAC) and, when
+// Options.Repository is set, the model repository (index, load, unload).
+//
+// TF Serving: TFServingPredictHandler serves its REST predict (columnar
+// "inputs" and row "instances"); NewGRPCServer also registers its gRPC
+// tensorflow.serving.PredictionService (Predict, GetModelMetadata) and
+// ModelService (GetModelStatus), generated from its official protos
+// (proto/tfservingpb), so one listener serves both protocols.
+//
 // Errors follow the batch contract's six types: INPUT_PARSING is a 400,
 // MODEL_NOT_FOUND a 404, the rest a 500, each with the protocol's error
 // object {"error": "..."}.

@@ -20,11 +20,14 @@ import (
 )
 
 // NewGRPCServer returns a gRPC server with the protocol's
-// inference.GRPCInferenceService over s; messages are bounded by
-// Options.MaxRequestBytes (received) and 4 times that (sent).
+// inference.GRPCInferenceService over s, and beside it TF Serving's
+// tensorflow.serving.PredictionService and ModelService (one listener for
+// both protocols); messages are bounded by Options.MaxRequestBytes
+// (received) and 4 times that (sent).
 func (s *Server) NewGRPCServer() *grpc.Server {
 	gs := grpc.NewServer(grpc.MaxRecvMsgSize(int(s.opts.MaxRequestBytes)), grpc.MaxSendMsgSize(4*int(s.opts.MaxRequestBytes)))
 	kservepb.RegisterGRPCInferenceServiceServer(gs, &grpcService{s: s})
+	s.registerTFServing(gs)
 	return gs
 }
 
@@ -487,6 +490,8 @@ func encodeInferResponse(resp *InferResponse, raw bool) (*kservepb.ModelInferRes
 			v.ParameterChoice = &kservepb.InferParameter_Int64Param{Int64Param: int64(*resp.SequenceID)}
 		}
 		out.Parameters = map[string]*kservepb.InferParameter{sidecar.SequenceIDName: &v}
+	} else if resp.SequenceIDString != nil {
+		out.Parameters = map[string]*kservepb.InferParameter{sidecar.SequenceIDName: {ParameterChoice: &kservepb.InferParameter_StringParam{StringParam: *resp.SequenceIDString}}}
 	}
 	for _, t := range resp.Outputs {
 		if t.DType() == tensor.Half {

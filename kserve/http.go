@@ -64,6 +64,9 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) (string, int, str
 			ep = epModelMetadata
 		}
 	}
+	if rep, name := repositoryRoute(path); rep != "" {
+		return rep, s.serveRepository(w, r, rep, name), ""
+	}
 	if ep == epUnknown {
 		return ep, writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s (the v2 API: /v2, /v2/health/{live,ready}, /v2/models/NAME[/versions/VERSION][/ready|/infer])", r.Method, r.URL.Path)), ""
 	}
@@ -147,7 +150,15 @@ func (s *Server) inferHTTP(w http.ResponseWriter, r *http.Request, name, version
 		}
 		return writeError(w, http.StatusBadRequest, "cannot read request body: "+err.Error()), ""
 	}
-	req, err := s.decodeInferJSON(body.Bytes())
+	headerLen := -1
+	if h := r.Header.Get(HeaderContentLength); h != "" {
+		n, err := strconv.Atoi(h)
+		if err != nil || n < 0 || n > body.Len() {
+			return writeError(w, http.StatusBadRequest, fmt.Sprintf("%s is %q: want the length of the JSON header, at most the body's %d bytes", HeaderContentLength, clip(h), body.Len())), ""
+		}
+		headerLen = n
+	}
+	req, err := s.decodeInferRequest(body.Bytes(), headerLen)
 	if err != nil {
 		return writeError(w, http.StatusBadRequest, err.Error()), ""
 	}
@@ -157,13 +168,30 @@ func (s *Server) inferHTTP(w http.ResponseWriter, r *http.Request, name, version
 	if err != nil {
 		return writeError(w, StatusOf(err), err.Error()), resp.ModelPath
 	}
-	out, err := appendInferResponse(make([]byte, 0, 256), resp)
+	out, bin, err := appendInferResponseBinary(make([]byte, 0, 256), resp, req.binary)
 	if err != nil {
 		return writeError(w, http.StatusInternalServerError, fmt.Sprintf("model %q (model path %q): %v", name, resp.ModelPath, err)), resp.ModelPath
 	}
-	w.Header().Set("Content-Type", "application/json")
+	if bin == nil {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(out)
+		return http.StatusOK, resp.ModelPath
+	}
+	// The binary tensor data extension: the JSON header, then each binary
+	// output's bytes in output order.
+	total := len(out)
+	for _, b := range bin {
+		total += len(b)
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set(HeaderContentLength, strconv.Itoa(len(out)))
+	w.Header().Set("Content-Length", strconv.Itoa(total))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(out)
+	for _, b := range bin {
+		_, _ = w.Write(b)
+	}
 	return http.StatusOK, resp.ModelPath
 }
 
@@ -231,9 +259,66 @@ func fields(o gjson.Result, what string, known []string, each func(key string, v
 	return err
 }
 
-// decodeInferJSON reads $inference_request into typed tensors. Every
-// error names the input or field at fault.
+// HeaderContentLength is the binary tensor data extension's header: the
+// length of the JSON part of a body whose binary tensor data follows it.
+const HeaderContentLength = "Inference-Header-Content-Length"
+
+// decodeInferJSON reads a JSON-only $inference_request into typed tensors.
 func (s *Server) decodeInferJSON(body []byte) (*InferRequest, error) {
+	return s.decodeInferRequest(body, -1)
+}
+
+// binaryOutputs is what a request asks of the binary tensor data
+// extension for its outputs: every output binary (binary_data_output), or
+// each named one as its binary_data parameter says.
+type binaryOutputs struct {
+	all    bool
+	byName map[string]bool
+}
+
+// binary reports whether output name goes back as binary data.
+func (b binaryOutputs) binary(name string) bool {
+	if v, ok := b.byName[name]; ok {
+		return v
+	}
+	return b.all
+}
+
+// binarySection is the part of a body after its JSON header, handed out
+// to the inputs with binary_data_size in input order.
+type binarySection struct {
+	b   []byte
+	off int
+}
+
+// take returns the next n bytes of the section.
+func (bs *binarySection) take(what string, n int64) ([]byte, error) {
+	if bs == nil {
+		return nil, fmt.Errorf(`%s has "binary_data_size" but the request has no binary data (no %s header)`, what, HeaderContentLength)
+	}
+	if rest := int64(len(bs.b) - bs.off); n > rest {
+		return nil, fmt.Errorf(`%s: "binary_data_size" is %d but %d bytes of binary data remain`, what, n, rest)
+	}
+	out := bs.b[bs.off : bs.off+int(n) : bs.off+int(n)]
+	bs.off += int(n)
+	return out, nil
+}
+
+// decodeInferRequest reads $inference_request into typed tensors: body is
+// JSON alone (headerLen < 0) or, with the binary tensor data extension,
+// headerLen bytes of JSON followed by the binary data of the inputs that
+// give a binary_data_size (in input order, each little-endian and
+// row-major, BYTES elements each a 4-byte little-endian length and then
+// the bytes). Every error names the input or field at fault.
+func (s *Server) decodeInferRequest(body []byte, headerLen int) (*InferRequest, error) {
+	var bin *binarySection
+	if headerLen >= 0 {
+		if headerLen > len(body) {
+			return nil, fmt.Errorf("%s is %d, longer than the %d-byte body", HeaderContentLength, headerLen, len(body))
+		}
+		bin = &binarySection{b: body[headerLen:]}
+		body = body[:headerLen]
+	}
 	if nestingDepth(body) > maxDepth {
 		return nil, fmt.Errorf("request body nests deeper than %d levels", maxDepth)
 	}
@@ -255,6 +340,14 @@ func (s *Server) decodeInferJSON(body []byte) (*InferRequest, error) {
 			}
 			var err error
 			v.ForEach(func(k, p gjson.Result) bool {
+				if k.Str == "binary_data_output" {
+					if p.Type != gjson.True && p.Type != gjson.False {
+						err = fmt.Errorf(`parameters: "binary_data_output" is %s, want true or false`, clipRaw(p.Raw))
+						return false
+					}
+					req.binary.all = p.Type == gjson.True
+					return true
+				}
 				err = sequenceParamJSON(&req.Sequence, k.Str, p)
 				return err == nil
 			})
@@ -282,7 +375,7 @@ func (s *Server) decodeInferJSON(body []byte) (*InferRequest, error) {
 	seen := make(map[string]bool, len(ins))
 	req.Inputs = make([]tensor.Tensor, len(ins))
 	for i, in := range ins {
-		t, err := s.decodeInput(in, i, seen)
+		t, err := s.decodeInput(in, i, seen, bin)
 		if err != nil {
 			return nil, err
 		}
@@ -293,13 +386,20 @@ func (s *Server) decodeInferJSON(body []byte) (*InferRequest, error) {
 	}
 	for i, out := range outputs.Array() {
 		what := fmt.Sprintf("outputs[%d]", i)
-		var name gjson.Result
+		var name, binaryData gjson.Result
 		err := fields(out, what, []string{"name", "parameters"}, func(key string, v gjson.Result) error {
 			if key == "name" {
 				name = v
 				return nil
 			}
-			return checkParameters(what+" parameters", v)
+			if err := checkParameters(what+" parameters", v); err != nil {
+				return err
+			}
+			binaryData = v.Get(`binary_data`)
+			if binaryData.Exists() && binaryData.Type != gjson.True && binaryData.Type != gjson.False {
+				return fmt.Errorf(`%s parameters: "binary_data" is %s, want true or false`, what, clipRaw(binaryData.Raw))
+			}
+			return nil
 		})
 		if err != nil {
 			return nil, err
@@ -311,14 +411,24 @@ func (s *Server) decodeInferJSON(body []byte) (*InferRequest, error) {
 			return nil, fmt.Errorf(`%s: "name" is not a string`, what)
 		}
 		req.Outputs = append(req.Outputs, name.Str)
+		if binaryData.Exists() {
+			if req.binary.byName == nil {
+				req.binary.byName = map[string]bool{}
+			}
+			req.binary.byName[name.Str] = binaryData.Type == gjson.True
+		}
+	}
+	if bin != nil && bin.off != len(bin.b) {
+		return nil, fmt.Errorf(`the body holds %d bytes of binary data after the inputs' "binary_data_size" bytes (%d)`, len(bin.b)-bin.off, bin.off)
 	}
 	return req, nil
 }
 
-// decodeInput reads one $request_input; seen holds the names before it.
-func (s *Server) decodeInput(in gjson.Result, i int, seen map[string]bool) (tensor.Tensor, error) {
+// decodeInput reads one $request_input; seen holds the names before it,
+// bin the binary data not yet taken (nil without the extension).
+func (s *Server) decodeInput(in gjson.Result, i int, seen map[string]bool, bin *binarySection) (tensor.Tensor, error) {
 	what := fmt.Sprintf("inputs[%d]", i)
-	var name, shape, datatype, data gjson.Result
+	var name, shape, datatype, data, binarySize gjson.Result
 	err := fields(in, what, []string{"name", "shape", "datatype", "parameters", "data"}, func(key string, v gjson.Result) error {
 		switch key {
 		case "name":
@@ -330,7 +440,10 @@ func (s *Server) decodeInput(in gjson.Result, i int, seen map[string]bool) (tens
 		case "data":
 			data = v
 		case "parameters":
-			return checkParameters(what+" parameters", v)
+			if err := checkParameters(what+" parameters", v); err != nil {
+				return err
+			}
+			binarySize = v.Get("binary_data_size")
 		}
 		return nil
 	})
@@ -369,10 +482,27 @@ func (s *Server) decodeInput(in gjson.Result, i int, seen map[string]bool) (tens
 	if err != nil {
 		return tensor.Tensor{}, err
 	}
+	n, _ := tensor.NumElements(t.Shape, s.opts.Limits.MaxElements)
+	if binarySize.Exists() {
+		if data.Exists() {
+			return tensor.Tensor{}, fmt.Errorf(`%s has both "data" and a "binary_data_size" parameter`, what)
+		}
+		size, err := strconv.ParseInt(binarySize.Raw, 10, 64)
+		if binarySize.Type != gjson.Number || err != nil || size < 0 {
+			return tensor.Tensor{}, fmt.Errorf(`%s: "binary_data_size" is %s, want a non-negative integer`, what, clipRaw(binarySize.Raw))
+		}
+		b, err := bin.take(what, size)
+		if err != nil {
+			return tensor.Tensor{}, err
+		}
+		if t.Data, err = decodeRaw(b, dt, n); err != nil {
+			return tensor.Tensor{}, fmt.Errorf("input %q (%s, shape %s): %s", name.Str, datatype.Str, tensor.FormatShape(t.Shape), strings.ReplaceAll(err.Error(), "raw_input_contents", "binary data"))
+		}
+		return t, nil
+	}
 	if !data.Exists() {
 		return tensor.Tensor{}, fmt.Errorf(`%s has no "data"`, what)
 	}
-	n, _ := tensor.NumElements(t.Shape, s.opts.Limits.MaxElements)
 	if t.Data, err = decodeData(data.Raw, dt, n); err != nil {
 		return tensor.Tensor{}, fmt.Errorf("input %q (%s, shape %s): %w", name.Str, datatype.Str, tensor.FormatShape(t.Shape), err)
 	}
@@ -441,6 +571,16 @@ func checkParameters(what string, v gjson.Result) error {
 // model_version (for a versioned model), id (when the request had one) and
 // the outputs with flat data.
 func appendInferResponse(b []byte, resp *InferResponse) ([]byte, error) {
+	b, _, err := appendInferResponseBinary(b, resp, binaryOutputs{})
+	return b, err
+}
+
+// appendInferResponseBinary writes $inference_response with the outputs
+// bo asks for as binary data: such an output has a binary_data_size
+// parameter instead of data, and its bytes are returned in output order
+// (nil when no output is binary).
+func appendInferResponseBinary(b []byte, resp *InferResponse, bo binaryOutputs) ([]byte, [][]byte, error) {
+	var bins [][]byte
 	b = append(b, `{"model_name":`...)
 	b = appendString(b, resp.ModelName)
 	if resp.ModelVersion != "" {
@@ -454,6 +594,10 @@ func appendInferResponse(b []byte, resp *InferResponse) ([]byte, error) {
 	if resp.SequenceID != nil {
 		b = append(b, `,"parameters":{"sequence_id":`...)
 		b = strconv.AppendUint(b, *resp.SequenceID, 10)
+		b = append(b, '}')
+	} else if resp.SequenceIDString != nil {
+		b = append(b, `,"parameters":{"sequence_id":`...)
+		b = appendString(b, *resp.SequenceIDString)
 		b = append(b, '}')
 	}
 	b = append(b, `,"outputs":[`...)
@@ -472,14 +616,22 @@ func appendInferResponse(b []byte, resp *InferResponse) ([]byte, error) {
 		}
 		b = append(b, `],"datatype":"`...)
 		b = append(b, DatatypeOf(t.DType())...)
+		if bo.binary(t.Name) {
+			raw := encodeRaw(t)
+			bins = append(bins, raw)
+			b = append(b, `","parameters":{"binary_data_size":`...)
+			b = strconv.AppendInt(b, int64(len(raw)), 10)
+			b = append(b, "}}"...)
+			continue
+		}
 		b = append(b, `","data":`...)
 		var err error
 		if b, err = appendData(b, t); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		b = append(b, '}')
 	}
-	return append(b, "]}\n"...), nil
+	return append(b, "]}\n"...), bins, nil
 }
 
 func appendString(b []byte, s string) []byte {

@@ -1,6 +1,9 @@
 package kserve
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"net"
@@ -18,35 +21,102 @@ import (
 
 // SequenceParams are the sequence fields of a stateful model's request given
 // as request parameters (OpenVINO Model Server takes them as inputs, which
-// work too: they pass through as any input does).
+// work too: they pass through as any input does). Two vocabularies map onto
+// the same sequence manager: OpenVINO's sequence_id + sequence_control_input
+// (0 none, 1 start, 2 end), and Triton's sequence_id (a uint64 or a string)
+// + sequence_start / sequence_end (booleans).
 type SequenceParams struct {
 	ID      *uint64 // sequence_id; 0 means absent
 	Control *uint32 // sequence_control_input: 0 none, 1 start, 2 end
+	// IDString is Triton's string sequence_id (then ID is nil).
+	IDString *string
+	// Start and End are Triton's sequence_start and sequence_end.
+	Start, End *bool
 	// IDUnsigned: the gRPC request gave sequence_id as uint64_param, so the
 	// answer does too.
 	IDUnsigned bool
 }
 
-func (p SequenceParams) given() bool { return p.ID != nil || p.Control != nil }
+func (p SequenceParams) given() bool {
+	return p.ID != nil || p.Control != nil || p.IDString != nil || p.Start != nil || p.End != nil
+}
+
+// Triton's names of the sequence flags.
+const (
+	sequenceStartName = "sequence_start"
+	sequenceEndName   = "sequence_end"
+)
 
 // sequenceParamJSON reads a sequence parameter of an HTTP request: an
-// integer in range (the JSON text itself, so a large id is exact).
+// integer in range (the JSON text itself, so a large id is exact), a
+// string sequence_id, or a boolean sequence_start / sequence_end.
 func sequenceParamJSON(p *SequenceParams, key string, v gjson.Result) error {
-	if key != sidecar.SequenceIDName && key != sidecar.SequenceControlName {
+	switch key {
+	case sidecar.SequenceIDName, sidecar.SequenceControlName:
+	case sequenceStartName, sequenceEndName:
+		if v.Type != gjson.True && v.Type != gjson.False {
+			return fmt.Errorf("parameters: %q is %s, want true or false", key, clipRaw(v.Raw))
+		}
+		return setSequenceFlag(p, key, v.Type == gjson.True)
+	default:
 		return nil
+	}
+	if key == sidecar.SequenceIDName && v.Type == gjson.String {
+		return setSequenceIDString(p, v.Str)
 	}
 	n, err := strconv.ParseUint(v.Raw, 10, 64)
 	if v.Type != gjson.Number || err != nil {
+		if key == sidecar.SequenceIDName {
+			return fmt.Errorf("parameters: %q is %s, want a non-negative integer or a string", key, clipRaw(v.Raw))
+		}
 		return fmt.Errorf("parameters: %q is %s, want a non-negative integer", key, clipRaw(v.Raw))
 	}
 	return setSequenceParam(p, key, n)
 }
 
+// maxSequenceIDString bounds a string sequence_id.
+const maxSequenceIDString = 256
+
+func setSequenceIDString(p *SequenceParams, id string) error {
+	if id == "" {
+		return fmt.Errorf("parameters: %q is an empty string", sidecar.SequenceIDName)
+	}
+	if len(id) > maxSequenceIDString {
+		return fmt.Errorf("parameters: %q is a string of %d bytes, the limit is %d", sidecar.SequenceIDName, len(id), maxSequenceIDString)
+	}
+	p.IDString = &id
+	return nil
+}
+
+func setSequenceFlag(p *SequenceParams, key string, b bool) error {
+	if key == sequenceStartName {
+		p.Start = &b
+	} else {
+		p.End = &b
+	}
+	return nil
+}
+
 // sequenceParamsGRPC reads the sequence parameters of a gRPC request:
-// int64_param or uint64_param (the seed's type, for ids above 2^63-1); the
-// answer gives sequence_id back in the same form.
+// sequence_id as int64_param, uint64_param (the seed's type, for ids above
+// 2^63-1) or string_param (Triton's string ids); sequence_control_input
+// as an integer; sequence_start / sequence_end as bool_param. The answer
+// gives sequence_id back in the form it came in.
 func sequenceParamsGRPC(params map[string]*kservepb.InferParameter) (SequenceParams, error) {
 	var p SequenceParams
+	for _, key := range []string{sequenceStartName, sequenceEndName} {
+		v, ok := params[key]
+		if !ok {
+			continue
+		}
+		c, ok := v.GetParameterChoice().(*kservepb.InferParameter_BoolParam)
+		if !ok {
+			return p, fmt.Errorf("parameters: %q must be a bool_param", key)
+		}
+		if err := setSequenceFlag(&p, key, c.BoolParam); err != nil {
+			return p, err
+		}
+	}
 	for _, key := range []string{sidecar.SequenceIDName, sidecar.SequenceControlName} {
 		v, ok := params[key]
 		if !ok {
@@ -64,7 +134,18 @@ func sequenceParamsGRPC(params map[string]*kservepb.InferParameter) (SequencePar
 			if key == sidecar.SequenceIDName {
 				p.IDUnsigned = true
 			}
+		case *kservepb.InferParameter_StringParam:
+			if key == sidecar.SequenceIDName {
+				if err := setSequenceIDString(&p, c.StringParam); err != nil {
+					return p, err
+				}
+				continue
+			}
+			return p, fmt.Errorf("parameters: %q must be a non-negative int64_param or a uint64_param", key)
 		default:
+			if key == sidecar.SequenceIDName {
+				return p, fmt.Errorf("parameters: %q must be a non-negative int64_param, a uint64_param or a string_param", key)
+			}
 			return p, fmt.Errorf("parameters: %q must be a non-negative int64_param or a uint64_param", key)
 		}
 		if err := setSequenceParam(&p, key, n); err != nil {
@@ -87,6 +168,46 @@ func setSequenceParam(p *SequenceParams, key string, n uint64) error {
 	return nil
 }
 
+// control is the sequence_control_input the parameters mean: the one
+// given, or Triton's flags (start 1, end 2, neither 0). Both flags at once
+// (a one-request sequence) have no control value in the manager's
+// vocabulary, nor do both vocabularies at once.
+func (p SequenceParams) control() (*uint32, error) {
+	if p.Start == nil && p.End == nil {
+		return p.Control, nil
+	}
+	if p.Control != nil {
+		return nil, errorf(http.StatusBadRequest, "parameters: give either %q or %q/%q, not both", sidecar.SequenceControlName, sequenceStartName, sequenceEndName)
+	}
+	start, end := p.Start != nil && *p.Start, p.End != nil && *p.End
+	var c uint32
+	switch {
+	case start && end:
+		return nil, errorf(http.StatusBadRequest, "parameters: %q and %q are both true: a sequence of one request is not supported (start it, then end it with a second request)", sequenceStartName, sequenceEndName)
+	case start:
+		c = uint32(sequence.Start)
+	case end:
+		c = uint32(sequence.End)
+	}
+	return &c, nil
+}
+
+// stringSequenceID maps a string sequence_id onto the manager's uint64
+// ids: the first 8 bytes of HMAC-SHA256 under a key drawn when the server
+// starts, so that the same string names the same sequence while the
+// process lives, ids cannot be guessed from the strings (nor the other
+// way), and two strings share an id with probability about 2^-64. 0 (no
+// id) is never returned.
+func (s *Server) stringSequenceID(id string) uint64 {
+	h := hmac.New(sha256.New, s.seqKey[:])
+	h.Write([]byte(id))
+	n := binary.LittleEndian.Uint64(h.Sum(nil))
+	if n == 0 {
+		n = 1
+	}
+	return n
+}
+
 func clipRaw(s string) string {
 	if len(s) > 32 {
 		return s[:32] + "..."
@@ -102,7 +223,7 @@ func clipRaw(s string) string {
 // sequence_client too, naming client (its remote host), against whom the
 // sidecar counts the sequences it starts; a client cannot give that input
 // itself.
-func withSequenceInputs(inputs []tensor.Tensor, p SequenceParams, client string) ([]tensor.Tensor, error) {
+func (s *Server) withSequenceInputs(inputs []tensor.Tensor, p SequenceParams, client string) ([]tensor.Tensor, error) {
 	inline := false
 	for _, in := range inputs {
 		switch in.Name {
@@ -122,11 +243,23 @@ func withSequenceInputs(inputs []tensor.Tensor, p SequenceParams, client string)
 	if client != "" {
 		out = append(out, tensor.New(sidecar.SequenceClientName, []int64{1}, [][]byte{[]byte(client)}))
 	}
-	if p.ID != nil {
-		out = append(out, tensor.New(sidecar.SequenceIDName, []int64{1}, []uint64{*p.ID}))
+	if !p.given() {
+		return out, nil
 	}
-	if p.Control != nil {
-		out = append(out, tensor.New(sidecar.SequenceControlName, []int64{1}, []uint32{*p.Control}))
+	ctl, err := p.control()
+	if err != nil {
+		return nil, err
+	}
+	id := p.ID
+	if p.IDString != nil {
+		n := s.stringSequenceID(*p.IDString)
+		id = &n
+	}
+	if id != nil {
+		out = append(out, tensor.New(sidecar.SequenceIDName, []int64{1}, []uint64{*id}))
+	}
+	if ctl != nil {
+		out = append(out, tensor.New(sidecar.SequenceControlName, []int64{1}, []uint32{*ctl}))
 	}
 	return out, nil
 }

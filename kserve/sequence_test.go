@@ -159,6 +159,15 @@ func TestTFServingPredictSequenceFlow(t *testing.T) {
 			t.Fatalf("step %d: %s, want sum [%v] and sequence_id [%d]", i, b, s.wantSum, s.wantID)
 		}
 	}
+	// The row form carries the sequence inputs as any other input.
+	code, b := call(t, http.MethodPost, url+"/v1/models/sum:predict", `{"instances": [{"x": 4, "sequence_id": 20, "sequence_control_input": 1}]}`)
+	if code != http.StatusOK || string(b) != `{"predictions":[{"sum":4,"sequence_id":20}]}`+"\n" {
+		t.Fatalf("row-form start: %d %s", code, b)
+	}
+	code, b = call(t, http.MethodPost, url+"/v1/models/sum:predict", `{"instances": [{"sequence_id": 20, "x": 1, "sequence_control_input": 2}]}`)
+	if code != http.StatusOK || string(b) != `{"predictions":[{"sum":5,"sequence_id":20}]}`+"\n" {
+		t.Fatalf("row-form end: %d %s", code, b)
+	}
 	// 10 ended: its id may start again, from the checkpoint.
 	code, out, b := tfsPredict(t, url, `{"inputs": {"x": [1], "sequence_control_input": [1], "sequence_id": [10]}}`)
 	if code != http.StatusOK || out.Outputs.Sum[0] != 1 {
@@ -184,7 +193,7 @@ func TestTFServingPredictSequenceErrors(t *testing.T) {
 		{"id 0 at the end", `{"inputs": {"x": [1], "sequence_id": [0], "sequence_control_input": [2]}}`, 400, "Sequence ID has not been provided in request inputs."},
 		{"bad control", `{"inputs": {"x": [1], "sequence_id": [5], "sequence_control_input": [3]}}`, 400, "Unexpected value of sequence control input."},
 		{"unknown input", `{"inputs": {"y": [1], "sequence_id": [5]}}`, 400, `input "y" is not an input of the model`},
-		{"instances", `{"instances": [{"x": 1}]}`, 400, `"instances"`},
+		{"instances without an id", `{"instances": [{"x": 1}]}`, 400, "Sequence ID has not been provided in request inputs."},
 		{"unknown model", `{"inputs": {"x": [1]}}`, 404, ""},
 	} {
 		u := url
@@ -402,6 +411,125 @@ func TestUint64SequenceIDs(t *testing.T) {
 	if p, ok := resp.GetParameters()["sequence_id"].GetParameterChoice().(*pb.InferParameter_Int64Param); !ok || p.Int64Param != 9 {
 		t.Fatalf("gRPC int64_param: %v", resp)
 	}
+	// A string id is Triton's: "9" names another sequence than 9.
 	_, err = g.ModelInfer(ctx, req(1, &pb.InferParameter{ParameterChoice: &pb.InferParameter_StringParam{StringParam: "9"}}))
-	wantCode(t, "string id", err, codes.InvalidArgument, "uint64_param")
+	wantCode(t, "string id", err, codes.NotFound, "does not exist")
+	_, err = g.ModelInfer(ctx, req(1, &pb.InferParameter{ParameterChoice: &pb.InferParameter_BoolParam{BoolParam: true}}))
+	wantCode(t, "bool id", err, codes.InvalidArgument, "uint64_param")
+}
+
+// Triton's sequence parameters: sequence_id as a number or a string,
+// sequence_start and sequence_end as booleans, over v2 HTTP; the answer
+// gives the id back in the form it came in.
+func TestV2InferTritonSequences(t *testing.T) {
+	_, url := statefulServer(t, 10)
+	infer := url + "/v2/models/sum/infer"
+	x := func(v float64) string {
+		return `"inputs": [{"name": "x", "shape": [1], "datatype": "FP32", "data": [` + strconv.FormatFloat(v, 'g', -1, 64) + `]}]`
+	}
+	type answer struct {
+		Parameters map[string]any `json:"parameters"`
+		Outputs    []struct {
+			Data []float64 `json:"data"`
+		} `json:"outputs"`
+	}
+	run := func(params string, v float64) (answer, int, []byte) {
+		t.Helper()
+		code, b := call(t, http.MethodPost, infer, `{"parameters": {`+params+`}, `+x(v)+`}`)
+		var a answer
+		if code == http.StatusOK {
+			if err := json.Unmarshal(b, &a); err != nil {
+				t.Fatalf("%s: %v", b, err)
+			}
+		}
+		return a, code, b
+	}
+	steps := []struct {
+		params string
+		x, sum float64
+		id     any
+	}{
+		{`"sequence_id": "user-a", "sequence_start": true`, 1, 1, "user-a"},
+		{`"sequence_id": 77, "sequence_start": true, "sequence_end": false`, 10, 10, float64(77)},
+		{`"sequence_id": "user-a"`, 2, 3, "user-a"},
+		{`"sequence_id": "user-a", "sequence_start": false, "sequence_end": false`, 4, 7, "user-a"},
+		{`"sequence_id": 77`, 5, 15, float64(77)},
+		{`"sequence_id": "user-a", "sequence_end": true`, 1, 8, "user-a"},
+		{`"sequence_id": 77, "sequence_end": true`, 1, 16, float64(77)},
+		// Ended: "user-a" starts again from the checkpoint.
+		{`"sequence_id": "user-a", "sequence_start": true`, 2, 2, "user-a"},
+	}
+	for i, s := range steps {
+		a, code, b := run(s.params, s.x)
+		if code != http.StatusOK || len(a.Outputs) != 1 || a.Outputs[0].Data[0] != s.sum || a.Parameters["sequence_id"] != s.id {
+			t.Fatalf("step %d (%s): %d %s, want sum %v and sequence_id %v", i, s.params, code, b, s.sum, s.id)
+		}
+	}
+	for _, c := range []struct {
+		what, params string
+		code         int
+		msg          string
+	}{
+		{"string id in use", `"sequence_id": "user-a", "sequence_start": true`, 409, "already exists"},
+		{"ended string id", `"sequence_id": "user-b"`, 404, "does not exist"},
+		{"start and end at once", `"sequence_id": "user-c", "sequence_start": true, "sequence_end": true`, 400, "sequence of one request is not supported"},
+		{"both vocabularies", `"sequence_id": 5, "sequence_start": true, "sequence_control_input": 1`, 400, "not both"},
+		{"start not a boolean", `"sequence_id": 5, "sequence_start": 1`, 400, `"sequence_start" is 1, want true or false`},
+		{"empty string id", `"sequence_id": "", "sequence_start": true`, 400, "empty string"},
+		{"id of another type", `"sequence_id": 1.5`, 400, "a non-negative integer or a string"},
+	} {
+		_, code, b := run(c.params, 1)
+		wantError(t, c.what, code, b, c.code, c.msg)
+	}
+}
+
+// Triton's sequence parameters over gRPC: string_param and uint64_param
+// ids, bool_param flags.
+func TestGRPCInferTritonSequences(t *testing.T) {
+	srv, _ := statefulServer(t, 10)
+	c := serveGRPC(t, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	req := func(x float32, params map[string]*pb.InferParameter) *pb.ModelInferRequest {
+		return &pb.ModelInferRequest{ModelName: "sum", Parameters: params, Inputs: []*pb.ModelInferRequest_InferInputTensor{{
+			Name: "x", Datatype: "FP32", Shape: []int64{1}, Contents: &pb.InferTensorContents{Fp32Contents: []float32{x}}}}}
+	}
+	str := func(s string) *pb.InferParameter {
+		return &pb.InferParameter{ParameterChoice: &pb.InferParameter_StringParam{StringParam: s}}
+	}
+	flag := func(b bool) *pb.InferParameter {
+		return &pb.InferParameter{ParameterChoice: &pb.InferParameter_BoolParam{BoolParam: b}}
+	}
+	u64 := func(n uint64) *pb.InferParameter {
+		return &pb.InferParameter{ParameterChoice: &pb.InferParameter_Uint64Param{Uint64Param: n}}
+	}
+	steps := []struct {
+		params map[string]*pb.InferParameter
+		x, sum float32
+	}{
+		{map[string]*pb.InferParameter{"sequence_id": str("s1"), "sequence_start": flag(true)}, 3, 3},
+		{map[string]*pb.InferParameter{"sequence_id": u64(math.MaxUint64), "sequence_start": flag(true)}, 1, 1},
+		{map[string]*pb.InferParameter{"sequence_id": str("s1")}, 4, 7},
+		{map[string]*pb.InferParameter{"sequence_id": u64(math.MaxUint64), "sequence_end": flag(true)}, 1, 2},
+		{map[string]*pb.InferParameter{"sequence_id": str("s1"), "sequence_end": flag(true)}, 1, 8},
+	}
+	for i, s := range steps {
+		resp, err := c.ModelInfer(ctx, req(s.x, s.params))
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if got := resp.GetOutputs()[0].GetContents().GetFp32Contents()[0]; got != s.sum {
+			t.Fatalf("step %d: sum %v, want %v", i, got, s.sum)
+		}
+		want, got := s.params["sequence_id"], resp.GetParameters()["sequence_id"]
+		if want.GetStringParam() != got.GetStringParam() || want.GetUint64Param() != got.GetUint64Param() {
+			t.Fatalf("step %d: sequence_id %v, want %v", i, got, want)
+		}
+	}
+	_, err := c.ModelInfer(ctx, req(1, map[string]*pb.InferParameter{"sequence_id": str("s1")}))
+	wantCode(t, "ended", err, codes.NotFound, "does not exist")
+	_, err = c.ModelInfer(ctx, req(1, map[string]*pb.InferParameter{"sequence_id": str("s2"), "sequence_start": str("true")}))
+	wantCode(t, "flag as a string", err, codes.InvalidArgument, `"sequence_start" must be a bool_param`)
+	_, err = c.ModelInfer(ctx, req(1, map[string]*pb.InferParameter{"sequence_id": flag(true)}))
+	wantCode(t, "id as a bool", err, codes.InvalidArgument, "string_param")
 }

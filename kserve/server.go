@@ -2,6 +2,7 @@ package kserve
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net/http"
@@ -69,13 +70,21 @@ type Options struct {
 	// Observe, when set, is called once per request with its outcome (for
 	// metrics).
 	Observe func(Observation)
+	// Repository, when set, turns on the model repository extension
+	// (POST /v2/repository/index, /v2/repository/models/NAME/load and
+	// /unload); nil = off, those paths 404.
+	Repository Repository
 }
 
 // Observation is one request's outcome.
 type Observation struct {
 	Protocol string // "http" or "grpc"
-	Endpoint string // "live", "ready", "model_ready", "server_metadata", "model_metadata", "infer", "unknown"
-	Status   int    // the HTTP status (the gRPC code's HTTP equivalent)
+	// Endpoint is "live", "ready", "model_ready", "server_metadata",
+	// "model_metadata", "infer", "repository_index", "repository_load",
+	// "repository_unload", "tfserving_predict", "tfserving_model_metadata",
+	// "tfserving_model_status" or "unknown".
+	Endpoint string
+	Status   int // the HTTP status (the gRPC code's HTTP equivalent)
 	// ModelPath is the model path an inference or model request resolved
 	// to; "" when it resolved to none.
 	ModelPath string
@@ -91,6 +100,10 @@ type Server struct {
 	paths     []string
 	pathsTime time.Time
 	sigs      map[string]cachedSignature // by model path
+
+	// seqKey keys the map from string sequence ids to the manager's
+	// uint64 ones (stringSequenceID).
+	seqKey [32]byte
 }
 
 // cachedSignature is a model's signature as the sidecar described it.
@@ -114,7 +127,9 @@ func New(opts Options) *Server {
 		opts.Timeout = DefaultTimeout
 	}
 	opts.Limits = opts.Limits.WithDefaults()
-	return &Server{opts: opts}
+	s := &Server{opts: opts}
+	rand.Read(s.seqKey[:]) // never fails: crypto/rand crashes the program instead
+	return s
 }
 
 // SetBackend sets the sidecar the server asks (once it has started).
@@ -190,9 +205,27 @@ type ServerMetadata struct {
 	Extensions []string `json:"extensions"`
 }
 
-// Metadata describes the server; it defines no extensions.
+// Extension names of server metadata.
+const (
+	// ExtBinaryTensorData: tensor data after the JSON header of an HTTP
+	// body (Inference-Header-Content-Length, binary_data_size,
+	// binary_data, binary_data_output).
+	ExtBinaryTensorData = "binary_tensor_data"
+	// ExtSequence: Triton's sequence parameters (sequence_id,
+	// sequence_start, sequence_end).
+	ExtSequence = "sequence"
+	// ExtModelRepository: POST /v2/repository/index, load and unload
+	// (Options.Repository).
+	ExtModelRepository = "model_repository"
+)
+
+// Metadata describes the server and the extensions it serves.
 func (s *Server) Metadata() ServerMetadata {
-	return ServerMetadata{Name: s.opts.ServerName, Version: s.opts.ServerVersion, Extensions: []string{}}
+	ext := []string{ExtBinaryTensorData, ExtSequence}
+	if s.opts.Repository != nil {
+		ext = append(ext, ExtModelRepository)
+	}
+	return ServerMetadata{Name: s.opts.ServerName, Version: s.opts.ServerVersion, Extensions: ext}
 }
 
 // modelPaths are the sidecar's model paths, reused for pathsTTL unless
@@ -375,6 +408,10 @@ type InferRequest struct {
 	// Client names the caller (its remote host) for the per-client cap
 	// on sequences; "" = none.
 	Client string
+
+	// binary is what an HTTP request asks of the binary tensor data
+	// extension for its outputs.
+	binary binaryOutputs
 }
 
 // InferResponse is an inference answer.
@@ -390,6 +427,9 @@ type InferResponse struct {
 	// SequenceIDUnsigned: the gRPC answer gives SequenceID as uint64_param
 	// (the request gave it so).
 	SequenceIDUnsigned bool
+	// SequenceIDString is the request's string sequence_id (Triton's),
+	// which the answer gives back instead of SequenceID.
+	SequenceIDString *string
 }
 
 // Infer runs a request through the sidecar's typed Predict, the call
@@ -405,7 +445,7 @@ func (s *Server) Infer(ctx context.Context, req *InferRequest) (*InferResponse, 
 	if len(req.Inputs) > s.opts.Limits.MaxTensors {
 		return resp, errorf(http.StatusBadRequest, "request has %d inputs, the limit is %d", len(req.Inputs), s.opts.Limits.MaxTensors)
 	}
-	inputs, err := withSequenceInputs(req.Inputs, req.Sequence, req.Client)
+	inputs, err := s.withSequenceInputs(req.Inputs, req.Sequence, req.Client)
 	if err != nil {
 		return resp, err
 	}
@@ -430,6 +470,9 @@ func (s *Server) Infer(ctx context.Context, req *InferRequest) (*InferResponse, 
 	if req.Sequence.given() {
 		outs, resp.SequenceID = takeSequenceID(outs)
 		resp.SequenceIDUnsigned = req.Sequence.IDUnsigned
+		if req.Sequence.IDString != nil && resp.SequenceID != nil {
+			resp.SequenceID, resp.SequenceIDString = nil, req.Sequence.IDString
+		}
 	}
 	if rename := s.outputNames(ctx, s.getBackend(), r.Path); rename != nil {
 		for i, t := range outs {

@@ -45,6 +45,11 @@
 // rejected whole; the per-entry books are rebuilt when a large config
 // shrinks, and the memory handed back to the system.
 //
+// Hold takes a model path out of the sync (the v2 model repository
+// extension's unload): a served model is deleted at once, without its grace
+// period, and its config entry is ignored until Release; Listed gives the
+// config's paths, held ones included.
+//
 // A file:// bucket never serves a file outside its directory: each read is
 // checked, after fileblob opened the file, against the key resolved through
 // os.Root, so a symlink leaving the root (or an absolute one) fails that

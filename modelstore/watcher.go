@@ -126,7 +126,8 @@ type Watcher struct {
 
 	stateMu sync.RWMutex
 	state   map[string]Loaded
-	book    statusBook // for Status
+	held    map[string]bool // paths taken out of the sync (Hold)
+	book    statusBook      // for Status
 }
 
 // NewWatcher checks opts and opens the bucket. It does not poll: call
@@ -263,7 +264,7 @@ func (w *Watcher) SyncOnce(ctx context.Context) error {
 	if err := w.reportInvalidEntries(cfg); err != nil {
 		errs = append(errs, err)
 	}
-	plan := Plan(w.Models(), cfg, w.now())
+	plan := Plan(w.Models(), w.withoutHeld(cfg), w.now())
 	errs = append(errs, w.apply(ctx, plan)...)
 	w.forgetSettled(plan)
 	w.nextWake = plan.NextWake

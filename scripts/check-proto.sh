@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Fails when the committed generated code in proto/inferencepb or
-# proto/kservepb is stale.
+# Fails when the committed generated code in proto/inferencepb,
+# proto/kservepb, proto/jsworkerpb or proto/tfservingpb is stale.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-pkgs="inferencepb kservepb jsworkerpb"
+pkgs="inferencepb kservepb jsworkerpb tfservingpb"
 for p in $pkgs; do
   cp -r "proto/$p" "$tmp/$p"
 done

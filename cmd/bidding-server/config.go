@@ -51,6 +51,8 @@ type config struct {
 	KServeListen string
 	// KServeGRPCListen serves the protocol's gRPC service ("" = off).
 	KServeGRPCListen string
+	// KServeModelRepository turns on the v2 model repository extension.
+	KServeModelRepository bool
 
 	JSPoolSize           int
 	JSCallTimeout        time.Duration
@@ -157,6 +159,7 @@ func newFlagSet(c *config, raw *flagText, stderr io.Writer) *flag.FlagSet {
 	fs.Int64Var(&c.CodeMaxBytes, "code_max_bytes", codestore.DefaultMaxBytes, "largest bidding module (with its Wasm helper) fetched from a bucket or URL; larger ones are refused")
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "HTTP listen address")
 	fs.StringVar(&c.KServeGRPCListen, "kserve_grpc_listen", "", "serve the Open Inference Protocol (KServe v2) gRPC service inference.GRPCInferenceService on this TCP address; default none: off")
+	fs.BoolVar(&c.KServeModelRepository, "kserve_model_repository", false, "serve the v2 model repository extension (POST /v2/repository/index, /v2/repository/models/NAME/load and /unload) over the models of --inference_model_local_paths and the bucket config; default false: off")
 	fs.StringVar(&c.KServeListen, "kserve_listen", "", "also serve the Open Inference Protocol (KServe v2) HTTP API, which --listen always serves under /v2, on this address of its own; default none")
 	fs.IntVar(&c.JSWorkers, "js_workers", 0, "number of JS worker processes (each runs one generateBid at a time, under its own memory limit, killed and replaced when a call does not stop); default 0 = twice GOMAXPROCS, at least 3: a call holds its worker until its deadline, so workers outnumber cores and the kernel shares the cores")
 	fs.BoolVar(&c.JSInProcess, "js_in_process", false, "run JS in the server process instead of worker processes: no hard memory bound or preemption, so one script can crash or stall the server; for debugging")

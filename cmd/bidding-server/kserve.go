@@ -17,13 +17,18 @@ import (
 // sidecar (set once it has started), the request bound of generateBids,
 // readiness as /readyz says it, metrics labelled by protocol.
 func newKServe(cfg config, srv *server, m *metrics) *kserve.Server {
-	return kserve.New(kserve.Options{
+	opts := kserve.Options{
 		// --version's text without the leading name: "devel (commit ...) go1.x".
 		ServerVersion: strings.TrimPrefix(cli.Version("bidding-server"), "bidding-server "),
 		Timeout:       cfg.RequestTimeout,
 		Ready:         srv.readyErr,
 		Observe:       m.observeV2,
-	})
+	}
+	if cfg.KServeModelRepository {
+		srv.repo = newModelRepo(cfg, srv)
+		opts.Repository = srv.repo
+	}
+	return kserve.New(opts)
 }
 
 // listenKServe binds --kserve_listen: an HTTP server of the v2 API alone,

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/inferbid/inferbid/internal/testhelp"
 	"github.com/inferbid/inferbid/proto/kservepb"
+	"github.com/inferbid/inferbid/proto/tfservingpb"
 )
 
 var (
@@ -51,7 +53,7 @@ func TestKServeEndToEnd(t *testing.T) {
 		if code, b := get(t, base+"/v2/health/ready"); code != 200 || b != "" {
 			t.Errorf("%s/v2/health/ready: %d %q, want 200 and no body", base, code, b)
 		}
-		if code, b := get(t, base+"/v2"); code != 200 || !strings.Contains(b, `"name":"inferbid"`) || strings.Contains(b, `"version":"bidding-server`) || !strings.Contains(b, `"extensions":[]`) {
+		if code, b := get(t, base+"/v2"); code != 200 || !strings.Contains(b, `"name":"inferbid"`) || strings.Contains(b, `"version":"bidding-server`) || !strings.Contains(b, `"extensions":["binary_tensor_data","sequence"]`) {
 			t.Errorf("%s/v2: %d %s", base, code, b)
 		}
 		code, b := get(t, base+"/v2/models/pctr")
@@ -117,5 +119,118 @@ func TestKServeEndToEnd(t *testing.T) {
 		if v := metricValue(t, s.url, name); v != want {
 			t.Errorf("%s: %v, want %v", name, v, want)
 		}
+	}
+}
+
+// TestKServeModelRepositoryEndToEnd: with --kserve_model_repository, the
+// model repository extension lists, unloads and loads the bucket's and the
+// local models of the real binaries; TF Serving's gRPC Predict answers on
+// the KServe gRPC port.
+func TestKServeModelRepositoryEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs binaries")
+	}
+	root := testhelp.ModuleRoot(t)
+	server := testhelp.BuildBinary(t, "cmd/bidding-server", false)
+	sidecarBin := testhelp.BuildBinary(t, "cmd/inference-sidecar-tensorflow", false)
+	s := startBiddingServer(t, server, []string{
+		"--inference_sidecar_binary_path", sidecarBin,
+		"--inference_model_bucket_name", "file://" + filepath.Join(root, "examples/bucket"),
+		"--inference_model_config_path", "model_config.json",
+		"--inference_model_local_paths", "local/v1/=" + filepath.Join(root, "examples/bucket/pcvr/v1"),
+		"--kserve_grpc_listen", "127.0.0.1:0",
+		"--kserve_model_repository",
+	}, nil)
+	defer s.stop(t)
+	if code, b := get(t, s.url+"/v2"); code != 200 || !strings.Contains(b, `"extensions":["binary_tensor_data","sequence","model_repository"]`) {
+		t.Fatalf("/v2: %d %s", code, b)
+	}
+	index := func(body string) map[string]string {
+		t.Helper()
+		code, b := post(t, s.url+"/v2/repository/index", body)
+		var models []struct{ Name, Version, State, Reason string }
+		if code != 200 || json.Unmarshal([]byte(b), &models) != nil {
+			t.Fatalf("index: %d %s", code, b)
+		}
+		out := map[string]string{}
+		for _, m := range models {
+			out[m.Name+"/"+m.Version] = m.State + " " + m.Reason
+		}
+		return out
+	}
+	want := map[string]string{"pctr/v1": "READY ", "pctr/v2": "READY ", "pcvr/v1": "READY ", "local/v1": "READY "}
+	if got := index(""); !maps.Equal(got, want) {
+		t.Fatalf("index: %v, want %v", got, want)
+	}
+	infer := func(model string) int {
+		body := `{"inputs":[{"name":"ad_id","shape":[1,1],"datatype":"INT64","data":[7]},{"name":"publisher_id","shape":[1,1],"datatype":"INT64","data":[3]},` +
+			`{"name":"dense","shape":[1,6],"datatype":"FP32","data":[0,0.1,0.2,0.3,0.4,0.5]}]}`
+		if strings.HasPrefix(model, "pcvr") || strings.HasPrefix(model, "local") {
+			code, _ := get(t, s.url+"/v2/models/"+model+"/ready")
+			return code
+		}
+		code, _ := post(t, s.url+"/v2/models/"+model+"/infer", body)
+		return code
+	}
+	for _, name := range []string{"pctr", "local"} {
+		if code, b := post(t, s.url+"/v2/repository/models/"+name+"/unload", ""); code != 200 {
+			t.Fatalf("unload %s: %d %s", name, code, b)
+		}
+		if code := infer(name); code != 404 {
+			t.Fatalf("%s after unload: %d, want 404", name, code)
+		}
+	}
+	want = map[string]string{"pctr/v1": "UNAVAILABLE unloaded", "pctr/v2": "UNAVAILABLE unloaded", "pcvr/v1": "READY ", "local/v1": "UNAVAILABLE unloaded"}
+	if got := index(`{}`); !maps.Equal(got, want) {
+		t.Fatalf("index after unload: %v, want %v", got, want)
+	}
+	if got := index(`{"ready": true}`); !maps.Equal(got, map[string]string{"pcvr/v1": "READY "}) {
+		t.Fatalf("ready index: %v", got)
+	}
+	// A load of another bucket model syncs the watcher: pctr stays out.
+	if code, b := post(t, s.url+"/v2/repository/models/pcvr/load", ""); code != 200 {
+		t.Fatalf("load pcvr: %d %s", code, b)
+	}
+	if code := infer("pctr"); code != 404 {
+		t.Fatalf("pctr after a sync: %d, want 404 (held)", code)
+	}
+	for _, name := range []string{"pctr", "local"} {
+		if code, b := post(t, s.url+"/v2/repository/models/"+name+"/load", `{"parameters": {}}`); code != 200 {
+			t.Fatalf("load %s: %d %s", name, code, b)
+		}
+		if code := infer(name); code != 200 {
+			t.Fatalf("%s after load: %d", name, code)
+		}
+	}
+	for _, c := range []struct {
+		path, body string
+		code       int
+		msg        string
+	}{
+		{"/v2/repository/models/nosuch/load", "", 404, "not configured"},
+		{"/v2/repository/models/nosuch/unload", "", 404, "not configured"},
+		{"/v2/repository/models/pctr/load", `{"parameters": {"config": "{}"}}`, 400, "not supported"},
+		{"/v2/repository/index", `{"ready": 1}`, 400, "want true or false"},
+	} {
+		if code, b := post(t, s.url+c.path, c.body); code != c.code || !strings.Contains(b, c.msg) {
+			t.Errorf("%s %s: %d %s, want %d and %q", c.path, c.body, code, b, c.code, c.msg)
+		}
+	}
+
+	// TF Serving's gRPC service shares the KServe gRPC port.
+	g := kserveGRPCRE.FindStringSubmatch(s.log())
+	if g == nil {
+		t.Fatalf("no kserve gRPC listener in the log:\n%s", s.log())
+	}
+	conn, err := grpc.NewClient(g[1], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, err := tfservingpb.NewModelServiceClient(conn).GetModelStatus(ctx, &tfservingpb.GetModelStatusRequest{ModelSpec: &tfservingpb.ModelSpec{Name: "pctr"}})
+	if err != nil || len(st.GetModelVersionStatus()) != 2 || st.GetModelVersionStatus()[1].GetState() != tfservingpb.ModelVersionStatus_AVAILABLE {
+		t.Fatalf("GetModelStatus pctr: %v %v", st, err)
 	}
 }

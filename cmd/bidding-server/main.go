@@ -207,6 +207,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		// Ready only once a restarted sidecar has its models back.
 		srv.models, srv.health = client, sup
 		srv.v2.SetBackend(client)
+		if srv.repo != nil {
+			srv.repo.setRegistrar(sup)
+		}
 	} else {
 		logger.Warn("no inference sidecar binary: inference is disabled (getModelPaths/runInference are not defined)")
 	}

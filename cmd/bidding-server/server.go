@@ -49,7 +49,10 @@ type server struct {
 	gatherer prometheus.Gatherer
 	// v2 is the Open Inference Protocol (KServe v2) API, served under
 	// /v2; nil serves no /v2.
-	v2     *kserve.Server
+	v2 *kserve.Server
+	// repo is the v2 model repository extension; nil unless
+	// --kserve_model_repository.
+	repo   *modelRepo
 	logger *slog.Logger
 
 	maxBody        int64

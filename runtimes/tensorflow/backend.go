@@ -307,6 +307,7 @@ func load(files driver.Files, resetProb float64) (*model, error) {
 		}
 		if nd, ok := main.nodes[name]; !ok || nd.Op != "NoOp" || len(nd.Input) != 0 {
 			c := newCompiler(g, vars, ck)
+			c.skipRestoredInits = true
 			c.files = files2
 			feedAssets(c, assets)
 			if err := c.target(main, name); err != nil {

@@ -14,7 +14,19 @@
 // run (RestoreV2 feeding Assign for TF1 VariableV2, AssignVariableOp for TF2
 // resource variables), with the checkpoint prefix fed as the filename.
 // The init op (the __saved_model_init_op signature's output, else TF1's
-// saved_model_main_op or legacy_init_op collection) then runs. As
+// saved_model_main_op or legacy_init_op collection) then runs, except its
+// random initializers of variables the checkpoint restored: an Assign or
+// AssignVariableOp of a restored variable whose value a random op draws
+// (tf.compat.v1's main_op runs global_variables_initializer) is skipped and
+// its value never compiled, so the variable keeps the trained value and a
+// model whose initializers use a random op loads (TensorFlow would replace
+// the trained value with noise, or, with main_op_with_restore, restore it
+// again); every other assignment runs. The random ops (RandomUniform,
+// RandomStandardNormal, TruncatedNormal and their stateless forms) have
+// kernels too, for the initializers of variables not in the checkpoint:
+// float and double values of the right distribution from math/rand/v2's PCG,
+// not TensorFlow's Philox streams (no model's output may depend on them),
+// never folded into constants. As
 // TensorFlow's loader does, the restore and init ops get every asset's path
 // fed to its tensor (asset_file_def, or TF1's saved_model_assets
 // collection): "assets/<filename>", relative to the model root since the
@@ -411,6 +423,15 @@
 //	Assign                   numeric                   reference models (TF1 restore); in serving: TestNoStateCrossesRequests, TestSequencesRefVariables
 //	RestoreV2                numeric                   TestSequencesKeepSeparateVariables (a sequence's start), reference models (checkpoint values)
 //	ReadFile                 string                    TestAssetsFedToInitOp, TestReferenceMissingAssetUnread
+//	RandomUniform            float, double             TestRandomOpKernels (range, mean, fresh per call); TestRestoredVariableInitializersSkipped
+//	RandomStandardNormal     float, double             TestRandomOpKernels (mean, fresh per call); TestRestoredVariableInitializersSkipped
+//	TruncatedNormal          float, double             TestRandomOpKernels (within 2 sd, mean); TestRestoredVariableInitializersSkipped
+//	StatelessRandomUniform   float, double             TestRandomOpKernels (range, mean, same seed same values); TestRestoredVariableInitializersSkipped
+//	StatelessRandomNormal    float, double             TestRestoredVariableInitializersSkipped
+//	StatelessTruncatedNormal  float, double            TestRestoredVariableInitializersSkipped
+//	StatelessRandomUniformV2  float, double            untested (the rule of StatelessRandomUniform; key, counter and alg inputs)
+//	StatelessRandomNormalV2  float, double             untested (the rule of StatelessRandomNormal)
+//	StatelessTruncatedNormalV2  float, double          untested (the rule of StatelessTruncatedNormal)
 //	MatMul                   float, double, int32/64   TestKernels, TestMatMulSizes, TestMatMulSplitIdentical, TestFusionExact; fused_multiply_add vs the fma32 loop (TestGemmFusedIdentical, TestFusedMultiplyAddModel, TestFusedMultiplyAddTransposed; fma32 vs big.Float: TestFMA32CorrectlyRounded); TensorFlow.js 4.22.0 (TestOracleBatchMatMul)
 //	BatchMatMulV2            float, double, int32/64   TestKernels; TensorFlow.js 4.22.0 (TestOracleBatchMatMul)
 //	BatchMatMul              float, double, int32/64   TensorFlow.js 4.22.0 (TestOracleBatchMatMul)

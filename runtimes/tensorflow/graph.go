@@ -105,6 +105,10 @@ type compiler struct {
 	// indexes TF1 while loops, shared with the loops' sub-compilers.
 	dead   deadState
 	frames *frameIndex
+	// skipRestoredInits: the init op's compiler, where a random
+	// initializer of a variable the checkpoint restored is skipped, its
+	// value never compiled (skipRestoredAssign).
+	skipRestoredInits bool
 }
 
 func newCompiler(g *graphDef, vars *varStore, ck *checkpoint) *compiler {
@@ -297,6 +301,16 @@ func (c *compiler) node(sc *scope, name string) ([]int, error) {
 	if err, ok := c.missing.failed[failedKey{sc, name}]; ok {
 		return nil, err
 	}
+	if c.skipRestoredInits && (nd.Op == "Assign" || nd.Op == "AssignVariableOp") {
+		outs, skipped, err := c.skipRestoredAssign(sc, nd)
+		if err != nil {
+			return nil, err
+		}
+		if skipped {
+			sc.done[name] = outs
+			return outs, nil
+		}
+	}
 	// PlaceholderWithDefault that is not fed is its default.
 	var ins, guards []int
 	var inErr error
@@ -453,6 +467,9 @@ func (c *compiler) build(sc *scope, nd *ndpb.NodeDef, ins []int) ([]int, error) 
 		return c.readFile(nd, ins)
 	case "If", "StatelessIf", "While", "StatelessWhile":
 		return c.controlFlow(sc, nd, a, ins)
+	case "RandomUniform", "RandomStandardNormal", "TruncatedNormal", "StatelessRandomUniform", "StatelessRandomNormal", "StatelessTruncatedNormal",
+		"StatelessRandomUniformV2", "StatelessRandomNormalV2", "StatelessTruncatedNormalV2":
+		return c.buildRandom(nd, a, ins)
 	}
 	if fn, ok := c.lib[nd.Op]; ok {
 		return c.call(sc, nd, fn.Signature.GetName(), ins)

@@ -3,6 +3,7 @@ package tensorflow
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	apb "github.com/wamuir/graft/tensorflow/core/framework/attr_value_go_proto"
 	ndpb "github.com/wamuir/graft/tensorflow/core/framework/node_def_go_proto"
@@ -312,4 +313,68 @@ func decodeConst(a attrs) (*dense, error) {
 		return nil, fmt.Errorf("%w: constant is %s, its dtype attribute says %s", ErrBadGraph, dtypeName(t.dt), dtypeName(dt))
 	}
 	return t, nil
+}
+
+// skipRestoredAssign decides, in the init op, whether an Assign or
+// AssignVariableOp is a random initializer of a variable the checkpoint
+// restored: its value is drawn by a random op (RandomUniform,
+// TruncatedNormal, ..., as Keras and tf.compat.v1 initializers draw them).
+// Such an assignment would only replace the trained value with noise
+// (tf.compat.v1's main_op runs global_variables_initializer; with
+// main_op_with_restore the restore runs again after it), so it is skipped
+// and its value never compiled: the variable keeps the checkpoint's value.
+// Any other assignment in the init op runs, as in TensorFlow. outs are the
+// skipped node's outputs (Assign's ref, which is the variable).
+func (c *compiler) skipRestoredAssign(sc *scope, nd *ndpb.NodeDef) (outs []int, skipped bool, err error) {
+	if len(nd.Input) < 2 || nd.Input[0] == "" || nd.Input[0][0] == '^' || !drawsRandom(sc, nd.Input[1]) {
+		return nil, false, nil
+	}
+	s, err := c.ref(sc, nd.Input[0])
+	if err != nil {
+		return nil, false, err
+	}
+	var v *variable
+	if nd.Op == "Assign" {
+		v = c.refVar[s]
+	} else if t := c.prog.consts[s]; t != nil && t.dt == dtResource {
+		v = t.res
+	}
+	if v == nil || v.value == nil || !v.value.restored {
+		return nil, false, nil
+	}
+	if nd.Op == "Assign" {
+		return []int{s}, true, nil
+	}
+	return nil, true, nil
+}
+
+// maxRandomWalk bounds the nodes drawsRandom visits.
+const maxRandomWalk = 4096
+
+// drawsRandom reports whether the value of input (a tensor of scope sc)
+// depends, through data inputs, on a random op.
+func drawsRandom(sc *scope, input string) bool {
+	seen := map[string]bool{}
+	stack := []string{input}
+	for len(stack) > 0 && len(seen) < maxRandomWalk {
+		in := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if strings.HasPrefix(in, "^") {
+			continue
+		}
+		name, _, _ := splitTensorName(in)
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		nd, ok := sc.nodes[name]
+		if !ok {
+			continue
+		}
+		if _, ok := randomOps[nd.Op]; ok {
+			return true
+		}
+		stack = append(stack, nd.Input...)
+	}
+	return false
 }

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -34,7 +35,8 @@ const (
 // Options configure New; the zero value means tracing off.
 type Options struct {
 	// Endpoint is the OTLP collector's base URL, e.g.
-	// http://127.0.0.1:4318 (HTTP) or http://127.0.0.1:4317 (gRPC); an
+	// http://127.0.0.1:4318 (HTTP: spans go to its /v1/traces, as with
+	// OTEL_EXPORTER_OTLP_ENDPOINT) or http://127.0.0.1:4317 (gRPC); an
 	// http:// URL is sent in the clear. "" = tracing off.
 	Endpoint string
 	// Protocol is ProtocolHTTP ("" means it) or ProtocolGRPC.
@@ -70,15 +72,18 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	if err := CheckProtocol(opts.Protocol); err != nil {
 		return nil, err
 	}
-	if !strings.Contains(opts.Endpoint, "://") {
+	u, err := url.Parse(opts.Endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("OTLP endpoint %q: want a URL such as http://127.0.0.1:4318", opts.Endpoint)
 	}
 	var exp sdktrace.SpanExporter
-	var err error
 	if opts.Protocol == ProtocolGRPC {
 		exp, err = otlptracegrpc.New(ctx, otlptracegrpc.WithEndpointURL(opts.Endpoint))
 	} else {
-		exp, err = otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(opts.Endpoint))
+		// The endpoint is the collector's base URL, as
+		// OTEL_EXPORTER_OTLP_ENDPOINT is: traces go to its /v1/traces.
+		u.Path = strings.TrimSuffix(u.Path, "/") + "/v1/traces"
+		exp, err = otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(u.String()))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("OTLP exporter for %q: %w", opts.Endpoint, err)

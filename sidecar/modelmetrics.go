@@ -179,7 +179,12 @@ func (c *Client) Metrics(ctx context.Context) ([]*dto.MetricFamily, error) {
 	if err != nil {
 		return nil, fromStatus(err)
 	}
-	dec := expfmt.NewDecoder(bytes.NewReader(resp.GetMetricFamilies()), expfmt.NewFormat(expfmt.TypeProtoDelim))
+	return decodeMetricFamilies(resp.GetMetricFamilies())
+}
+
+// decodeMetricFamilies reads FmtProtoDelim metric families.
+func decodeMetricFamilies(b []byte) ([]*dto.MetricFamily, error) {
+	dec := expfmt.NewDecoder(bytes.NewReader(b), expfmt.NewFormat(expfmt.TypeProtoDelim))
 	var mfs []*dto.MetricFamily
 	for {
 		mf := &dto.MetricFamily{}

@@ -418,7 +418,7 @@ func (w *worker) runChunk(parent context.Context, f fastlane.Frame) (tainted, st
 		IsolateCalls: req.GetIsolateCalls(),
 	}
 	if w.tracer != nil {
-		gopts.Trace = w.traceCall(telemetry.WithTraceparent(ctx, req.GetTraceparent()), fn, version)
+		gopts.Trace = TraceCalls(w.tracer, telemetry.WithTraceparent(ctx, req.GetTraceparent()), fn, version, 0)
 	}
 	results := pool.CallJSONGroup(ctx, fn, calls, gopts)
 	resp := &pb.BidsResponse{Results: make([]*pb.CallResult, len(results))}

@@ -345,7 +345,8 @@ func (s *server) runInProcess(ctx context.Context, req jsworker.Request) jsworke
 			for i := range calls {
 				calls[i] = append([][]byte{req.InterestGroups[lo+i]}, req.Signals...)
 			}
-			for i, r := range s.pool.CallJSONGroup(cctx, "generateBid", calls, jsbridge.GroupOptions{IsolateCalls: req.IsolateCalls}) {
+			gopts := jsbridge.GroupOptions{IsolateCalls: req.IsolateCalls, Trace: jsworker.TraceCalls(s.tracer, ctx, "generateBid", s.module.Name, lo)}
+			for i, r := range s.pool.CallJSONGroup(cctx, "generateBid", calls, gopts) {
 				resp.Results[lo+i] = jsworker.Result{Bid: r.Out, Err: r.Err}
 			}
 		})

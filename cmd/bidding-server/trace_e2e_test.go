@@ -95,8 +95,9 @@ func anyString(v *commonpb.AnyValue) string {
 // the TensorFlow sidecar) exporting over OTLP/HTTP to a receiver on
 // 127.0.0.1, is one trace: generateBids (bidding-server) → generateBid ×2
 // (js-worker) → runInference (js-worker) → sidecar.Predict →
-// model.run ×2 each (the sidecar). No span carries request data. /metrics
-// has the per-model histograms of both sides.
+// model.run ×2 each (the sidecar); with --js_in_process the same, the JS
+// spans from bidding-server. No span carries request data. /metrics has the
+// per-model histograms of both sides.
 func TestTraceOfGenerateBids(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs binaries")
@@ -104,14 +105,25 @@ func TestTraceOfGenerateBids(t *testing.T) {
 	root := testhelp.ModuleRoot(t)
 	server := testhelp.BuildBinary(t, "cmd/bidding-server", false)
 	sidecarBin := testhelp.BuildBinary(t, "cmd/inference-sidecar-tensorflow", false)
+	for _, mode := range []struct {
+		name, jsService string
+		args            []string
+	}{
+		{"workers", "js-worker", []string{"--js_workers", "2"}},
+		{"in-process", "bidding-server", []string{"--js_in_process"}},
+	} {
+		t.Run(mode.name, func(t *testing.T) { traceOfGenerateBids(t, root, server, sidecarBin, mode.jsService, mode.args) })
+	}
+}
+
+func traceOfGenerateBids(t *testing.T, root, server, sidecarBin, jsService string, args []string) {
 	recv := startOTLPReceiver(t)
-	s := startBiddingServer(t, server, []string{
+	s := startBiddingServer(t, server, append([]string{
 		"--inference_sidecar_binary_path", sidecarBin,
 		"--inference_model_bucket_name", "file://" + filepath.Join(root, "examples/bucket"),
 		"--inference_model_config_path", "model_config.json",
 		"--otel_exporter_endpoint", recv.srv.URL,
-		"--js_workers", "2",
-	}, []string{"OTEL_BSP_SCHEDULE_DELAY=100", "OTEL_EXPORTER_OTLP_ENDPOINT="}) // the flag alone reaches workers and sidecar
+	}, args...), []string{"OTEL_BSP_SCHEDULE_DELAY=100", "OTEL_EXPORTER_OTLP_ENDPOINT="}) // the flag alone reaches workers and sidecar
 
 	raw, err := os.ReadFile(filepath.Join(root, "examples/bidding/request.json"))
 	if err != nil {
@@ -171,7 +183,7 @@ func TestTraceOfGenerateBids(t *testing.T) {
 		}
 	}
 	parentOf := func(sp otlpSpan) string { return ids[sp.parent].name }
-	wantService := map[string]string{"generateBids": "bidding-server", "generateBid": "js-worker", "runInference": "js-worker",
+	wantService := map[string]string{"generateBids": "bidding-server", "generateBid": jsService, "runInference": jsService,
 		"sidecar.Predict": "inference-sidecar-tensorflow", "model.run": "inference-sidecar-tensorflow"}
 	wantParent := map[string]string{"generateBid": "generateBids", "runInference": "generateBid", "sidecar.Predict": "runInference", "model.run": "sidecar.Predict"}
 	for name, list := range byName {

@@ -243,7 +243,7 @@ func (w *worker) configure(f fastlane.Frame) {
 		Hooks:            w.hooks(),
 	}
 	if ep := cfg.GetOtelExporterEndpoint(); ep != "" {
-		p, err := telemetry.New(context.Background(), telemetry.Options{Endpoint: ep, Protocol: cfg.GetOtelExporterProtocol(), ServiceName: "js-worker"})
+		p, err := telemetry.New(context.Background(), telemetry.Options{Endpoint: ep, Protocol: cfg.GetOtelExporterProtocol(), ServiceName: "js-worker", Logger: w.log})
 		if err != nil {
 			w.peer.answer(f.ID, nil, fmt.Errorf("jsworker: tracing: %w", err))
 			return

@@ -3,10 +3,13 @@ package telemetry
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
@@ -44,6 +47,9 @@ type Options struct {
 	// ServiceName is the resource's service.name (bidding-server,
 	// js-worker, inference-sidecar-onnx, ...).
 	ServiceName string
+	// Logger gets the exporter's errors (a collector that is down), at
+	// WARN, at most once a minute; nil = slog.Default().
+	Logger *slog.Logger
 }
 
 // CheckProtocol reports whether p names an OTLP protocol New supports.
@@ -96,7 +102,33 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	if err != nil {
 		res = resource.NewSchemaless(attribute.String("service.name", name))
 	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	otel.SetErrorHandler(&errorLog{log: logger})
 	return &Provider{tp: sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))}, nil
+}
+
+// errorLog is the otel error handler: a collector that is down fails every
+// export (every 5 s by default); the log says so once a minute, with the
+// number of errors since.
+type errorLog struct {
+	log        *slog.Logger
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+func (e *errorLog) Handle(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.last.IsZero() && time.Since(e.last) < time.Minute {
+		e.suppressed++
+		return
+	}
+	e.log.Warn("tracing: exporting spans failed; they are dropped", "err", err, "errors_since_last_report", e.suppressed)
+	e.last, e.suppressed = time.Now(), 0
 }
 
 // Tracer returns the tracer for inferbid's spans; nil when p is nil.

@@ -1,7 +1,10 @@
 package telemetry
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -66,5 +69,21 @@ func TestTraceparentRoundTrip(t *testing.T) {
 		if trace.SpanContextFromContext(ctx).IsValid() {
 			t.Errorf("WithTraceparent(%q) gave a parent", bad)
 		}
+	}
+}
+
+// TestExportErrorsLoggedOnceAMinute: a collector that is down fails every
+// export; the log says so once, then counts.
+func TestExportErrorsLoggedOnceAMinute(t *testing.T) {
+	var buf bytes.Buffer
+	e := &errorLog{log: slog.New(slog.NewTextHandler(&buf, nil))}
+	for range 3 {
+		e.Handle(errors.New("connection refused"))
+	}
+	if n := strings.Count(buf.String(), "exporting spans failed"); n != 1 || !strings.Contains(buf.String(), "connection refused") {
+		t.Errorf("log after 3 errors: %q, want one line naming the error", buf.String())
+	}
+	if e.suppressed != 2 {
+		t.Errorf("suppressed %d, want 2", e.suppressed)
 	}
 }

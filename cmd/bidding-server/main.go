@@ -89,7 +89,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		wasmHelper = b
 	}
 	startedAt := time.Now()
-	traces, err := telemetry.New(ctx, telemetry.Options{Endpoint: cfg.OTLPEndpoint, Protocol: cfg.OTLPProtocol, ServiceName: "bidding-server"})
+	traces, err := telemetry.New(ctx, telemetry.Options{Endpoint: cfg.OTLPEndpoint, Protocol: cfg.OTLPProtocol, ServiceName: "bidding-server", Logger: logger})
 	if err != nil {
 		return fmt.Errorf("--otel_exporter_endpoint: %w", err)
 	}

@@ -139,7 +139,7 @@ func serve(ctx context.Context, runtimeName string, o options, log *slog.Logger)
 	if err := telemetry.CheckProtocol(o.otlpProtocol); err != nil {
 		return cli.Usagef("--otel_exporter_protocol: %w", err)
 	}
-	traces, err := telemetry.New(ctx, telemetry.Options{Endpoint: o.otlpEndpoint, Protocol: o.otlpProtocol, ServiceName: "inference-sidecar-" + runtimeName})
+	traces, err := telemetry.New(ctx, telemetry.Options{Endpoint: o.otlpEndpoint, Protocol: o.otlpProtocol, ServiceName: "inference-sidecar-" + runtimeName, Logger: log})
 	if err != nil {
 		return cli.Usagef("--otel_exporter_endpoint: %w", err)
 	}

@@ -8,7 +8,9 @@
 // skips its spans on nil without reading a clock or allocating. With an
 // endpoint, spans are batched (the SDK's BatchSpanProcessor, whose
 // OTEL_BSP_* variables apply) and exported with the official OTLP exporter
-// over HTTP/protobuf (the default) or gRPC.
+// over HTTP/protobuf (the default) or gRPC. Export errors (a collector that
+// is down: the spans are dropped) go to the process's log at WARN, at most
+// once a minute.
 //
 // The spans of one generateBids request: "generateBids" (bidding-server's
 // HTTP handler), "generateBid" (each call, in a JS worker process),

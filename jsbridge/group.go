@@ -20,6 +20,11 @@ type GroupOptions struct {
 	// never another group's. It is honoured in a ShareRuntimes pool too,
 	// with runtimes built on the group's time.
 	IsolateCalls bool
+	// Trace, when set, is called before each call that starts, with the
+	// group's ctx and the call's index: the call runs under the ctx it
+	// returns (runInference included), and end is called with the call's
+	// error when it returns (a JS worker's generateBid spans).
+	Trace func(ctx context.Context, i int) (callCtx context.Context, end func(error))
 }
 
 // CallResult is one call's outcome in a group.
@@ -89,7 +94,13 @@ func (p *Pool) CallJSONGroup(ctx context.Context, fn string, calls [][][]byte, o
 			res[i].Err = stop
 			continue
 		}
-		res[i] = g.call(ctx, args)
+		if opts.Trace != nil {
+			callCtx, end := opts.Trace(ctx, i)
+			res[i] = g.call(callCtx, args)
+			end(res[i].Err)
+		} else {
+			res[i] = g.call(ctx, args)
+		}
 		stop = g.cutOff(res[i].Err)
 	}
 	return res

@@ -132,4 +132,10 @@
 // place at once, and a new spare starts in the background (with back-off
 // while starts fail): a replacement never starts on the request path.
 // There is no abandoned-runtime quota and no "overloaded" refusal.
+//
+// Tracing (Options.OTLPEndpoint; "" = off, at no cost): each worker exports
+// its own spans over OTLP, a "generateBid" span per call (its index in the
+// chunk and the code version; the error's kind, never its message) whose
+// parent is the request's span, carried in BidsRequest.traceparent, and its
+// sidecar client's "runInference" spans below it.
 package jsworker

@@ -28,6 +28,7 @@ import (
 	"github.com/inferbid/inferbid/proto/inferencepb"
 	pb "github.com/inferbid/inferbid/proto/jsworkerpb"
 	"github.com/inferbid/inferbid/sidecar/fastlane"
+	"github.com/inferbid/inferbid/telemetry"
 )
 
 // Defaults for Options.
@@ -153,6 +154,12 @@ type Options struct {
 	Hooks jsbridge.Hooks
 	// OnRestart is called each time a worker is replaced.
 	OnRestart func()
+	// OTLPEndpoint, when set, turns tracing on in the workers: each exports
+	// its spans (a "generateBid" span per call, a "runInference" span per
+	// hop to the sidecar) there with OTLPProtocol (package telemetry), and
+	// each chunk carries its request's span (GenerateBids' ctx) as their
+	// parent. "" = no tracing, at no cost.
+	OTLPEndpoint, OTLPProtocol string
 }
 
 // DefaultWorkers is the number of workers when Options.Workers is 0: twice
@@ -805,6 +812,9 @@ func (h *Host) runChunk(p *proc, c *chunk) {
 		// worker that polls takes a CPU another chunk needs.
 		Poll: h.busy.Load() <= int64(h.pollChunks),
 	}
+	if h.opts.OTLPEndpoint != "" {
+		req.Traceparent = telemetry.Traceparent(r.ctx)
+	}
 	var timeout time.Duration
 	if d, ok := r.ctx.Deadline(); ok {
 		timeout = max(time.Until(d), time.Microsecond)
@@ -1184,6 +1194,8 @@ func (h *Host) startProc(ctx context.Context, g *generation) (*proc, error) {
 		SidecarTransport:      h.opts.SidecarTransport,
 		SidecarSpinWaitMicros: h.opts.SidecarSpinWait.Microseconds(),
 		SpinWaitMicros:        max(h.opts.SpinWait, 0).Microseconds(),
+		OtelExporterEndpoint:  h.opts.OTLPEndpoint,
+		OtelExporterProtocol:  h.opts.OTLPProtocol,
 		CallTimeoutMicros:     h.opts.CallTimeout.Microseconds(),
 		InterruptGraceMicros:  h.opts.InterruptGrace.Microseconds(),
 		HeapBudgetBytes:       h.opts.HeapBudget,

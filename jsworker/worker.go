@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/proto"
 
@@ -28,6 +29,7 @@ import (
 	pb "github.com/inferbid/inferbid/proto/jsworkerpb"
 	"github.com/inferbid/inferbid/sidecar"
 	"github.com/inferbid/inferbid/sidecar/fastlane"
+	"github.com/inferbid/inferbid/telemetry"
 )
 
 // Environment of a worker process, set by the Host that starts it.
@@ -139,6 +141,11 @@ type worker struct {
 	chunks   uint32
 	answered time.Time
 
+	// tracer, from Config.otel_exporter_endpoint, traces generateBid
+	// calls; nil = off. provider exports its spans.
+	tracer   trace.Tracer
+	provider *telemetry.Provider
+
 	// mu guards the running chunk's cancel and collected events.
 	mu        sync.Mutex
 	runningID uint64
@@ -176,6 +183,10 @@ func Serve(ctx context.Context, conn net.Conn, opts ServeOptions) error {
 	defer func() {
 		for _, p := range w.pools {
 			p.Close()
+		}
+		// The spans still buffered are exported before the worker exits.
+		if err := w.provider.Shutdown(context.Background()); err != nil {
+			w.log.Warn("jsworker: exporting the last spans failed", "err", err)
 		}
 	}()
 	for {
@@ -234,6 +245,14 @@ func (w *worker) configure(f fastlane.Frame) {
 		Logger:           w.log,
 		Hooks:            w.hooks(),
 	}
+	if ep := cfg.GetOtelExporterEndpoint(); ep != "" {
+		p, err := telemetry.New(context.Background(), telemetry.Options{Endpoint: ep, Protocol: cfg.GetOtelExporterProtocol(), ServiceName: "js-worker", Logger: w.log})
+		if err != nil {
+			w.peer.answer(f.ID, nil, fmt.Errorf("jsworker: tracing: %w", err))
+			return
+		}
+		w.provider, w.tracer = p, p.Tracer()
+	}
 	if sock := cfg.GetSidecarSocket(); sock != "" {
 		transport, err := sidecar.ParseTransport(cfg.GetSidecarTransport())
 		if err == nil {
@@ -244,6 +263,7 @@ func (w *worker) configure(f fastlane.Frame) {
 				FastLaneConns:    2,
 				FastLaneSpinWait: time.Duration(cfg.GetSidecarSpinWaitMicros()) * time.Microsecond,
 				Fallback:         w.predictViaHost,
+				Tracer:           w.tracer,
 			})
 			if err == nil {
 				opts.Inference = &workerInference{client: client, w: w}
@@ -400,10 +420,14 @@ func (w *worker) runChunk(parent context.Context, f fastlane.Frame) (tainted, st
 		w.peer.answer(f.ID, resp, nil)
 		return false, false
 	}
-	results := pool.CallJSONGroup(ctx, fn, calls, jsbridge.GroupOptions{
+	gopts := jsbridge.GroupOptions{
 		Slice:        time.Duration(req.GetSliceMicros()) * time.Microsecond,
 		IsolateCalls: req.GetIsolateCalls(),
-	})
+	}
+	if w.tracer != nil {
+		gopts.Trace = TraceCalls(w.tracer, telemetry.WithTraceparent(ctx, req.GetTraceparent()), fn, version, 0)
+	}
+	results := pool.CallJSONGroup(ctx, fn, calls, gopts)
 	resp := &pb.BidsResponse{Results: make([]*pb.CallResult, len(results))}
 	for i, r := range results {
 		cr := &pb.CallResult{Bid: r.Out, DurationMicros: r.Duration.Microseconds()}

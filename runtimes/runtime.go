@@ -140,6 +140,38 @@ type Model struct {
 
 	calls, failures atomic.Int64
 	nanos           atomic.Int64
+
+	// observer, set before the model serves (SetObserver), sees each call.
+	observer CallObserver
+}
+
+// CallObserver sees each call into a model's backend (Predict and
+// PredictSequence, warm-up included once set): the call's rows (the first
+// input's leading dimension; 0 when it has none), how long it took and its
+// error. The sidecar's per-model metrics are one.
+type CallObserver interface {
+	ObserveCall(rows int, d time.Duration, err error)
+}
+
+// SetObserver makes o see every later call. Call it before the model
+// serves (before its first concurrent call), as ShareState.
+func (m *Model) SetObserver(o CallObserver) { m.observer = o }
+
+// observe records one call in the counters and the observer.
+func (m *Model) observe(inputs []tensor.Tensor, start time.Time, err error) {
+	d := time.Since(start)
+	m.calls.Add(1)
+	m.nanos.Add(int64(d))
+	if err != nil {
+		m.failures.Add(1)
+	}
+	if m.observer != nil {
+		rows := 0
+		if len(inputs) > 0 && len(inputs[0].Shape) > 0 {
+			rows = int(inputs[0].Shape[0])
+		}
+		m.observer.ObserveCall(rows, d, err)
+	}
 }
 
 func newModel(path string, bm driver.Model, maxElements int64) *Model {
@@ -205,11 +237,7 @@ func (m *Model) Predict(ctx context.Context, inputs []tensor.Tensor) ([]tensor.T
 	}
 	start := time.Now()
 	out, err := m.predict(ctx, inputs)
-	m.calls.Add(1)
-	m.nanos.Add(int64(time.Since(start)))
-	if err != nil {
-		m.failures.Add(1)
-	}
+	m.observe(inputs, start, err)
 	return out, err
 }
 
@@ -268,11 +296,7 @@ func (m *Model) PredictSequence(ctx context.Context, st any, inputs []tensor.Ten
 	out, err := m.run(ctx, inputs, func(ctx context.Context, in []tensor.Tensor) ([]tensor.Tensor, error) {
 		return sm.PredictSequence(ctx, st, in)
 	})
-	m.calls.Add(1)
-	m.nanos.Add(int64(time.Since(start)))
-	if err != nil {
-		m.failures.Add(1)
-	}
+	m.observe(inputs, start, err)
 	return out, err
 }
 

@@ -94,6 +94,7 @@ type batchAnswer struct {
 	out  []tensor.Tensor
 	err  error
 	self bool
+	ran  time.Time // when the merged call started
 }
 
 // newBatcher returns a batcher for m, or nil and the reason m cannot be
@@ -131,35 +132,51 @@ func shapeOrUnknown(s []int64) string {
 
 // predict runs one call, merged with others when it can be.
 func (b *batcher) predict(ctx context.Context, inputs []tensor.Tensor) ([]tensor.Tensor, error) {
+	out, _, err := b.predictQueued(ctx, inputs)
+	return out, err
+}
+
+// predictQueued is predict, also reporting how long the call waited in its
+// batch before the runtime call that answered it started (0 unbatched).
+func (b *batcher) predictQueued(ctx context.Context, inputs []tensor.Tensor) ([]tensor.Tensor, time.Duration, error) {
 	if b.off.Load() || ctx.Err() != nil {
-		return b.m.Predict(ctx, inputs)
+		out, err := b.m.Predict(ctx, inputs)
+		return out, 0, err
 	}
 	bound, err := b.m.Bind(inputs)
 	if err != nil {
 		// Predict gives the same INPUT_PARSING error, or ErrClosed first
 		// when the model has been replaced (the registry then retries).
-		return b.m.Predict(ctx, inputs)
+		out, err := b.m.Predict(ctx, inputs)
+		return out, 0, err
 	}
 	rows, ok := batchRows(bound)
 	if !ok || rows >= b.settings.MaxBatchSize {
-		return b.m.Predict(ctx, inputs)
+		out, err := b.m.Predict(ctx, inputs)
+		return out, 0, err
 	}
+	joined := time.Now()
 	c := &batchCall{ctx: ctx, in: bound, rows: rows, done: make(chan batchAnswer, 1)}
 	p := b.join(c)
 	if p == nil {
-		return b.m.Predict(ctx, inputs)
+		out, err := b.m.Predict(ctx, inputs)
+		return out, 0, err
 	}
 	select {
 	case a := <-c.done:
 		if a.self {
-			return b.m.Predict(ctx, inputs)
+			waited := time.Since(joined)
+			out, err := b.m.Predict(ctx, inputs)
+			return out, waited, err
 		}
-		return a.out, a.err
+		return a.out, max(a.ran.Sub(joined), 0), a.err
 	case <-ctx.Done():
 		b.leave(p, c)
 		// The error an unbatched call gets: Predict types ctx's error and
 		// names the model.
-		return b.m.Predict(ctx, inputs)
+		waited := time.Since(joined)
+		out, err := b.m.Predict(ctx, inputs)
+		return out, waited, err
 	}
 }
 
@@ -308,13 +325,14 @@ func (b *batcher) leave(p *pendingBatch, c *batchCall) {
 func (b *batcher) run(p *pendingBatch) {
 	defer b.runs.Done()
 	defer p.cancel()
+	ran := time.Now()
 	out, err := b.m.Predict(p.ctx, concatRows(p.key, p.calls, p.rows))
 	if err != nil {
 		if errors.Is(err, runtimes.ErrClosed) || p.ctx.Err() != nil {
 			// Replaced or deleted: each member retries on the registry's
 			// current model. Or every member has left: nobody reads this.
 			for _, c := range p.calls {
-				c.done <- batchAnswer{err: err}
+				c.done <- batchAnswer{err: err, ran: ran}
 			}
 			return
 		}
@@ -337,7 +355,7 @@ func (b *batcher) run(p *pendingBatch) {
 	b.rows.Add(int64(p.rows))
 	row := 0
 	for _, c := range p.calls {
-		c.done <- batchAnswer{out: splitRows(out, row, c.rows)}
+		c.done <- batchAnswer{out: splitRows(out, row, c.rows), ran: ran}
 		row += c.rows
 	}
 }
@@ -531,16 +549,20 @@ func (r *registry) stopBatcher(m *runtimes.Model) {
 }
 
 // call runs one call on m, through m's batcher when it has one.
-func (r *registry) call(ctx context.Context, m *runtimes.Model, inputs []tensor.Tensor) ([]tensor.Tensor, error) {
+// call runs one entry on m; queued is how long it waited past the call
+// (in a dynamic batch, behind its sequence's previous request) before the
+// runtime call that answered it started.
+func (r *registry) call(ctx context.Context, m *runtimes.Model, inputs []tensor.Tensor) (out []tensor.Tensor, queued time.Duration, err error) {
 	if v, ok := r.sequences.Load(m); ok {
 		return r.callSequence(ctx, m, v.(*sequence.Manager), inputs)
 	}
 	if r.batching {
 		if v, ok := r.batchers.Load(m); ok {
-			return v.(*batcher).predict(ctx, inputs)
+			return v.(*batcher).predictQueued(ctx, inputs)
 		}
 	}
-	return m.Predict(ctx, inputs)
+	out, err = m.Predict(ctx, inputs)
+	return out, 0, err
 }
 
 // batchingStats returns the counters of every published model's batcher.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
@@ -21,6 +22,7 @@ import (
 	"github.com/inferbid/inferbid/proto/inferencepb"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/sidecar/fastlane"
+	"github.com/inferbid/inferbid/telemetry"
 )
 
 // ClientOptions configure a Client; the zero value means defaults.
@@ -39,6 +41,10 @@ type ClientOptions struct {
 	// names a model the sidecar does not have: a JS worker's client sends
 	// them to the host, whose client waits out a replay (see Fallback).
 	Fallback Fallback
+	// Tracer, when set, traces each Predict ("runInference", a client
+	// span) and sends its context to the sidecar; nil = no spans, at no
+	// cost.
+	Tracer trace.Tracer
 }
 
 // Client talks to one sidecar socket. It is safe for concurrent use. It
@@ -60,6 +66,8 @@ type Client struct {
 	gate *replayGate
 	// fallback is ClientOptions.Fallback.
 	fallback Fallback
+	// tracer is ClientOptions.Tracer.
+	tracer trace.Tracer
 }
 
 // NewClient returns a client for socketPath. It does no I/O: the
@@ -101,6 +109,7 @@ func NewClient(socketPath string, opts ClientOptions) (*Client, error) {
 		api:      inferencepb.NewInferenceServiceClient(conn),
 		health:   healthpb.NewHealthClient(conn),
 		fallback: opts.Fallback,
+		tracer:   opts.Tracer,
 	}
 	switch opts.Transport {
 	case TransportFastLane:
@@ -145,6 +154,13 @@ func (c *Client) SetPolling(on bool) {
 // the sink, in order, before Predict returns. Without a sink none are
 // asked for.
 func (c *Client) Predict(ctx context.Context, entries []batch.Entry) ([]batch.Result, error) {
+	if c.tracer != nil {
+		return c.tracedPredict(ctx, entries)
+	}
+	return c.predictEntries(ctx, entries)
+}
+
+func (c *Client) predictEntries(ctx context.Context, entries []batch.Entry) ([]batch.Result, error) {
 	results := make([]batch.Result, len(entries))
 	for i, e := range entries {
 		results[i] = batch.Result{ModelPath: e.ModelPath, Err: e.Err}
@@ -162,6 +178,9 @@ func (c *Client) Predict(ctx context.Context, entries []batch.Entry) ([]batch.Re
 	}
 	sink := batch.DebugLogFrom(ctx)
 	req := &inferencepb.PredictRequest{Input: &inferencepb.PredictRequest_Batch{Batch: pb}, IsConsented: sink != nil}
+	if c.tracer != nil && c.fast != nil {
+		req.Traceparent = telemetry.Traceparent(ctx) // gRPC: in metadata
+	}
 	resp, err := c.send(ctx, req, paths)
 	if err != nil {
 		return nil, err
@@ -211,6 +230,9 @@ func (c *Client) send(ctx context.Context, req *inferencepb.PredictRequest, path
 func (c *Client) predict(ctx context.Context, req *inferencepb.PredictRequest) (*inferencepb.PredictResponse, error) {
 	if c.fast != nil {
 		return c.fast.Predict(ctx, req)
+	}
+	if c.tracer != nil {
+		ctx = withTraceparentMetadata(ctx)
 	}
 	resp, err := c.api.Predict(ctx, req)
 	return resp, fromStatus(err)

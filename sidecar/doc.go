@@ -57,6 +57,16 @@
 // themselves before opening the runtime, and through prlimit(2) on the
 // child's pid right after it starts.
 //
+// Tracing (ServerOptions.Tracer, ClientOptions.Tracer; nil = off, at no
+// cost): the client's Predict is a "runInference" span whose context goes
+// to the sidecar as the "traceparent" gRPC metadata or, on the fast lane,
+// in PredictRequest.traceparent; the server's Predict is a "sidecar.Predict"
+// span with a "model.run" child per entry. Spans name model paths, counts,
+// rows and error types, never tensors or error descriptions. The server's
+// per-model histograms (modelmetrics.go: end to end, queue and compute
+// latency, rows per runtime call) are in a registry of its own that
+// GetMetrics returns and Client.Gatherer hands to the host's /metrics.
+//
 // Every error leaves the server through toStatus (status.go) and enters the
 // client through fromStatus (or travels in a fast-lane error frame, with
 // the same type and message), so both sides see the same six error types.

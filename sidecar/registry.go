@@ -57,6 +57,11 @@ type registry struct {
 	// see sequences.go).
 	sequences sync.Map
 
+	// metrics are the per-model histograms; observers holds the published
+	// models' (*runtimes.Model -> *pathMetrics, see modelmetrics.go).
+	metrics   *modelMetrics
+	observers sync.Map
+
 	// afterLookup, when set (tests only), runs between the lookup of a
 	// model and the call into it: the window a swap can close the model in.
 	afterLookup func(path string)
@@ -73,7 +78,7 @@ type pathLock struct {
 // newRegistry takes resolved options (NewServer applies the defaults).
 func newRegistry(rt *runtimes.Runtime, maxBytes int64, limits batch.Limits, log *slog.Logger) *registry {
 	r := &registry{rt: rt, maxBytes: maxBytes, limits: limits, log: log, pathLocks: map[string]*pathLock{},
-		meta: map[*runtimes.Model]modelMeta{}, loading: map[string]int{}}
+		meta: map[*runtimes.Model]modelMeta{}, loading: map[string]int{}, metrics: newModelMetrics()}
 	r.batching = rt.Config().DynamicBatching != nil
 	empty := map[string]*runtimes.Model{}
 	r.models.Store(&empty)
@@ -213,6 +218,10 @@ func (r *registry) registerWith(ctx context.Context, path string, files runtimes
 		return res, err
 	}
 	r.startBatcher(path, m)
+	// After the warm-up: its calls are not the model's traffic.
+	pm := r.metrics.forPath(path)
+	m.SetObserver(pm)
+	r.observers.Store(m, pm)
 	old, err := r.publishWithMeta(path, m, meta)
 	if err != nil {
 		r.closeInBackground(m)
@@ -361,6 +370,7 @@ func (r *registry) delete(path string) error {
 		return err
 	}
 	r.closeInBackground(old)
+	r.metrics.forget(path)
 	return nil
 }
 
@@ -369,6 +379,7 @@ func (r *registry) closeInBackground(m *runtimes.Model) {
 		return
 	}
 	r.stopSequences(m)
+	r.observers.Delete(m)
 	r.closing.Add(1)
 	go func() {
 		defer r.closing.Done()
@@ -383,6 +394,13 @@ func (r *registry) closeInBackground(m *runtimes.Model) {
 // has been replaced or deleted: the call retries on the current model, so
 // a swap never shows MODEL_NOT_FOUND.
 func (r *registry) predict(ctx context.Context, path string, inputs []tensor.Tensor) ([]tensor.Tensor, error) {
+	return r.predictAt(ctx, path, inputs, time.Time{})
+}
+
+// predictAt is predict for an entry that arrived in the sidecar at arrived
+// (zero: now), recording its end-to-end and queue times in the model's
+// metrics.
+func (r *registry) predictAt(ctx context.Context, path string, inputs []tensor.Tensor, arrived time.Time) ([]tensor.Tensor, error) {
 	m := r.lookup(path)
 	for {
 		if m == nil {
@@ -391,7 +409,14 @@ func (r *registry) predict(ctx context.Context, path string, inputs []tensor.Ten
 		if r.afterLookup != nil {
 			r.afterLookup(path)
 		}
-		out, err := r.call(ctx, m, inputs)
+		started := time.Now()
+		if arrived.IsZero() {
+			arrived = started
+		}
+		out, queued, err := r.call(ctx, m, inputs)
+		if v, ok := r.observers.Load(m); ok {
+			v.(*pathMetrics).entry(arrived, started, queued)
+		}
 		if err != nil && (errors.Is(err, runtimes.ErrClosed) || errors.Is(err, sequence.ErrClosed)) {
 			if next := r.lookup(path); next != m {
 				m = next

@@ -155,27 +155,31 @@ func (r *registry) runSequenceCleaner(interval time.Duration, stop <-chan struct
 // messages and their class (a *sequence.Error, sent as Error.sequence_class)
 // under the closest of the six types: INVALID_ARGUMENT is INPUT_PARSING, NOT_FOUND
 // MODEL_NOT_FOUND, the others MODEL_EXECUTION.
-func (r *registry) callSequence(ctx context.Context, m *runtimes.Model, mgr *sequence.Manager, inputs []tensor.Tensor) ([]tensor.Tensor, error) {
+// queued is how long the request waited for its sequence (behind the
+// sequence's previous request) before its model call started.
+func (r *registry) callSequence(ctx context.Context, m *runtimes.Model, mgr *sequence.Manager, inputs []tensor.Tensor) (_ []tensor.Tensor, queued time.Duration, _ error) {
 	path := m.Path()
 	id, ctl, idIn, rest, err := sequenceInputs(path, inputs)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if client, ok := takeClient(&rest); ok {
 		ctx = sequence.WithClient(ctx, client)
 	}
 	var out []tensor.Tensor
+	start := time.Now()
 	id, err = mgr.Run(ctx, id, ctl, func(st any) error {
+		queued = time.Since(start)
 		var err error
 		out, err = m.PredictSequence(ctx, st, rest)
 		return err
 	})
 	if errors.Is(err, sequence.ErrClosed) {
 		// The model was replaced or deleted: predict retries on the new one.
-		return nil, inferr.Wrap(inferr.ModelNotFound, err, "model "+inferr.Quote(path))
+		return nil, queued, inferr.Wrap(inferr.ModelNotFound, err, "model "+inferr.Quote(path))
 	}
 	if err != nil {
-		return nil, typeSequenceError(err)
+		return nil, queued, typeSequenceError(err)
 	}
 	idOut := tensor.New(SequenceIDName, []int64{1}, []int64{int64(id)})
 	if idIn != nil {
@@ -184,7 +188,7 @@ func (r *registry) callSequence(ctx context.Context, m *runtimes.Model, mgr *seq
 			idOut = same
 		}
 	}
-	return append(out, idOut), nil
+	return append(out, idOut), queued, nil
 }
 
 func typeSequenceError(err error) error {

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -61,6 +62,11 @@ type ServerOptions struct {
 	// hold: sequence.Options.MaxPerClient (0 =
 	// sequence.DefaultMaxPerClient, < 0 = none).
 	MaxSequencesPerClient int
+	// Tracer, when set, traces each Predict ("sidecar.Predict", a child of
+	// the caller's span from the "traceparent" gRPC metadata or the fast
+	// lane's PredictRequest.traceparent) and each entry's model call
+	// ("model.run"); nil = no spans, at no cost (see package telemetry).
+	Tracer trace.Tracer
 }
 
 // Server is the sidecar's gRPC InferenceService with the standard health
@@ -241,6 +247,9 @@ func (s *Server) ModelPaths() []string { return s.reg.paths() }
 
 // Predict runs a batch given as B&A JSON or as a typed batch.
 func (s *Server) Predict(ctx context.Context, req *inferencepb.PredictRequest) (*inferencepb.PredictResponse, error) {
+	if s.opts.Tracer != nil {
+		ctx = contextFromMetadata(ctx)
+	}
 	resp, err := s.predict(ctx, req, true)
 	return resp, toStatus(err)
 }
@@ -251,6 +260,12 @@ func (s *Server) Predict(ctx context.Context, req *inferencepb.PredictRequest) (
 // them there, and the map cost more CPU on both ends than the rest of the
 // answer (see fastPredict).
 func (s *Server) predict(ctx context.Context, req *inferencepb.PredictRequest, withMetrics bool) (*inferencepb.PredictResponse, error) {
+	arrived := time.Now()
+	if s.opts.Tracer != nil {
+		var span trace.Span
+		ctx, span = s.startPredictSpan(ctx, req)
+		defer span.End()
+	}
 	resp := &inferencepb.PredictResponse{}
 	var start time.Time
 	var m metrics
@@ -278,7 +293,7 @@ func (s *Server) predict(ctx context.Context, req *inferencepb.PredictRequest, w
 		}
 		runStart := m.now()
 		resp.DebugLogs = debugLines(consented, len(entries))
-		results := s.runEntries(ctx, entries, resp.DebugLogs)
+		results := s.runEntries(ctx, entries, resp.DebugLogs, arrived)
 		m.since("inference_duration_ms", runStart)
 		m.set("entries", float64(len(entries)))
 		resp.Output = &inferencepb.PredictResponse_OutputJson{OutputJson: batch.Render(results)}
@@ -293,7 +308,7 @@ func (s *Server) predict(ctx context.Context, req *inferencepb.PredictRequest, w
 		}
 		runStart := m.now()
 		resp.DebugLogs = debugLines(consented, len(entries))
-		results := s.runEntries(ctx, entries, resp.DebugLogs)
+		results := s.runEntries(ctx, entries, resp.DebugLogs, arrived)
 		m.since("inference_duration_ms", runStart)
 		m.set("entries", float64(len(entries)))
 		out := &inferencepb.BatchResult{Responses: make([]*inferencepb.ModelResponse, len(results))}
@@ -387,7 +402,9 @@ func (s *Server) entryFromProto(r *inferencepb.ModelRequest) batch.Entry {
 // at a time; each entry's error stays its own. With lines (a consented
 // request's, one slot per entry: entries running concurrently need no lock,
 // and the lines come in entry order), every entry gets its debug line.
-func (s *Server) runEntries(ctx context.Context, entries []batch.Entry, lines []string) []batch.Result {
+// arrived is when the request reached the sidecar (the entries' metrics
+// start there).
+func (s *Server) runEntries(ctx context.Context, entries []batch.Entry, lines []string, arrived time.Time) []batch.Result {
 	results := make([]batch.Result, len(entries))
 	logs := lines != nil
 	run := func(i int) {
@@ -404,7 +421,11 @@ func (s *Server) runEntries(ctx context.Context, entries []batch.Entry, lines []
 		if logs {
 			start = time.Now()
 		}
-		results[i].Tensors, results[i].Err = s.reg.predict(ctx, e.ModelPath, e.Tensors)
+		if s.opts.Tracer != nil {
+			results[i].Tensors, results[i].Err = s.tracedPredict(ctx, e, arrived)
+		} else {
+			results[i].Tensors, results[i].Err = s.reg.predictAt(ctx, e.ModelPath, e.Tensors, arrived)
+		}
 		if logs {
 			if err := results[i].Err; err != nil {
 				lines[i] = debugEntryLine(i, e.ModelPath, fmt.Sprintf("%s after %s", formatErrType(err), time.Since(start)))

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sys/unix"
 
 	"github.com/inferbid/inferbid/inferr"
@@ -93,6 +94,14 @@ type SupervisorOptions struct {
 	// OnReplay is called at the end of each replay with its duration
 	// and the models it had to replay (for metrics).
 	OnReplay func(took time.Duration, models int)
+	// OTLPEndpoint, when set, reaches the sidecar as the standard
+	// OTEL_EXPORTER_OTLP_ENDPOINT (and OTLPProtocol, when set, as
+	// OTEL_EXPORTER_OTLP_PROTOCOL): it then exports its spans there. ""
+	// leaves the sidecar's environment as the host's.
+	OTLPEndpoint, OTLPProtocol string
+	// Tracer traces the Client's Predict (ClientOptions.Tracer); nil =
+	// none.
+	Tracer trace.Tracer
 }
 
 // Supervisor starts the sidecar binary, waits for its health, restarts it
@@ -241,7 +250,7 @@ func StartSupervisor(ctx context.Context, opts SupervisorOptions) (*Supervisor, 
 	if s.opts.SocketPath == "" {
 		s.opts.SocketPath = filepath.Join(dir, "sidecar.sock")
 	}
-	client, err := NewClient(s.opts.SocketPath, ClientOptions{Logger: opts.Logger, Transport: opts.Transport, FastLaneSpinWait: opts.FastLaneSpinWait})
+	client, err := NewClient(s.opts.SocketPath, ClientOptions{Logger: opts.Logger, Transport: opts.Transport, FastLaneSpinWait: opts.FastLaneSpinWait, Tracer: opts.Tracer})
 	if err != nil {
 		s.cleanup()
 		return nil, err
@@ -520,6 +529,12 @@ func (s *Supervisor) spawn() (*child, error) {
 	})
 	if s.opts.RlimitMB > 0 {
 		env = append(env, RlimitEnv+"="+strconv.Itoa(s.opts.RlimitMB))
+	}
+	if s.opts.OTLPEndpoint != "" {
+		env = append(env, "OTEL_EXPORTER_OTLP_ENDPOINT="+s.opts.OTLPEndpoint)
+		if s.opts.OTLPProtocol != "" {
+			env = append(env, "OTEL_EXPORTER_OTLP_PROTOCOL="+s.opts.OTLPProtocol)
+		}
 	}
 	// JSON log lines, which the lineLogger forwards as structured records.
 	cmd.Env = append(env, LogFormatEnv+"=json")

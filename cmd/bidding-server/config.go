@@ -15,6 +15,7 @@ import (
 	"github.com/inferbid/inferbid/internal/cli"
 	"github.com/inferbid/inferbid/modelstore"
 	"github.com/inferbid/inferbid/sidecar"
+	"github.com/inferbid/inferbid/telemetry"
 )
 
 // config is everything the server is started with. Every INFERENCE_* setting
@@ -77,6 +78,9 @@ type config struct {
 	ShutdownGrace        time.Duration
 	LogLevel             string
 	Version              bool // --version: print it and exit
+	// OTLPEndpoint turns tracing on: spans go there over OTLPProtocol
+	// (package telemetry); "" = off.
+	OTLPEndpoint, OTLPProtocol string
 
 	// The HTTP listener: the drain after SIGTERM, the connection cap and
 	// the per-connection timeouts (http.Server's fields of the same names).
@@ -188,6 +192,8 @@ func newFlagSet(c *config, raw *flagText, stderr io.Writer) *flag.FlagSet {
 	cli.DurationVar(fs, &c.WriteTimeout, "write_timeout", 0, "time from the end of a request's headers to the end of its response; default 0 = --read_timeout + --request_timeout + 10s")
 	cli.DurationVar(fs, &c.IdleTimeout, "idle_timeout", 2*time.Minute, "how long an idle keep-alive connection stays open")
 	fs.StringVar(&c.ConsentedDebugToken, "consented_debug_token", "", "consented debugging (env CONSENTED_DEBUG_TOKEN): a generateBids request whose consented_debug_config is {\"is_consented\": true, \"token\": THIS} gets its console lines and inference debug lines back in debug_info; default none: no request is consented")
+	fs.StringVar(&c.OTLPEndpoint, "otel_exporter_endpoint", "", "OpenTelemetry tracing: the OTLP collector's URL (e.g. http://127.0.0.1:4318; env OTEL_EXPORTER_OTLP_ENDPOINT) to which bidding-server, its JS workers and the sidecar export spans (generateBids, generateBid, runInference, the model run; ids, model paths, sizes and timings only, never request data); default none: tracing off")
+	fs.StringVar(&c.OTLPProtocol, "otel_exporter_protocol", "", "the OTLP protocol of --otel_exporter_endpoint: http/protobuf or grpc (env OTEL_EXPORTER_OTLP_PROTOCOL); default http/protobuf")
 	fs.StringVar(&c.LogLevel, "log_level", "info", "debug, info, warn or error")
 	fs.BoolVar(&c.Version, "version", false, "print the version (module version and VCS commit) and exit")
 	return fs
@@ -220,6 +226,16 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 				return c, fmt.Errorf("environment variable %s=%q: %w", env, v, err)
 			}
 		}
+	}
+	// The OpenTelemetry variables keep their standard names.
+	if !set["otel_exporter_endpoint"] {
+		c.OTLPEndpoint = getenv(telemetry.EndpointEnv)
+	}
+	if !set["otel_exporter_protocol"] {
+		c.OTLPProtocol = getenv(telemetry.ProtocolEnv)
+	}
+	if err := telemetry.CheckProtocol(c.OTLPProtocol); err != nil {
+		return c, fmt.Errorf("--otel_exporter_protocol: %w", err)
 	}
 	if c.ModelFetchPeriod < 0 {
 		return c, fmt.Errorf("--inference_model_fetch_period_ms must be >= 0, got %s", c.ModelFetchPeriod)

@@ -27,6 +27,7 @@ import (
 	"github.com/inferbid/inferbid/modelstore"
 	"github.com/inferbid/inferbid/modelstore/modelfiles"
 	"github.com/inferbid/inferbid/sidecar"
+	"github.com/inferbid/inferbid/telemetry"
 )
 
 func main() {
@@ -88,14 +89,28 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		wasmHelper = b
 	}
 	startedAt := time.Now()
+	traces, err := telemetry.New(ctx, telemetry.Options{Endpoint: cfg.OTLPEndpoint, Protocol: cfg.OTLPProtocol, ServiceName: "bidding-server", Logger: logger})
+	if err != nil {
+		return fmt.Errorf("--otel_exporter_endpoint: %w", err)
+	}
+	defer func() {
+		if err := traces.Shutdown(context.Background()); err != nil {
+			logger.Warn("exporting the last spans failed", "err", err)
+		}
+	}()
+	if traces != nil {
+		logger.Info("tracing on: spans are exported over OTLP", "endpoint", cfg.OTLPEndpoint, "protocol", cmp.Or(cfg.OTLPProtocol, telemetry.ProtocolHTTP))
+	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := newMetrics(reg)
+	// /metrics: the server's collectors, and the sidecar's once it runs.
+	gatherer := &hostGatherer{own: reg}
 
 	sum := sha256.Sum256([]byte(source))
 	srv := &server{module: codestore.VersionStatus{Name: name, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(source)),
-		State: codestore.StateDefault, LoadedAt: startedAt}, metrics: m, gatherer: reg, logger: logger, maxBody: cfg.MaxRequestBytes, maxGroups: cfg.MaxGroups,
+		State: codestore.StateDefault, LoadedAt: startedAt}, metrics: m, gatherer: gatherer, tracer: traces.Tracer(), logger: logger, maxBody: cfg.MaxRequestBytes, maxGroups: cfg.MaxGroups,
 		maxBidBytes: cfg.MaxBidBytes, requestTimeout: cfg.RequestTimeout, requestConcurrency: cfg.JSRequestConcurrency,
 		isolateCalls: cfg.JSIsolateEachCall, consentToken: cfg.ConsentedDebugToken}
 	popts := jsbridge.Options{
@@ -189,6 +204,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			ReplayDeadline:     cmp.Or(cfg.JSCallTimeout, jsbridge.DefaultCallTimeout),
 			OnSlowReplay:       m.sidecarSlowReplays.Inc,
 			OnReplay:           func(took time.Duration, _ int) { m.sidecarReplay.Observe(took.Seconds()) },
+			OTLPEndpoint:       cfg.OTLPEndpoint,
+			OTLPProtocol:       cfg.OTLPProtocol,
+			Tracer:             traces.Tracer(),
 		})
 		if err != nil {
 			if ctx.Err() != nil {
@@ -206,6 +224,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		popts.Inference = client
 		// Ready only once a restarted sidecar has its models back.
 		srv.models, srv.health = client, sup
+		gatherer.setSidecar(client.Gatherer(0))
 		srv.v2.SetBackend(client)
 		if srv.repo != nil {
 			srv.repo.setRegistrar(sup)
@@ -246,6 +265,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			Logger:             logger,
 			Hooks:              m.hooks(),
 			OnRestart:          m.jsWorkerRestarts.Inc,
+			OTLPEndpoint:       cfg.OTLPEndpoint,
+			OTLPProtocol:       cfg.OTLPProtocol,
 		}
 		if cfg.JSWorkerSpares == 0 {
 			hopts.Spares = -1

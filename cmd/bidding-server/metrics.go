@@ -5,8 +5,10 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/jsbridge"
@@ -27,6 +29,7 @@ type metrics struct {
 	modelRequests      *prometheus.CounterVec // model_path
 	modelFailures      *prometheus.CounterVec // model_path, error_type
 	modelBatchSize     *prometheus.HistogramVec
+	modelDuration      *prometheus.HistogramVec // model_path: runInference end to end
 	modelPathsErrors   prometheus.Counter
 	sidecarRestarts    prometheus.Counter
 	sidecarHung        prometheus.Counter   // killed for not answering the liveness probe
@@ -67,6 +70,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		modelBatchSize: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "inferbid_inference_model_batch_size", Help: "Batch size (first dimension) of batch entries by model.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 12)}, []string{"model_path"}),
+		modelDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "inferbid_inference_model_duration_seconds", Help: "runInference end to end (parse, sidecar round trip, render) as the JS sees it, once per batch entry, by the entry's model; the sidecar's inferbid_sidecar_model_duration_seconds splits its part into queue and compute.", Buckets: latency}, []string{"model_path"}),
 		modelPathsErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "inferbid_get_model_paths_errors_total", Help: "getModelPaths calls that could not ask the sidecar."}),
 		sidecarRestarts: prometheus.NewCounter(prometheus.CounterOpts{
@@ -96,7 +101,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "inferbid_v2_request_duration_seconds", Help: "Open Inference Protocol (KServe v2) request duration by protocol and endpoint.", Buckets: latency}, []string{"protocol", "endpoint"}),
 	}
 	reg.MustRegister(m.inferenceRequests, m.inferenceDuration, m.inferenceReqBytes, m.inferenceRespBytes,
-		m.inferenceErrors, m.modelRequests, m.modelFailures, m.modelBatchSize, m.modelPathsErrors,
+		m.inferenceErrors, m.modelRequests, m.modelFailures, m.modelBatchSize, m.modelDuration, m.modelPathsErrors,
 		m.sidecarRestarts, m.sidecarHung, m.sidecarReplay, m.sidecarSlowReplays, m.jsWorkerRestarts, m.jsCalls, m.jsCallDuration, m.httpRequests, m.httpConnections,
 		m.v2Requests, m.v2ModelRequests, m.v2Duration)
 	return m
@@ -152,6 +157,7 @@ func (m *metrics) hooks() jsbridge.Hooks {
 					label = unknownModelLabel
 				}
 				m.modelRequests.WithLabelValues(label).Inc()
+				m.modelDuration.WithLabelValues(label).Observe(ev.Duration.Seconds())
 				if e.BatchSize > 0 {
 					m.modelBatchSize.WithLabelValues(label).Observe(float64(e.BatchSize))
 				}
@@ -228,4 +234,20 @@ func callOutcome(err error) string {
 		return "exception"
 	}
 	return "error"
+}
+
+// hostGatherer is /metrics' gatherer: the server's own collectors, and the
+// sidecar's (its per-model histograms, asked at each scrape) once set.
+type hostGatherer struct {
+	own     prometheus.Gatherer
+	sidecar atomic.Pointer[prometheus.Gatherer]
+}
+
+func (g *hostGatherer) setSidecar(sg prometheus.Gatherer) { g.sidecar.Store(&sg) }
+
+func (g *hostGatherer) Gather() ([]*dto.MetricFamily, error) {
+	if sg := g.sidecar.Load(); sg != nil {
+		return prometheus.Gatherers{g.own, *sg}.Gather()
+	}
+	return g.own.Gather()
 }

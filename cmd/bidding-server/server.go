@@ -16,6 +16,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/inferbid/inferbid/codestore"
 	"github.com/inferbid/inferbid/inferr"
@@ -47,6 +51,8 @@ type server struct {
 	health   healthChecker // nil when inference is disabled
 	metrics  *metrics
 	gatherer prometheus.Gatherer
+	// tracer traces generateBids requests; nil = tracing off.
+	tracer trace.Tracer
 	// v2 is the Open Inference Protocol (KServe v2) API, served under
 	// /v2; nil serves no /v2.
 	v2 *kserve.Server
@@ -112,7 +118,7 @@ func (s *server) notStarted(w http.ResponseWriter) (int, bool) {
 
 func (s *server) handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/generateBids", s.count("generateBids", s.generateBids))
+	mux.HandleFunc("POST /v1/generateBids", s.count("generateBids", s.traced("generateBids", s.generateBids)))
 	mux.HandleFunc("GET /v1/models", s.count("models", s.listModels))
 	mux.HandleFunc("GET /v1/models/{model_path...}", s.count("model", s.getModel))
 	mux.HandleFunc("GET /healthz", s.count("healthz", func(w http.ResponseWriter, r *http.Request) int {
@@ -130,6 +136,28 @@ func (s *server) handler() http.Handler {
 		mux.Handle("POST /v1/models/", s.v2.TFServingPredictHandler())
 	}
 	return mux
+}
+
+// traced wraps a handler in a server span named name, a child of the
+// caller's W3C traceparent header if it sent one; without a tracer it is
+// the handler itself. The span carries the status code and the number of
+// interest groups is added by the handler; nothing of the request's
+// content.
+func (s *server) traced(name string, h func(http.ResponseWriter, *http.Request) int) func(http.ResponseWriter, *http.Request) int {
+	if s.tracer == nil {
+		return h
+	}
+	return func(w http.ResponseWriter, r *http.Request) int {
+		ctx := propagation.TraceContext{}.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+		ctx, span := s.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer))
+		defer span.End()
+		code := h(w, r.WithContext(ctx))
+		span.SetAttributes(attribute.Int("http.response.status_code", code))
+		if code >= 500 {
+			span.SetStatus(codes.Error, http.StatusText(code))
+		}
+		return code
+	}
 }
 
 // count wraps a handler that returns its status code, for the metrics.
@@ -198,6 +226,7 @@ func (s *server) generateBids(w http.ResponseWriter, r *http.Request) int {
 	if len(req.InterestGroups) > s.maxGroups {
 		return writeError(w, http.StatusBadRequest, fmt.Sprintf("request has %d interest groups, the limit is %d", len(req.InterestGroups), s.maxGroups))
 	}
+	trace.SpanFromContext(r.Context()).SetAttributes(attribute.Int("inferbid.interest_groups", len(req.InterestGroups)))
 	names := make([]string, len(req.InterestGroups))
 	for i, ig := range req.InterestGroups {
 		var head struct {
@@ -319,7 +348,8 @@ func (s *server) runInProcess(ctx context.Context, req jsworker.Request) jsworke
 			for i := range calls {
 				calls[i] = append([][]byte{req.InterestGroups[lo+i]}, req.Signals...)
 			}
-			for i, r := range s.pool.CallJSONGroup(cctx, "generateBid", calls, jsbridge.GroupOptions{IsolateCalls: req.IsolateCalls}) {
+			gopts := jsbridge.GroupOptions{IsolateCalls: req.IsolateCalls, Trace: jsworker.TraceCalls(s.tracer, ctx, "generateBid", s.module.Name, lo)}
+			for i, r := range s.pool.CallJSONGroup(cctx, "generateBid", calls, gopts) {
 				resp.Results[lo+i] = jsworker.Result{Bid: r.Out, Err: r.Err}
 			}
 		})

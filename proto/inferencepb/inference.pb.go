@@ -693,7 +693,13 @@ type PredictRequest struct {
 	//	*PredictRequest_Batch
 	Input isPredictRequest_Input `protobuf_oneof:"input"`
 	// Debug logs are returned only for consented requests.
-	IsConsented   bool `protobuf:"varint,3,opt,name=is_consented,json=isConsented,proto3" json:"is_consented,omitempty"`
+	IsConsented bool `protobuf:"varint,3,opt,name=is_consented,json=isConsented,proto3" json:"is_consented,omitempty"`
+	// The caller's span as a W3C traceparent ("00-<trace id>-<span id>-<flags>"),
+	// set only when the caller traces; "" (not encoded, no cost) otherwise. On
+	// gRPC the same travels as the "traceparent" metadata; the fast lane has
+	// no metadata, so it rides in the request. It names ids only, never
+	// request data.
+	Traceparent   string `protobuf:"bytes,4,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -758,6 +764,13 @@ func (x *PredictRequest) GetIsConsented() bool {
 		return x.IsConsented
 	}
 	return false
+}
+
+func (x *PredictRequest) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
 }
 
 type isPredictRequest_Input interface {
@@ -1829,6 +1842,89 @@ func (x *GetModelsResponse) GetModels() []*ModelStatus {
 	return nil
 }
 
+type GetMetricsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetMetricsRequest) Reset() {
+	*x = GetMetricsRequest{}
+	mi := &file_inference_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetMetricsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetMetricsRequest) ProtoMessage() {}
+
+func (x *GetMetricsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_inference_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetMetricsRequest.ProtoReflect.Descriptor instead.
+func (*GetMetricsRequest) Descriptor() ([]byte, []int) {
+	return file_inference_proto_rawDescGZIP(), []int{23}
+}
+
+type GetMetricsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The metric families as length-delimited io.prometheus.client.MetricFamily
+	// messages (Prometheus' protobuf exposition format, expfmt's
+	// FmtProtoDelim).
+	MetricFamilies []byte `protobuf:"bytes,1,opt,name=metric_families,json=metricFamilies,proto3" json:"metric_families,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *GetMetricsResponse) Reset() {
+	*x = GetMetricsResponse{}
+	mi := &file_inference_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetMetricsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetMetricsResponse) ProtoMessage() {}
+
+func (x *GetMetricsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_inference_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetMetricsResponse.ProtoReflect.Descriptor instead.
+func (*GetMetricsResponse) Descriptor() ([]byte, []int) {
+	return file_inference_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *GetMetricsResponse) GetMetricFamilies() []byte {
+	if x != nil {
+		return x.MetricFamilies
+	}
+	return nil
+}
+
 var File_inference_proto protoreflect.FileDescriptor
 
 const file_inference_proto_rawDesc = "" +
@@ -1869,12 +1965,13 @@ const file_inference_proto_rawDesc = "" +
 	"\x05Batch\x12?\n" +
 	"\brequests\x18\x01 \x03(\v2#.inferbid.inference.v1.ModelRequestR\brequests\"Q\n" +
 	"\vBatchResult\x12B\n" +
-	"\tresponses\x18\x01 \x03(\v2$.inferbid.inference.v1.ModelResponseR\tresponses\"\x93\x01\n" +
+	"\tresponses\x18\x01 \x03(\v2$.inferbid.inference.v1.ModelResponseR\tresponses\"\xb5\x01\n" +
 	"\x0ePredictRequest\x12\x1f\n" +
 	"\n" +
 	"batch_json\x18\x01 \x01(\fH\x00R\tbatchJson\x124\n" +
 	"\x05batch\x18\x02 \x01(\v2\x1c.inferbid.inference.v1.BatchH\x00R\x05batch\x12!\n" +
-	"\fis_consented\x18\x03 \x01(\bR\visConsentedB\a\n" +
+	"\fis_consented\x18\x03 \x01(\bR\visConsented\x12 \n" +
+	"\vtraceparent\x18\x04 \x01(\tR\vtraceparentB\a\n" +
 	"\x05input\"\xa6\x02\n" +
 	"\x0fPredictResponse\x12!\n" +
 	"\voutput_json\x18\x01 \x01(\fH\x00R\n" +
@@ -1961,7 +2058,10 @@ const file_inference_proto_rawDesc = "" +
 	"\x05bytes\x18\v \x01(\x03R\x05bytes\x12\x18\n" +
 	"\aruntime\x18\f \x01(\tR\aruntime\"O\n" +
 	"\x11GetModelsResponse\x12:\n" +
-	"\x06models\x18\x01 \x03(\v2\".inferbid.inference.v1.ModelStatusR\x06models*\xb5\x01\n" +
+	"\x06models\x18\x01 \x03(\v2\".inferbid.inference.v1.ModelStatusR\x06models\"\x13\n" +
+	"\x11GetMetricsRequest\"=\n" +
+	"\x12GetMetricsResponse\x12'\n" +
+	"\x0fmetric_families\x18\x01 \x01(\fR\x0emetricFamilies*\xb5\x01\n" +
 	"\bDataType\x12\x19\n" +
 	"\x15DATA_TYPE_UNSPECIFIED\x10\x00\x12\n" +
 	"\n" +
@@ -2000,14 +2100,16 @@ const file_inference_proto_rawDesc = "" +
 	"ModelState\x12\x1b\n" +
 	"\x17MODEL_STATE_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aLOADING\x10\x01\x12\v\n" +
-	"\aSERVING\x10\x022\xfc\x04\n" +
+	"\aSERVING\x10\x022\xdf\x05\n" +
 	"\x10InferenceService\x12X\n" +
 	"\aPredict\x12%.inferbid.inference.v1.PredictRequest\x1a&.inferbid.inference.v1.PredictResponse\x12j\n" +
 	"\rRegisterModel\x12+.inferbid.inference.v1.RegisterModelRequest\x1a,.inferbid.inference.v1.RegisterModelResponse\x12p\n" +
 	"\x13RegisterModelStream\x12).inferbid.inference.v1.RegisterModelChunk\x1a,.inferbid.inference.v1.RegisterModelResponse(\x01\x12d\n" +
 	"\vDeleteModel\x12).inferbid.inference.v1.DeleteModelRequest\x1a*.inferbid.inference.v1.DeleteModelResponse\x12j\n" +
 	"\rGetModelPaths\x12+.inferbid.inference.v1.GetModelPathsRequest\x1a,.inferbid.inference.v1.GetModelPathsResponse\x12^\n" +
-	"\tGetModels\x12'.inferbid.inference.v1.GetModelsRequest\x1a(.inferbid.inference.v1.GetModelsResponseB0Z.github.com/inferbid/inferbid/proto/inferencepbb\x06proto3"
+	"\tGetModels\x12'.inferbid.inference.v1.GetModelsRequest\x1a(.inferbid.inference.v1.GetModelsResponse\x12a\n" +
+	"\n" +
+	"GetMetrics\x12(.inferbid.inference.v1.GetMetricsRequest\x1a).inferbid.inference.v1.GetMetricsResponseB0Z.github.com/inferbid/inferbid/proto/inferencepbb\x06proto3"
 
 var (
 	file_inference_proto_rawDescOnce sync.Once
@@ -2022,7 +2124,7 @@ func file_inference_proto_rawDescGZIP() []byte {
 }
 
 var file_inference_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_inference_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_inference_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_inference_proto_goTypes = []any{
 	(DataType)(0),                 // 0: inferbid.inference.v1.DataType
 	(ErrorType)(0),                // 1: inferbid.inference.v1.ErrorType
@@ -2051,7 +2153,9 @@ var file_inference_proto_goTypes = []any{
 	(*TensorSpec)(nil),            // 24: inferbid.inference.v1.TensorSpec
 	(*ModelStatus)(nil),           // 25: inferbid.inference.v1.ModelStatus
 	(*GetModelsResponse)(nil),     // 26: inferbid.inference.v1.GetModelsResponse
-	nil,                           // 27: inferbid.inference.v1.PredictResponse.MetricsEntry
+	(*GetMetricsRequest)(nil),     // 27: inferbid.inference.v1.GetMetricsRequest
+	(*GetMetricsResponse)(nil),    // 28: inferbid.inference.v1.GetMetricsResponse
+	nil,                           // 29: inferbid.inference.v1.PredictResponse.MetricsEntry
 }
 var file_inference_proto_depIdxs = []int32{
 	0,  // 0: inferbid.inference.v1.Tensor.data_type:type_name -> inferbid.inference.v1.DataType
@@ -2064,7 +2168,7 @@ var file_inference_proto_depIdxs = []int32{
 	7,  // 7: inferbid.inference.v1.BatchResult.responses:type_name -> inferbid.inference.v1.ModelResponse
 	8,  // 8: inferbid.inference.v1.PredictRequest.batch:type_name -> inferbid.inference.v1.Batch
 	9,  // 9: inferbid.inference.v1.PredictResponse.result:type_name -> inferbid.inference.v1.BatchResult
-	27, // 10: inferbid.inference.v1.PredictResponse.metrics:type_name -> inferbid.inference.v1.PredictResponse.MetricsEntry
+	29, // 10: inferbid.inference.v1.PredictResponse.metrics:type_name -> inferbid.inference.v1.PredictResponse.MetricsEntry
 	12, // 11: inferbid.inference.v1.RegisterModelRequest.files:type_name -> inferbid.inference.v1.ModelFile
 	13, // 12: inferbid.inference.v1.RegisterModelRequest.sequence_settings:type_name -> inferbid.inference.v1.SequenceSettings
 	16, // 13: inferbid.inference.v1.RegisterModelHeader.files:type_name -> inferbid.inference.v1.FileHeader
@@ -2081,14 +2185,16 @@ var file_inference_proto_depIdxs = []int32{
 	19, // 24: inferbid.inference.v1.InferenceService.DeleteModel:input_type -> inferbid.inference.v1.DeleteModelRequest
 	21, // 25: inferbid.inference.v1.InferenceService.GetModelPaths:input_type -> inferbid.inference.v1.GetModelPathsRequest
 	23, // 26: inferbid.inference.v1.InferenceService.GetModels:input_type -> inferbid.inference.v1.GetModelsRequest
-	11, // 27: inferbid.inference.v1.InferenceService.Predict:output_type -> inferbid.inference.v1.PredictResponse
-	15, // 28: inferbid.inference.v1.InferenceService.RegisterModel:output_type -> inferbid.inference.v1.RegisterModelResponse
-	15, // 29: inferbid.inference.v1.InferenceService.RegisterModelStream:output_type -> inferbid.inference.v1.RegisterModelResponse
-	20, // 30: inferbid.inference.v1.InferenceService.DeleteModel:output_type -> inferbid.inference.v1.DeleteModelResponse
-	22, // 31: inferbid.inference.v1.InferenceService.GetModelPaths:output_type -> inferbid.inference.v1.GetModelPathsResponse
-	26, // 32: inferbid.inference.v1.InferenceService.GetModels:output_type -> inferbid.inference.v1.GetModelsResponse
-	27, // [27:33] is the sub-list for method output_type
-	21, // [21:27] is the sub-list for method input_type
+	27, // 27: inferbid.inference.v1.InferenceService.GetMetrics:input_type -> inferbid.inference.v1.GetMetricsRequest
+	11, // 28: inferbid.inference.v1.InferenceService.Predict:output_type -> inferbid.inference.v1.PredictResponse
+	15, // 29: inferbid.inference.v1.InferenceService.RegisterModel:output_type -> inferbid.inference.v1.RegisterModelResponse
+	15, // 30: inferbid.inference.v1.InferenceService.RegisterModelStream:output_type -> inferbid.inference.v1.RegisterModelResponse
+	20, // 31: inferbid.inference.v1.InferenceService.DeleteModel:output_type -> inferbid.inference.v1.DeleteModelResponse
+	22, // 32: inferbid.inference.v1.InferenceService.GetModelPaths:output_type -> inferbid.inference.v1.GetModelPathsResponse
+	26, // 33: inferbid.inference.v1.InferenceService.GetModels:output_type -> inferbid.inference.v1.GetModelsResponse
+	28, // 34: inferbid.inference.v1.InferenceService.GetMetrics:output_type -> inferbid.inference.v1.GetMetricsResponse
+	28, // [28:35] is the sub-list for method output_type
+	21, // [21:28] is the sub-list for method input_type
 	21, // [21:21] is the sub-list for extension type_name
 	21, // [21:21] is the sub-list for extension extendee
 	0,  // [0:21] is the sub-list for field type_name
@@ -2118,7 +2224,7 @@ func file_inference_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_inference_proto_rawDesc), len(file_inference_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   24,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -31,6 +31,7 @@ const (
 	InferenceService_DeleteModel_FullMethodName         = "/inferbid.inference.v1.InferenceService/DeleteModel"
 	InferenceService_GetModelPaths_FullMethodName       = "/inferbid.inference.v1.InferenceService/GetModelPaths"
 	InferenceService_GetModels_FullMethodName           = "/inferbid.inference.v1.InferenceService/GetModels"
+	InferenceService_GetMetrics_FullMethodName          = "/inferbid.inference.v1.InferenceService/GetMetrics"
 )
 
 // InferenceServiceClient is the client API for InferenceService service.
@@ -53,6 +54,9 @@ type InferenceServiceClient interface {
 	// GetModels describes the registered models (or the one at model_path):
 	// state, checksum, when it was loaded, and its signature.
 	GetModels(ctx context.Context, in *GetModelsRequest, opts ...grpc.CallOption) (*GetModelsResponse, error)
+	// The sidecar's Prometheus metrics (per-model latency and batch size
+	// histograms), which the host adds to its own /metrics.
+	GetMetrics(ctx context.Context, in *GetMetricsRequest, opts ...grpc.CallOption) (*GetMetricsResponse, error)
 }
 
 type inferenceServiceClient struct {
@@ -126,6 +130,16 @@ func (c *inferenceServiceClient) GetModels(ctx context.Context, in *GetModelsReq
 	return out, nil
 }
 
+func (c *inferenceServiceClient) GetMetrics(ctx context.Context, in *GetMetricsRequest, opts ...grpc.CallOption) (*GetMetricsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetMetricsResponse)
+	err := c.cc.Invoke(ctx, InferenceService_GetMetrics_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // InferenceServiceServer is the server API for InferenceService service.
 // All implementations must embed UnimplementedInferenceServiceServer
 // for forward compatibility.
@@ -146,6 +160,9 @@ type InferenceServiceServer interface {
 	// GetModels describes the registered models (or the one at model_path):
 	// state, checksum, when it was loaded, and its signature.
 	GetModels(context.Context, *GetModelsRequest) (*GetModelsResponse, error)
+	// The sidecar's Prometheus metrics (per-model latency and batch size
+	// histograms), which the host adds to its own /metrics.
+	GetMetrics(context.Context, *GetMetricsRequest) (*GetMetricsResponse, error)
 	mustEmbedUnimplementedInferenceServiceServer()
 }
 
@@ -173,6 +190,9 @@ func (UnimplementedInferenceServiceServer) GetModelPaths(context.Context, *GetMo
 }
 func (UnimplementedInferenceServiceServer) GetModels(context.Context, *GetModelsRequest) (*GetModelsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetModels not implemented")
+}
+func (UnimplementedInferenceServiceServer) GetMetrics(context.Context, *GetMetricsRequest) (*GetMetricsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetMetrics not implemented")
 }
 func (UnimplementedInferenceServiceServer) mustEmbedUnimplementedInferenceServiceServer() {}
 func (UnimplementedInferenceServiceServer) testEmbeddedByValue()                          {}
@@ -292,6 +312,24 @@ func _InferenceService_GetModels_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _InferenceService_GetMetrics_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetMetricsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(InferenceServiceServer).GetMetrics(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: InferenceService_GetMetrics_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(InferenceServiceServer).GetMetrics(ctx, req.(*GetMetricsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // InferenceService_ServiceDesc is the grpc.ServiceDesc for InferenceService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -318,6 +356,10 @@ var InferenceService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetModels",
 			Handler:    _InferenceService_GetModels_Handler,
+		},
+		{
+			MethodName: "GetMetrics",
+			Handler:    _InferenceService_GetMetrics_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -141,8 +141,13 @@ type Config struct {
 	// answered one (while chunks come back to back); 0 = never (the host
 	// sends its default).
 	SpinWaitMicros int64 `protobuf:"varint,18,opt,name=spin_wait_micros,json=spinWaitMicros,proto3" json:"spin_wait_micros,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// OpenTelemetry: the OTLP endpoint the worker exports its spans to
+	// (generateBid calls, runInference hops); "" = tracing off. The protocol
+	// is "grpc" or "http/protobuf".
+	OtelExporterEndpoint string `protobuf:"bytes,19,opt,name=otel_exporter_endpoint,json=otelExporterEndpoint,proto3" json:"otel_exporter_endpoint,omitempty"`
+	OtelExporterProtocol string `protobuf:"bytes,20,opt,name=otel_exporter_protocol,json=otelExporterProtocol,proto3" json:"otel_exporter_protocol,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *Config) Reset() {
@@ -285,6 +290,20 @@ func (x *Config) GetSpinWaitMicros() int64 {
 		return x.SpinWaitMicros
 	}
 	return 0
+}
+
+func (x *Config) GetOtelExporterEndpoint() string {
+	if x != nil {
+		return x.OtelExporterEndpoint
+	}
+	return ""
+}
+
+func (x *Config) GetOtelExporterProtocol() string {
+	if x != nil {
+		return x.OtelExporterProtocol
+	}
+	return ""
 }
 
 // Module is one code version: its name (the bucket key, or the file) and
@@ -437,7 +456,10 @@ type BidsRequest struct {
 	// sidecar's answers (and wake the sidecar's reader to poll for its
 	// requests) and for its next chunk. false: it parks at once instead, so
 	// that no polling takes a CPU that another worker's call needs.
-	Poll          bool `protobuf:"varint,8,opt,name=poll,proto3" json:"poll,omitempty"`
+	Poll bool `protobuf:"varint,8,opt,name=poll,proto3" json:"poll,omitempty"`
+	// The host's span (generateBids) as a W3C traceparent, set only when
+	// tracing is on: the worker's generateBid spans are its children.
+	Traceparent   string `protobuf:"bytes,9,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -526,6 +548,13 @@ func (x *BidsRequest) GetPoll() bool {
 		return x.Poll
 	}
 	return false
+}
+
+func (x *BidsRequest) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
 }
 
 type CallResult struct {
@@ -1117,7 +1146,7 @@ var File_jsworker_proto protoreflect.FileDescriptor
 
 const file_jsworker_proto_rawDesc = "" +
 	"\n" +
-	"\x0ejsworker.proto\x12\x14inferbid.jsworker.v1\x1a\x0finference.proto\"\xe8\x05\n" +
+	"\x0ejsworker.proto\x12\x14inferbid.jsworker.v1\x1a\x0finference.proto\"\xd4\x06\n" +
 	"\x06Config\x12%\n" +
 	"\x0esidecar_socket\x18\x03 \x01(\tR\rsidecarSocket\x12+\n" +
 	"\x11sidecar_transport\x18\x04 \x01(\tR\x10sidecarTransport\x127\n" +
@@ -1137,7 +1166,9 @@ const file_jsworker_proto_rawDesc = "" +
 	"wasmHelper\x126\n" +
 	"\amodules\x18\x10 \x03(\v2\x1c.inferbid.jsworker.v1.ModuleR\amodules\x12%\n" +
 	"\x0edefault_module\x18\x11 \x01(\tR\rdefaultModule\x12(\n" +
-	"\x10spin_wait_micros\x18\x12 \x01(\x03R\x0espinWaitMicrosJ\x04\b\x01\x10\x02J\x04\b\x02\x10\x03R\vmodule_nameR\rmodule_source\"U\n" +
+	"\x10spin_wait_micros\x18\x12 \x01(\x03R\x0espinWaitMicros\x124\n" +
+	"\x16otel_exporter_endpoint\x18\x13 \x01(\tR\x14otelExporterEndpoint\x124\n" +
+	"\x16otel_exporter_protocol\x18\x14 \x01(\tR\x14otelExporterProtocolJ\x04\b\x01\x10\x02J\x04\b\x02\x10\x03R\vmodule_nameR\rmodule_source\"U\n" +
 	"\x06Module\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\tR\x06source\x12\x1f\n" +
@@ -1149,7 +1180,7 @@ const file_jsworker_proto_rawDesc = "" +
 	"\rmodule_errors\x18\x03 \x03(\v21.inferbid.jsworker.v1.ConfigAck.ModuleErrorsEntryR\fmoduleErrors\x1a?\n" +
 	"\x11ModuleErrorsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x89\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xab\x02\n" +
 	"\vBidsRequest\x12'\n" +
 	"\x0finterest_groups\x18\x01 \x03(\fR\x0einterestGroups\x12\x18\n" +
 	"\asignals\x18\x02 \x03(\fR\asignals\x12!\n" +
@@ -1158,7 +1189,8 @@ const file_jsworker_proto_rawDesc = "" +
 	"\tconsented\x18\x05 \x01(\bR\tconsented\x12\x1a\n" +
 	"\bfunction\x18\x06 \x01(\tR\bfunction\x12!\n" +
 	"\fcode_version\x18\a \x01(\tR\vcodeVersion\x12\x12\n" +
-	"\x04poll\x18\b \x01(\bR\x04poll\"\x9d\x01\n" +
+	"\x04poll\x18\b \x01(\bR\x04poll\x12 \n" +
+	"\vtraceparent\x18\t \x01(\tR\vtraceparent\"\x9d\x01\n" +
 	"\n" +
 	"CallResult\x12\x10\n" +
 	"\x03bid\x18\x01 \x01(\fR\x03bid\x12>\n" +

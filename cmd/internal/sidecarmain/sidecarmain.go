@@ -20,6 +20,7 @@ import (
 	"github.com/inferbid/inferbid/internal/cli"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/sidecar"
+	"github.com/inferbid/inferbid/telemetry"
 )
 
 // Run runs the sidecar for runtimeName with args (without the program
@@ -87,6 +88,7 @@ func newLogger(format string, level slog.Level, w io.Writer) (*slog.Logger, erro
 // options are the sidecar's flags.
 type options struct {
 	socket, runtimeConfig, logLevel, logFormat string
+	otlpEndpoint, otlpProtocol                 string
 	maxModelBytes                              int64
 	maxEntries, seqPerClient                   int
 	stopGrace, spinWait                        time.Duration
@@ -111,6 +113,8 @@ func newFlagSet(prog string, o *options, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.logFormat, "log_format", logFormat, "text (logfmt) or json (one slog JSON object per line, what the supervisor asks for through $"+sidecar.LogFormatEnv+")")
 	cli.DurationVar(fs, &o.spinWait, "fast_lane_spin_wait", 0, "how long a fast-lane connection polls for the next request before it parks; default 0 = 50µs, negative = never (no CPU spent polling)")
 	fs.IntVar(&o.seqPerClient, "max_sequences_per_client", 0, "most live sequences of one stateful model one client of bidding-server's KServe front (its remote host) may hold; default 0 = a quarter of the model's max_sequence_number (at least 16, or all of them when fewer), negative = no cap")
+	fs.StringVar(&o.otlpEndpoint, "otel_exporter_endpoint", os.Getenv(telemetry.EndpointEnv), "OpenTelemetry tracing: the OTLP collector's URL (e.g. http://127.0.0.1:4318) to which the sidecar exports its spans (sidecar.Predict, model.run: ids, model paths, sizes, timings, never request data); the only connection it makes; default $"+telemetry.EndpointEnv+", else none: tracing off")
+	fs.StringVar(&o.otlpProtocol, "otel_exporter_protocol", os.Getenv(telemetry.ProtocolEnv), "the OTLP protocol: http/protobuf or grpc; default $"+telemetry.ProtocolEnv+", else http/protobuf")
 	fs.BoolVar(&o.version, "version", false, "print the version (module version and VCS commit) and exit")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: %s --socket PATH [--runtime_config JSON]\n       %s --version\n", prog, prog)
@@ -133,6 +137,18 @@ func serve(ctx context.Context, runtimeName string, o options, log *slog.Logger)
 			return cli.Usagef("--runtime_config cpuset %v: %w", cfg.Cpuset, err)
 		}
 	}
+	if err := telemetry.CheckProtocol(o.otlpProtocol); err != nil {
+		return cli.Usagef("--otel_exporter_protocol: %w", err)
+	}
+	traces, err := telemetry.New(ctx, telemetry.Options{Endpoint: o.otlpEndpoint, Protocol: o.otlpProtocol, ServiceName: "inference-sidecar-" + runtimeName, Logger: log})
+	if err != nil {
+		return cli.Usagef("--otel_exporter_endpoint: %w", err)
+	}
+	defer func() {
+		if err := traces.Shutdown(context.Background()); err != nil {
+			log.Warn("exporting the last spans failed", "err", err)
+		}
+	}()
 	rt, err := runtimes.Open(runtimeName, cfg)
 	if err != nil {
 		return &cli.UsageError{Err: err}
@@ -145,6 +161,7 @@ func serve(ctx context.Context, runtimeName string, o options, log *slog.Logger)
 		Logger:                log,
 		FastLaneSpinWait:      o.spinWait,
 		MaxSequencesPerClient: o.seqPerClient,
+		Tracer:                traces.Tracer(),
 	})
 	if err != nil {
 		return err

@@ -72,6 +72,10 @@ type server struct {
 	synced  atomic.Bool
 	syncMu  sync.Mutex
 	syncErr error
+	// readinessPolicy is --readiness_policy ("" = any); localModels counts
+	// the --inference_model_local_paths models (serving once synced).
+	readinessPolicy readinessPolicy
+	localModels     int
 
 	// starting says what start-up is doing while the port already serves;
 	// nil once pool, models and health are set (the Store that clears it
@@ -448,10 +452,15 @@ func (s *server) modelStatuses(ctx context.Context, path string) ([]modelStatus,
 // module compiled), the sidecar answers its health check, and the first
 // model sync finished.
 func (s *server) ready(w http.ResponseWriter, r *http.Request) int {
-	status, problems := s.readiness(r.Context())
+	status, problems, failed := s.readiness(r.Context())
 	if len(problems) > 0 {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": status, "problems": problems})
 		return http.StatusServiceUnavailable
+	}
+	if len(failed) > 0 {
+		// Ready by --readiness_policy, with models that failed: by name.
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "failed_models": failed})
+		return http.StatusOK
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	return http.StatusOK
@@ -460,19 +469,19 @@ func (s *server) ready(w http.ResponseWriter, r *http.Request) int {
 // readyErr is /readyz's verdict as an error (nil when ready), for the v2
 // API's server-ready endpoint.
 func (s *server) readyErr(ctx context.Context) error {
-	if _, problems := s.readiness(ctx); len(problems) > 0 {
+	if _, problems, _ := s.readiness(ctx); len(problems) > 0 {
 		return errors.New(strings.Join(problems, "; "))
 	}
 	return nil
 }
 
 // readiness is "ready" with no problems, or the status and what is not
-// ready.
-func (s *server) readiness(ctx context.Context) (string, []string) {
+// ready; failed names the configured models that failed to load (also
+// when the readiness policy lets the server be ready).
+func (s *server) readiness(ctx context.Context) (status string, problems, failed []string) {
 	if s.draining.Load() {
-		return "draining", []string{"draining: the server got SIGTERM and stops soon; requests are still served"}
+		return "draining", []string{"draining: the server got SIGTERM and stops soon; requests are still served"}, nil
 	}
-	var problems []string
 	// pool and health are read only once start-up is over (they are set
 	// while the port already serves).
 	step := s.starting.Load()
@@ -498,11 +507,20 @@ func (s *server) readiness(ctx context.Context) (string, []string) {
 			msg += ": last attempt: " + err.Error()
 		}
 		problems = append(problems, msg)
+	} else {
+		// Every configured model was tried once: the policy decides.
+		var models []modelstore.ModelStatus
+		if wt := s.watcher.Load(); wt != nil {
+			models = wt.Status()
+		}
+		var modelProblems []string
+		modelProblems, failed = modelReadiness(s.readinessPolicy, s.localModels, models)
+		problems = append(problems, modelProblems...)
 	}
 	if len(problems) > 0 {
-		return "not ready", problems
+		return "not ready", problems, failed
 	}
-	return "ready", nil
+	return "ready", nil, failed
 }
 
 func (s *server) setSyncResult(err error) {

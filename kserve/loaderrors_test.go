@@ -1,0 +1,93 @@
+package kserve_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/inferbid/inferbid/kserve"
+	pb "github.com/inferbid/inferbid/proto/kservepb"
+)
+
+// TestLoadErrors: a model the config lists whose load failed answers model
+// metadata, ready and infer with its load error (503; ready 400), on HTTP
+// and gRPC, rather than "not known"; another unknown name stays a 404.
+func TestLoadErrors(t *testing.T) {
+	srv := kserve.New(kserve.Options{LoadErrors: func() map[string]string {
+		return map[string]string{"bad/v3/": `checksum mismatch: config lists 00.., the bucket content is 79..`}
+	}})
+	srv.SetBackend(tfSidecar(t))
+	url := serveHTTP(t, srv)
+	for _, c := range []struct {
+		method, path string
+		want         int
+	}{
+		{"GET", "/v2/models/bad", 503},
+		{"GET", "/v2/models/bad/versions/v3", 503},
+		{"GET", "/v2/models/bad/ready", 400},
+		{"POST", "/v2/models/bad/infer", 503},
+	} {
+		body := ""
+		if c.method == "POST" {
+			body = `{"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1]}]}`
+		}
+		code, out := call(t, c.method, url+c.path, body)
+		if code != c.want || !strings.Contains(string(out), "failed to load") || !strings.Contains(string(out), "checksum mismatch") {
+			t.Errorf("%s %s: %d %s, want %d with the load error", c.method, c.path, code, out, c.want)
+		}
+	}
+	if code, out := call(t, "GET", url+"/v2/models/other", ""); code != 404 || !strings.Contains(string(out), "not known") {
+		t.Errorf("GET /v2/models/other: %d %s, want 404 not known", code, out)
+	}
+	if code, out := call(t, "GET", url+"/v2/models/bad/versions/v4", ""); code != 404 {
+		t.Errorf("GET /v2/models/bad/versions/v4 (neither serving nor failed): %d %s, want 404", code, out)
+	}
+	client := serveGRPC(t, srv)
+	_, err := client.ModelReady(context.Background(), &pb.ModelReadyRequest{Name: "bad"})
+	wantCode(t, "gRPC ModelReady of a failed model", err, codes.Unavailable, "checksum mismatch")
+	_, err = client.ModelMetadata(context.Background(), &pb.ModelMetadataRequest{Name: "bad"})
+	wantCode(t, "gRPC ModelMetadata of a failed model", err, codes.Unavailable, "checksum mismatch")
+}
+
+// TestGRPCHealthService: grpc.health.v1.Health answers SERVING exactly
+// when the server is ready (for "" and the inference service), asked anew
+// each time; an unknown service is NOT_FOUND.
+func TestGRPCHealthService(t *testing.T) {
+	ready := errors.New("no configured model serves")
+	srv := kserve.New(kserve.Options{Ready: func(context.Context) error { return ready }})
+	srv.SetBackend(tfSidecar(t))
+	_ = serveGRPC(t, srv)
+	addr := lastGRPCAddr
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	h := healthpb.NewHealthClient(conn)
+	check := func(svc string) healthpb.HealthCheckResponse_ServingStatus {
+		resp, err := h.Check(context.Background(), &healthpb.HealthCheckRequest{Service: svc})
+		if err != nil {
+			t.Fatalf("Check(%q): %v", svc, err)
+		}
+		return resp.GetStatus()
+	}
+	for _, svc := range []string{"", "inference.GRPCInferenceService"} {
+		if st := check(svc); st != healthpb.HealthCheckResponse_NOT_SERVING {
+			t.Errorf("Check(%q) while not ready: %s", svc, st)
+		}
+	}
+	ready = nil
+	for _, svc := range []string{"", "inference.GRPCInferenceService"} {
+		if st := check(svc); st != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("Check(%q) once ready: %s", svc, st)
+		}
+	}
+	_, err = h.Check(context.Background(), &healthpb.HealthCheckRequest{Service: "nope"})
+	wantCode(t, "Check of an unknown service", err, codes.NotFound, "nope")
+}

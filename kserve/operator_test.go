@@ -91,3 +91,24 @@ func TestGRPCHealthService(t *testing.T) {
 	_, err = h.Check(context.Background(), &healthpb.HealthCheckRequest{Service: "nope"})
 	wantCode(t, "Check of an unknown service", err, codes.NotFound, "nope")
 }
+
+// TestErrorsNameSignatureKeys: the v2 API's input errors name a
+// TensorFlow tensor by its signature key, as the model's metadata shows it
+// ("dense"), with the graph name in parentheses; a misspelt name gets a
+// suggestion.
+func TestErrorsNameSignatureKeys(t *testing.T) {
+	url, _ := newTFServer(t, kserve.Options{})
+	const adID = `{"name":"ad_id","shape":[1,1],"datatype":"INT64","data":[1]}`
+	const pub = `{"name":"publisher_id","shape":[1,1],"datatype":"INT64","data":[3]}`
+	for _, c := range []struct{ body, want string }{
+		{`{"inputs":[` + adID + `,` + pub + `]}`, `missing input tensor \"dense\" (serving_default_dense:0)`},
+		{`{"inputs":[{"name":"adid","shape":[1,1],"datatype":"INT64","data":[1]},` + pub + `]}`, `unknown input tensor \"adid\"`},
+		{`{"inputs":[{"name":"adid","shape":[1,1],"datatype":"INT64","data":[1]},` + pub + `]}`, `did you mean \"ad_id\" (serving_default_ad_id:0)?`},
+		{`{"inputs":[` + adID + `,` + pub + `,{"name":"dense","shape":[1,5],"datatype":"FP32","data":[1,2,3,4,5]}]}`, `input tensor \"dense\" (serving_default_dense:0): tensor_shape [1,5]`},
+	} {
+		code, out := call(t, "POST", url+"/v2/models/pctr/versions/v1/infer", c.body)
+		if code != 400 || !strings.Contains(string(out), c.want) {
+			t.Errorf("infer %s: %d %s, want 400 containing %s", c.body, code, out, c.want)
+		}
+	}
+}

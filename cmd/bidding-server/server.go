@@ -93,6 +93,20 @@ type server struct {
 	// module is the one module's status (--udf_code_path or the embedded
 	// example), made once at start.
 	module codestore.VersionStatus
+	// scriptErrors rate-limits the log lines of script errors.
+	scriptErrors scriptErrorLog
+}
+
+// codeVersion is the code version a request ran: the one it named, or the
+// default.
+func (s *server) codeVersion(named string) string {
+	if named != "" {
+		return named
+	}
+	if st := s.code.Load(); st != nil {
+		return st.Default()
+	}
+	return s.module.Name
 }
 
 // setStarting records the start-up step under way, for /readyz.
@@ -257,6 +271,7 @@ func (s *server) generateBids(w http.ResponseWriter, r *http.Request) int {
 		if err != nil {
 			bids[i].Error = bidError(err)
 			s.logger.Debug("generateBid failed", "interest_group", names[i], "err", err)
+			s.logScriptError(s.codeVersion(req.CodeVersion), err)
 			continue
 		}
 		bids[i].Bid = res.Bid
@@ -361,8 +376,12 @@ func bidError(err error) string {
 	case errors.Is(err, jsworker.ErrWorkerDied):
 		return "generateBid's JS worker died (out of memory, or a crash) and was replaced"
 	case errors.As(err, &se):
-		// The first line: the exception, without goja's stack dump.
+		// The first line: the exception, without goja's stack dump, and
+		// where it was thrown (script:line:column).
 		msg, _, _ := strings.Cut(se.Message, "\n")
+		if pos := scriptPosition(se.Message); pos != "" {
+			msg += " (at " + pos + ")"
+		}
 		return "generateBid threw: " + msg
 	case errors.Is(err, jsbridge.ErrNotFunction):
 		return "the bidding module defines no generateBid function"

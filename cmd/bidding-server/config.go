@@ -267,6 +267,12 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if c.ModelBucketName != "" && c.ModelConfigPath == "" {
 		return c, errors.New("--inference_model_bucket_name needs --inference_model_config_path")
 	}
+	if c.ModelBucketName != "" {
+		// A bare path or file://dir/x is a mistake no retry fixes.
+		if err := modelstore.CheckBucketURL(c.ModelBucketName); err != nil {
+			return c, fmt.Errorf("--inference_model_bucket_name: %w", err)
+		}
+	}
 	if c.CodeMaxBytes <= 0 {
 		return c, errors.New("--code_max_bytes must be > 0")
 	}

@@ -56,6 +56,11 @@ type WatcherOptions struct {
 	Logger *slog.Logger
 	// Metrics receives the watcher's collectors; nil = none.
 	Metrics prometheus.Registerer
+	// DriftCheckPeriod is how often the serving models' bucket objects are
+	// listed to find content changed without a config change (hashed, and
+	// warned about once per content, when the listing changed); 0 = every
+	// 10 polls (10 minutes with the default Period), negative = never.
+	DriftCheckPeriod time.Duration
 	// TempDir holds downloads until they are verified; "" = os.TempDir().
 	TempDir string
 	// OpTimeout bounds each model's download, its registration (load and
@@ -120,6 +125,9 @@ type Watcher struct {
 	stateMu sync.RWMutex
 	state   map[string]Loaded
 	book    statusBook // for Status
+	// drift finds serving content changed in the bucket without a config
+	// change.
+	drift drift
 }
 
 // NewWatcher checks opts and opens the bucket. It does not poll: call
@@ -163,6 +171,9 @@ func NewWatcher(opts WatcherOptions) (*Watcher, error) {
 	}
 	if w.parallelism == 0 {
 		w.parallelism = DefaultParallelism
+	}
+	if w.opts.DriftCheckPeriod == 0 {
+		w.opts.DriftCheckPeriod = 10 * w.opts.Period
 	}
 	if w.opts.OpTimeout == 0 {
 		w.opts.OpTimeout = DefaultOpTimeout
@@ -251,6 +262,7 @@ func (w *Watcher) SyncOnce(ctx context.Context) error {
 	plan := Plan(w.Models(), cfg, w.now())
 	errs = append(errs, w.apply(ctx, plan)...)
 	w.forgetSettled(plan)
+	w.checkDrift(ctx, cfg, plan)
 	w.nextWake = plan.NextWake
 	w.metrics.available.Set(float64(len(w.Models())))
 	if len(errs) == 0 {
@@ -542,6 +554,7 @@ func (w *Watcher) load(ctx context.Context, a Action) error {
 	w.setState(e.Path, func(Loaded, bool) (Loaded, bool) {
 		return Loaded{Entry: e, Checksum: d.checksum, LoadedAt: w.now()}, true
 	})
+	w.drift.noteLoaded(e.Path, at.objects)
 	w.forgetFailure(e.Path)
 	w.failures.succeeded(e.Path)
 	w.log.Info("model registered", "model_path", e.Path, "kind", kind, "bytes", d.size, "files", len(d.files),

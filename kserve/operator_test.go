@@ -3,7 +3,10 @@ package kserve_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -109,6 +112,45 @@ func TestErrorsNameSignatureKeys(t *testing.T) {
 		code, out := call(t, "POST", url+"/v2/models/pctr/versions/v1/infer", c.body)
 		if code != 400 || !strings.Contains(string(out), c.want) {
 			t.Errorf("infer %s: %d %s, want 400 containing %s", c.body, code, out, c.want)
+		}
+	}
+}
+
+// TestTFServingNumericVersionAndObservation: TF Serving's numeric version
+// (/versions/1) reaches model path pctr/v1/, and the prediction is
+// observed with its model path and a duration (for per-model metrics).
+func TestTFServingNumericVersionAndObservation(t *testing.T) {
+	var mu sync.Mutex
+	var obs []kserve.Observation
+	srv := kserve.New(kserve.Options{Observe: func(o kserve.Observation) {
+		mu.Lock()
+		obs = append(obs, o)
+		mu.Unlock()
+	}})
+	srv.SetBackend(tfSidecar(t))
+	mux := http.NewServeMux()
+	mux.Handle("POST /v1/models/", srv.TFServingPredictHandler())
+	hs := httptest.NewServer(mux)
+	t.Cleanup(hs.Close)
+	const body = `{"inputs":{"ad_id":[[1]],"publisher_id":[[3]],"dense":[[0.1,0.2,0.3,0.4,0.5,0.6]]}}`
+	for _, c := range []struct {
+		path, wantPath string
+		code           int
+	}{
+		{"/v1/models/pctr/versions/1:predict", "pctr/v1/", 200},
+		{"/v1/models/pctr/versions/v2:predict", "pctr/v2/", 200},
+		{"/v1/models/pctr/versions/7:predict", "", 404},
+	} {
+		code, out := call(t, "POST", hs.URL+c.path, body)
+		if code != c.code {
+			t.Errorf("POST %s: %d %s, want %d", c.path, code, out, c.code)
+			continue
+		}
+		mu.Lock()
+		o := obs[len(obs)-1]
+		mu.Unlock()
+		if o.Endpoint != "tfserving_predict" || o.ModelPath != c.wantPath || o.Status != c.code || (code == 200 && o.Duration <= 0) {
+			t.Errorf("POST %s observed %+v, want model path %q, status %d and a duration", c.path, o, c.wantPath, c.code)
 		}
 	}
 }

@@ -79,7 +79,7 @@ type Options struct {
 // Observation is one request's outcome.
 type Observation struct {
 	Protocol string // "http" or "grpc"
-	Endpoint string // "live", "ready", "model_ready", "server_metadata", "model_metadata", "infer", "unknown"
+	Endpoint string // "live", "ready", "model_ready", "server_metadata", "model_metadata", "infer", "tfserving_predict", "unknown"
 	Status   int    // the HTTP status (the gRPC code's HTTP equivalent)
 	// ModelPath is the model path an inference or model request resolved
 	// to; "" when it resolved to none.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -439,6 +440,12 @@ func (s *server) getModel(w http.ResponseWriter, r *http.Request) int {
 		if m.ModelPath == path {
 			writeJSON(w, http.StatusOK, m)
 			return http.StatusOK
+		}
+	}
+	if !strings.HasSuffix(path, "/") {
+		// A directory model's path ends in "/": pctr/v1/, not pctr/v1.
+		if dir, err := s.modelStatuses(ctx, path+"/"); err == nil && slices.ContainsFunc(dir, func(m modelStatus) bool { return m.ModelPath == path+"/" }) {
+			return writeError(w, http.StatusNotFound, fmt.Sprintf("model %q is not known; %q is (a directory model's path ends in \"/\"): GET /v1/models/%s/", path, path+"/", path))
 		}
 	}
 	return writeError(w, http.StatusNotFound, fmt.Sprintf("model %q is not known: the sidecar has no model at this path and the model config does not list it", path))

@@ -89,6 +89,15 @@ func usage() string {
 	return b.String()
 }
 
+// printUsage writes usage() and the global flags with their defaults.
+func printUsage(w io.Writer) {
+	fmt.Fprint(w, usage())
+	fs := flag.NewFlagSet("inferctl", flag.ContinueOnError)
+	fs.SetOutput(w)
+	newGlobals().define(fs)
+	fs.PrintDefaults()
+}
+
 // maxPredictInput bounds the batch JSON read from a file or stdin.
 const maxPredictInput = 512 << 20
 
@@ -100,10 +109,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	global := flag.NewFlagSet("inferctl", flag.ContinueOnError)
 	global.SetOutput(stderr)
 	g.define(global)
-	global.Usage = func() {
-		fmt.Fprint(stderr, usage())
-		global.PrintDefaults()
-	}
+	global.Usage = func() { printUsage(stderr) }
 	// The global flags stop at the command's name; the command's own flag
 	// set takes them again, anywhere after it.
 	if err := cli.ParseFlags(global, args); err != nil {
@@ -125,7 +131,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return err
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "inferctl: %v\n", err)
-		fmt.Fprint(stderr, usage())
+		printUsage(stderr)
 	default:
 		fmt.Fprintf(stderr, "inferctl %s: %s: %v\n", name, inferr.TypeOf(err), err)
 	}

@@ -199,7 +199,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		client := sup.Client()
 		popts.Inference = client
 		// Ready only once a restarted sidecar has its models back.
-		srv.models, srv.health = client, sup
+		srv.models, srv.health, srv.predictor = client, sup, client
 		srv.v2.SetBackend(client)
 	} else {
 		logger.Warn("no inference sidecar binary: inference is disabled (getModelPaths/runInference are not defined)")

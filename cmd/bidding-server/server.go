@@ -42,12 +42,15 @@ type healthChecker interface {
 // JS pool in the server itself).
 type server struct {
 	// workers run the JS; nil with --js_in_process, where pool does.
-	workers  *jsworker.Host
-	pool     *jsbridge.Pool
-	models   modelLister   // nil when inference is disabled
-	health   healthChecker // nil when inference is disabled
-	metrics  *metrics
-	gatherer prometheus.Gatherer
+	workers *jsworker.Host
+	pool    *jsbridge.Pool
+	models  modelLister // nil when inference is disabled
+	// predictor runs POST /v1/predict's batches; nil when inference is
+	// disabled.
+	predictor batchPredictor
+	health    healthChecker // nil when inference is disabled
+	metrics   *metrics
+	gatherer  prometheus.Gatherer
 	// v2 is the Open Inference Protocol (KServe v2) API, served under
 	// /v2; nil serves no /v2.
 	v2     *kserve.Server
@@ -129,6 +132,7 @@ func (s *server) notStarted(w http.ResponseWriter) (int, bool) {
 func (s *server) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/generateBids", s.count("generateBids", s.generateBids))
+	mux.HandleFunc("POST /v1/predict", s.count("predict", s.predict))
 	mux.HandleFunc("GET /v1/models", s.count("models", s.listModels))
 	mux.HandleFunc("GET /v1/models/{model_path...}", s.count("model", s.getModel))
 	mux.HandleFunc("GET /healthz", s.count("healthz", func(w http.ResponseWriter, r *http.Request) int {

@@ -66,3 +66,23 @@ func TestContentDriftWarnsOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestUnnamedRejections: an entry whose model_path is misspelt names no
+// path, so Status cannot list it; UnnamedRejections says why it was
+// rejected (for readiness), and forgets it once the config is fixed.
+func TestUnnamedRejections(t *testing.T) {
+	e := newEnv(t, backends()[0], nil)
+	e.put(e.opts.ConfigPath, []byte(`{"model_metadata":[{"modelpath":"m/","checksum":"`+strings.Repeat("0", 64)+`"}]}`))
+	_ = e.sync()
+	got := e.w.UnnamedRejections()
+	if len(got) != 1 || !strings.Contains(got[0], "modelpath") || len(e.w.Status()) != 0 {
+		t.Fatalf("UnnamedRejections %q, Status %v; want the misspelt field named, no status", got, e.w.Status())
+	}
+	sum := e.putModel("m/", runtimes.Files{"model.pt": randomBytes(t, 100)})
+	e.clock.Advance(time.Second)
+	e.putConfig(cfgEntry{path: "m/", checksum: sum})
+	e.mustSync()
+	if got := e.w.UnnamedRejections(); len(got) != 0 {
+		t.Errorf("after the fix: %q", got)
+	}
+}

@@ -64,6 +64,8 @@ type modelError struct {
 type statusBook struct {
 	listed   map[string]string // path -> listed checksum
 	rejected map[string]string // path -> why its entry is rejected
+	// unnamed are the errors of rejected entries that name no model path.
+	unnamed []string
 	loading  map[string]bool
 	errs     map[string]modelError
 }
@@ -82,11 +84,23 @@ func (w *Watcher) noteConfig(cfg Config) {
 		w.book.listed[e.Path] = e.Checksum
 	}
 	clear(w.book.rejected)
+	w.book.unnamed = nil
 	for _, ie := range cfg.Invalid {
 		if ie.Path != "" {
 			w.book.rejected[ie.Path] = ie.Err.Error()
+		} else {
+			w.book.unnamed = append(w.book.unnamed, ie.Err.Error())
 		}
 	}
+}
+
+// UnnamedRejections are the errors of the config's rejected entries that
+// name no model path (a missing or misspelt model_path field), which
+// Status cannot list by path.
+func (w *Watcher) UnnamedRejections() []string {
+	w.stateMu.RLock()
+	defer w.stateMu.RUnlock()
+	return slices.Clone(w.book.unnamed)
 }
 
 func (w *Watcher) noteLoading(path string, on bool) {

@@ -37,10 +37,12 @@ func parseReadinessPolicy(s string) (readinessPolicy, error) {
 // each was tried: the problems that make the server not ready (none =
 // ready), and the failed models by name either way (a ready server with
 // policy any still reports them). local counts the --inference_model_local_paths
-// models, registered (they serve) before the bucket's first sync.
+// models, registered (they serve) before the bucket's first sync; unnamed
+// are the errors of config entries rejected without a model path (each a
+// configured model that does not serve).
 // It holds the policy alone, so that what else readiness follows (start-up,
 // the sidecar's health) stays apart from it.
-func modelReadiness(policy readinessPolicy, local int, models []modelstore.ModelStatus) (problems, failed []string) {
+func modelReadiness(policy readinessPolicy, local int, models []modelstore.ModelStatus, unnamed []string) (problems, failed []string) {
 	if policy == "" {
 		policy = policyAny
 	}
@@ -61,6 +63,10 @@ func modelReadiness(policy readinessPolicy, local int, models []modelstore.Model
 		}
 	}
 	slices.Sort(failed)
+	for _, e := range unnamed {
+		configured++
+		failed = append(failed, "an entry naming no model_path: "+e)
+	}
 	if policy == policyNone || configured == 0 {
 		return nil, failed
 	}

@@ -50,7 +50,7 @@ func TestModelReadiness(t *testing.T) {
 		{policy: policyAll, models: []modelstore.ModelStatus{serving}, ready: true},
 		{policy: policyNone, models: []modelstore.ModelStatus{failed}, ready: true, wantFailed: 1},
 	} {
-		probs, f := modelReadiness(tc.policy, tc.local, tc.models)
+		probs, f := modelReadiness(tc.policy, tc.local, tc.models, nil)
 		if (len(probs) == 0) != tc.ready || len(f) != tc.wantFailed {
 			t.Errorf("%q local=%d %v: problems %q failed %q, want ready=%v and %d failed", tc.policy, tc.local, tc.models, probs, f, tc.ready, tc.wantFailed)
 		}
@@ -59,6 +59,10 @@ func TestModelReadiness(t *testing.T) {
 				t.Errorf("%q %v: problems %q do not mention %q", tc.policy, tc.models, probs, w)
 			}
 		}
+	}
+	// A config whose only entry names no model_path (a misspelt field).
+	if probs, f := modelReadiness(policyAny, 0, nil, []string{`model_metadata[0]: unknown field "modelpath"`}); len(probs) != 1 || len(f) != 1 || !strings.Contains(probs[0], "modelpath") {
+		t.Errorf("an unnamed rejected entry: problems %q failed %q, want not ready naming it", probs, f)
 	}
 	if _, err := parseReadinessPolicy("some"); err == nil || !strings.Contains(err.Error(), "any, all or none") {
 		t.Errorf("parseReadinessPolicy(some) = %v", err)

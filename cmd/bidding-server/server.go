@@ -540,11 +540,12 @@ func (s *server) readiness(ctx context.Context) (status string, problems, failed
 	} else {
 		// Every configured model was tried once: the policy decides.
 		var models []modelstore.ModelStatus
+		var unnamed []string
 		if wt := s.watcher.Load(); wt != nil {
-			models = wt.Status()
+			models, unnamed = wt.Status(), wt.UnnamedRejections()
 		}
 		var modelProblems []string
-		modelProblems, failed = modelReadiness(s.readinessPolicy, s.localModels, models)
+		modelProblems, failed = modelReadiness(s.readinessPolicy, s.localModels, models, unnamed)
 		problems = append(problems, modelProblems...)
 	}
 	if len(problems) > 0 {

@@ -66,8 +66,8 @@ type statusBook struct {
 	rejected map[string]string // path -> why its entry is rejected
 	// unnamed are the errors of rejected entries that name no model path.
 	unnamed []string
-	loading  map[string]bool
-	errs     map[string]modelError
+	loading map[string]bool
+	errs    map[string]modelError
 }
 
 func newStatusBook() statusBook {

@@ -59,6 +59,12 @@ func modelReadiness(policy readinessPolicy, local int, models []modelstore.Model
 			failed = append(failed, fmt.Sprintf("%q: %s", m.Path, m.LastError))
 		case modelstore.ModelLoading:
 			configured++
+			if m.LastError != "" {
+				// Retried now: its last attempt's error says why it
+				// does not serve.
+				failed = append(failed, fmt.Sprintf("%q: %s (retrying)", m.Path, m.LastError))
+				continue
+			}
 			notServing = append(notServing, fmt.Sprintf("%q: loading", m.Path))
 		}
 	}
@@ -90,7 +96,8 @@ func (s *server) loadErrors() map[string]string {
 	}
 	var out map[string]string
 	for _, st := range wt.Status() {
-		if st.State == modelstore.ModelFailed {
+		// Failed, or loading again after a failure (a retry).
+		if st.State == modelstore.ModelFailed || (st.State == modelstore.ModelLoading && st.LastError != "") {
 			if out == nil {
 				out = map[string]string{}
 			}

@@ -31,6 +31,7 @@ func TestModelReadiness(t *testing.T) {
 	serving := modelstore.ModelStatus{Path: "good/", State: modelstore.ModelServing}
 	failed := modelstore.ModelStatus{Path: "bad/", State: modelstore.ModelFailed, LastError: "checksum mismatch"}
 	loading := modelstore.ModelStatus{Path: "new/", State: modelstore.ModelLoading}
+	retried := modelstore.ModelStatus{Path: "bad/", State: modelstore.ModelLoading, LastError: "checksum mismatch"}
 	for _, tc := range []struct {
 		policy      readinessPolicy
 		local       int
@@ -45,6 +46,7 @@ func TestModelReadiness(t *testing.T) {
 		{policy: policyAny, models: []modelstore.ModelStatus{failed, serving}, ready: true, wantFailed: 1},
 		{policy: policyAny, local: 1, models: []modelstore.ModelStatus{failed}, ready: true, wantFailed: 1},
 		{policy: policyAny, models: []modelstore.ModelStatus{loading}, wantInProbs: []string{`"new/": loading`}},
+		{policy: policyAny, models: []modelstore.ModelStatus{retried}, wantInProbs: []string{`"bad/": checksum mismatch (retrying)`}, wantFailed: 1},
 		{policy: policyAll, models: []modelstore.ModelStatus{failed, serving}, wantInProbs: []string{"1 of 2", `"bad/"`}, wantFailed: 1},
 		{policy: policyAll, models: []modelstore.ModelStatus{serving, loading}, wantInProbs: []string{`"new/": loading`}},
 		{policy: policyAll, models: []modelstore.ModelStatus{serving}, ready: true},

@@ -22,7 +22,7 @@ STEP := scripts/step.sh
 # (internal/cmd/testsummary).
 TESTSUMMARY := .cache/bin/testsummary
 
-.PHONY: image deps-helm test-deploy
+.PHONY: image print-image-tag deps-helm test-deploy
 .PHONY: all build build-pytorch deps deps-onnx deps-pytorch deps-test-servers deps-node-peer deps-wrk deps-tfjs \
 	test test-go test-pytorch testsummary bench lint proto proto-check demo fuzz models wasm clean
 
@@ -86,10 +86,16 @@ build: deps-onnx deps-pytorch
 	  $(GO) build -ldflags "$(LDFLAGS)" -tags pytorch -o $(BIN)/ ./cmd/inference-sidecar-pytorch
 
 # image: the OCI images (deploy/ociimage; no daemon, no base image) into
-# bin/image/: layout/ holding inferbid:TAG (the pure-Go binaries) and
-# inferbid-onnx:TAG (plus the ONNX sidecar and its libraries), and a
-# docker-load tarball of each. Same commit, same digests.
-IMAGE_TAG ?= $(if $(GIT_REV),$(shell git rev-parse --short=12 HEAD),devel)
+# bin/image/: layout/ holding inferbid:TAG (the pure-Go binaries),
+# inferbid-onnx:TAG (plus the ONNX sidecar and its libraries) and
+# inferbid-pytorch:TAG (plus the PyTorch sidecar and libtorch), and a
+# docker-load tarball of each. Same commit, same digests. TAG is the Helm
+# chart's appVersion unless IMAGE_TAG says otherwise: the chart's default
+# image.tag and the KServe runtimes name the same tag (deploy/README.md;
+# deploy/charttest checks they agree). `make print-image-tag` prints it.
+IMAGE_TAG ?= $(shell sed -n 's/^appVersion: *"*\([^"]*\)"*$$/\1/p' deploy/helm/inferbid/Chart.yaml)
+print-image-tag:
+	@echo $(IMAGE_TAG)
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 image: deps-onnx deps-pytorch
 	@mkdir -p $(BIN)/image/bin

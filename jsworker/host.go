@@ -981,7 +981,9 @@ func (e *callError) Unwrap() []error { return e.is }
 func resultError(fn string, k pb.ErrorKind, msg string) error {
 	switch k {
 	case pb.ErrorKind_ERROR_KIND_SCRIPT:
-		return &jsbridge.ScriptError{Func: fn, Message: msg}
+		// The worker sent ScriptError.Error(): the Message alone, as
+		// in-process, is what was thrown and where (goja's stack lines).
+		return &jsbridge.ScriptError{Func: fn, Message: strings.TrimPrefix(msg, "jsbridge: "+fn+": ")}
 	case pb.ErrorKind_ERROR_KIND_DEADLINE:
 		return &callError{msg: msg, is: []error{jsbridge.ErrDeadline}}
 	case pb.ErrorKind_ERROR_KIND_ABANDONED:

@@ -755,3 +755,18 @@ func TestVersionWasmHelper(t *testing.T) {
 		}
 	}
 }
+
+// TestScriptErrorKeepsItsPosition: a script error from a worker is the
+// same ScriptError as in-process: what was thrown, then goja's stack with
+// the script, line and column.
+func TestScriptErrorKeepsItsPosition(t *testing.T) {
+	h, _ := startHost(t, "function generateBid(ig) {\n  return undefinedVar;\n}\n", Options{Workers: 1})
+	resp := h.GenerateBids(context.Background(), Request{InterestGroups: groups("a")})
+	var se *jsbridge.ScriptError
+	if len(resp.Results) != 1 || !errors.As(resp.Results[0].Err, &se) {
+		t.Fatalf("results %+v, want one ScriptError", resp.Results)
+	}
+	if !strings.HasPrefix(se.Message, "ReferenceError: undefinedVar is not defined\n") || !strings.Contains(se.Message, "test.js:2:10") || se.Func != "generateBid" {
+		t.Errorf("ScriptError %+v, want the ReferenceError first, then test.js:2:10", se)
+	}
+}

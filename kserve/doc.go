@@ -34,5 +34,8 @@
 //
 // Errors follow the batch contract's six types: INPUT_PARSING is a 400,
 // MODEL_NOT_FOUND a 404, the rest a 500, each with the protocol's error
-// object {"error": "..."}.
+// object {"error": "..."}. A model the config lists whose load failed
+// (Options.LoadErrors) answers 503 with its load error rather than "not
+// known". The gRPC server also serves grpc.health.v1.Health, SERVING
+// exactly when ServerReady is.
 package kserve

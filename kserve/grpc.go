@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
@@ -20,14 +21,16 @@ import (
 )
 
 // NewGRPCServer returns a gRPC server with the protocol's
-// inference.GRPCInferenceService over s, and beside it TF Serving's
+// inference.GRPCInferenceService over s, beside it TF Serving's
 // tensorflow.serving.PredictionService and ModelService (one listener for
-// both protocols); messages are bounded by Options.MaxRequestBytes
+// both protocols), and the standard health service grpc.health.v1.Health
+// answering ServerReady; messages are bounded by Options.MaxRequestBytes
 // (received) and 4 times that (sent).
 func (s *Server) NewGRPCServer() *grpc.Server {
 	gs := grpc.NewServer(grpc.MaxRecvMsgSize(int(s.opts.MaxRequestBytes)), grpc.MaxSendMsgSize(4*int(s.opts.MaxRequestBytes)))
 	kservepb.RegisterGRPCInferenceServiceServer(gs, &grpcService{s: s})
 	s.registerTFServing(gs)
+	healthpb.RegisterHealthServer(gs, &healthService{s: s})
 	return gs
 }
 
@@ -102,8 +105,9 @@ func (g *grpcService) ServerReady(ctx context.Context, _ *kservepb.ServerReadyRe
 	return &kservepb.ServerReadyResponse{Ready: g.s.ServerReady(ctx) == nil}, nil
 }
 
-// ModelReady answers false for a model that is loading, NotFound for one
-// that is not known.
+// ModelReady answers false for a model that is loading, Unavailable with
+// the load error for one that failed to load, NotFound for one that is not
+// known.
 func (g *grpcService) ModelReady(ctx context.Context, req *kservepb.ModelReadyRequest) (_ *kservepb.ModelReadyResponse, err error) {
 	start := time.Now()
 	r, err := g.s.ModelReady(ctx, req.GetName(), req.GetVersion())

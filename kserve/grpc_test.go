@@ -18,6 +18,10 @@ import (
 	pb "github.com/inferbid/inferbid/proto/kservepb"
 )
 
+// lastGRPCAddr is the address serveGRPC served on last (tests are not
+// parallel), for clients of the other services on that server.
+var lastGRPCAddr string
+
 // serveGRPC serves srv's gRPC service on a real TCP listener and returns a
 // client generated from the protocol's proto.
 func serveGRPC(t *testing.T, srv *kserve.Server) pb.GRPCInferenceServiceClient {
@@ -27,6 +31,7 @@ func serveGRPC(t *testing.T, srv *kserve.Server) pb.GRPCInferenceServiceClient {
 		t.Fatal(err)
 	}
 	gs := srv.NewGRPCServer()
+	lastGRPCAddr = ln.Addr().String()
 	served := make(chan error, 1)
 	go func() { served <- gs.Serve(ln) }()
 	t.Cleanup(func() {

@@ -91,15 +91,16 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) (string, int, str
 	switch ep {
 	case epModelReady:
 		res, err := s.ModelReady(ctx, name, version)
-		code := http.StatusOK
 		if err != nil {
-			code = StatusOf(err)
+			code := StatusOf(err)
 			if code >= 500 {
 				code = http.StatusBadRequest // health answers are 200 or 4xx
 			}
+			// Why not ready (loading, failed to load: its error).
+			return ep, writeError(w, code, err.Error()), res.Path
 		}
-		w.WriteHeader(code)
-		return ep, code, res.Path
+		w.WriteHeader(http.StatusOK)
+		return ep, http.StatusOK, res.Path
 	case epModelMetadata:
 		md, err := s.ModelMetadata(ctx, name, version)
 		if err != nil {

@@ -74,6 +74,11 @@ type Options struct {
 	// (POST /v2/repository/index, /v2/repository/models/NAME/load and
 	// /unload); nil = off, those paths 404.
 	Repository Repository
+	// LoadErrors, when set, gives the models that are configured but do
+	// not serve because their load failed: model path -> the load error. A
+	// request for such a model answers 503 with that error (model ready:
+	// not ready, with it) rather than "not known".
+	LoadErrors func() map[string]string
 }
 
 // Observation is one request's outcome.
@@ -300,6 +305,19 @@ func (s *Server) Resolve(ctx context.Context, name, version string) (Resolution,
 			return Resolution{}, fmt.Errorf("list models: %w", err)
 		}
 		r, ok = Resolve(paths, name, version)
+	}
+	if !ok && s.opts.LoadErrors != nil {
+		if errs := s.opts.LoadErrors(); len(errs) > 0 {
+			failed := make([]string, 0, len(errs))
+			for p := range errs {
+				failed = append(failed, p)
+			}
+			if f, fok := Resolve(append(failed, paths...), name, version); fok {
+				if msg, isFailed := errs[f.Path]; isFailed {
+					return f, errorf(http.StatusServiceUnavailable, "model %q version %q (model path %q) failed to load: %s", name, f.Version, f.Path, msg)
+				}
+			}
+		}
 	}
 	if !ok {
 		if version != "" && len(r.Versions) > 0 {

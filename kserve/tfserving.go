@@ -2,11 +2,13 @@ package kserve
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -33,9 +35,10 @@ import (
 // Serving's {"error": ...}. Mount it at "POST /v1/models/".
 func (s *Server) TFServingPredictHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
 		code, path := s.tfServingPredict(w, r)
 		if s.opts.Observe != nil {
-			s.opts.Observe(Observation{Protocol: "http", Endpoint: "tfserving_predict", Status: code, ModelPath: path})
+			s.opts.Observe(Observation{Protocol: "http", Endpoint: "tfserving_predict", Status: code, ModelPath: path, Duration: time.Since(start)})
 		}
 	})
 }
@@ -66,6 +69,7 @@ func (s *Server) tfServingPredict(w http.ResponseWriter, r *http.Request) (int, 
 		}
 		return writeError(w, http.StatusBadRequest, "cannot read request body: "+err.Error()), ""
 	}
+	version = s.tfServingVersion(r.Context(), name, version)
 	res, info, err := s.model(r.Context(), name, version)
 	if err != nil {
 		return writeError(w, StatusOf(err), err.Error()), res.Path
@@ -91,6 +95,22 @@ func (s *Server) tfServingPredict(w http.ResponseWriter, r *http.Request) (int, 
 	w.WriteHeader(http.StatusOK)
 	w.Write(out)
 	return http.StatusOK, resp.ModelPath
+}
+
+// tfServingVersion maps TF Serving's numeric versions (/versions/1) to the
+// model path's version: "1" is "v1" when the name has a version "v1" and
+// no version "1" (model paths name versions pctr/v1/ or pctr/1/).
+func (s *Server) tfServingVersion(ctx context.Context, name, version string) string {
+	if version == "" || strings.Trim(version, "0123456789") != "" {
+		return version
+	}
+	if _, err := s.Resolve(ctx, name, version); err == nil {
+		return version
+	}
+	if _, err := s.Resolve(ctx, name, "v"+version); err == nil {
+		return "v" + version
+	}
+	return version
 }
 
 // decodeTFServingJSON reads the request, columnar ("inputs") or row

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"path"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -42,6 +44,9 @@ func openBucket(ctx context.Context, bucketURL string) (*blob.Bucket, string, *f
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("bucket URL %q: %w", bucketURL, err)
 	}
+	if err := checkBucketURL(bucketURL, u); err != nil {
+		return nil, "", nil, err
+	}
 	var root *fileRoot
 	if u.Scheme == "file" {
 		if root, err = newFileRoot(u); err != nil {
@@ -53,6 +58,45 @@ func openBucket(ctx context.Context, bucketURL string) (*blob.Bucket, string, *f
 		return nil, "", nil, fmt.Errorf("open bucket %q: %w", bucketURL, err)
 	}
 	return b, u.Scheme, root, nil
+}
+
+// checkBucketURL refuses the bucket URLs that look like a local directory
+// written the wrong way, saying the file:// URL meant: a bare path ("no
+// scheme" to gocloud) and a file:// URL whose first path segment became the
+// host (file://tmp/x, file://../x: gocloud would drop it and open /x).
+func checkBucketURL(bucketURL string, u *url.URL) error {
+	switch {
+	case u.Scheme == "" && bucketURL != "":
+		return fmt.Errorf("bucket URL %q has no scheme: a local directory is %s, a bucket s3://BUCKET?region=... or gs://BUCKET", bucketURL, fileURLHint(bucketURL))
+	case u.Scheme == "file" && u.Host != "" && u.Host != "." && u.Host != "localhost":
+		rel := u.Host + u.Path
+		hint := fileURLHint(rel)
+		if !strings.HasPrefix(u.Host, ".") {
+			hint = "file:///" + strings.TrimPrefix(path.Clean("/"+rel), "/") + " (absolute) or " + hint + " (relative to the working directory)"
+		}
+		return fmt.Errorf("bucket URL %q names host %q, which a file:// URL does not have (it would open %s): a local directory is file:// followed by its absolute path, %s", bucketURL, u.Host, u.Path, hint)
+	}
+	return nil
+}
+
+// CheckBucketURL reports the mistakes checkBucketURL catches (and a URL that
+// does not parse) without opening anything: for flag checks at start.
+func CheckBucketURL(bucketURL string) error {
+	u, err := url.Parse(bucketURL)
+	if err != nil {
+		return fmt.Errorf("bucket URL %q: %w", bucketURL, err)
+	}
+	return checkBucketURL(bucketURL, u)
+}
+
+// fileURLHint is the file:// URL of a local path, made absolute against
+// the working directory.
+func fileURLHint(p string) string {
+	abs, err := filepath.Abs(filepath.FromSlash(p))
+	if err != nil {
+		return "file:///absolute/path"
+	}
+	return "file://" + filepath.ToSlash(abs)
 }
 
 // OpenBucket opens a bucket URL (file:///dir, s3://bucket?..., gs://bucket).

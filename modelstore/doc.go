@@ -78,4 +78,11 @@
 // SHA-256 of each file, ordered by path. File names holding a backslash or
 // a newline are the exception: sha256sum escapes those lines, so the
 // pipeline hashes a different string.
+//
+// Bucket URLs that look like a local directory written the wrong way (a
+// bare path, file://dir/x whose dir becomes the URL's host) are refused
+// with the file:///absolute/path meant (CheckBucketURL). A serving model's
+// bucket content changed without a config change is found by a periodic
+// listing and warned about once per content (drift.go,
+// WatcherOptions.DriftCheckPeriod).
 package modelstore

@@ -40,6 +40,7 @@ type metrics struct {
 	deferred      prometheus.Counter
 	failing       prometheus.Gauge
 	badEntries    prometheus.Gauge
+	drifted       prometheus.Counter
 
 	mu         sync.Mutex
 	lastGoodAt time.Time
@@ -94,6 +95,10 @@ func newMetrics(reg prometheus.Registerer, now func() time.Time) (*metrics, erro
 			Name: "inferbid_modelstore_config_invalid_entries",
 			Help: "Entries of the model config in force that were rejected; the models they name stay as they were.",
 		}),
+		drifted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "inferbid_modelstore_content_drift_total",
+			Help: "Serving models whose bucket content was found to no longer match the checksum they serve under, without a config change (counted once per content).",
+		}),
 		now:       now,
 		startedAt: now(),
 	}
@@ -105,7 +110,7 @@ func newMetrics(reg prometheus.Registerer, now func() time.Time) (*metrics, erro
 		Help: "Seconds since the last good sync (since the watcher started when none was good yet).",
 	}, m.sinceLastGood)
 	for _, c := range []prometheus.Collector{m.fetches, m.registrations, m.deletions, m.available,
-		m.regSeconds, m.regHistogram, m.downloadBytes, m.lastGood, m.deferred, m.failing, m.badEntries, since} {
+		m.regSeconds, m.regHistogram, m.downloadBytes, m.lastGood, m.deferred, m.failing, m.badEntries, m.drifted, since} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -64,8 +64,10 @@ type modelError struct {
 type statusBook struct {
 	listed   map[string]string // path -> listed checksum
 	rejected map[string]string // path -> why its entry is rejected
-	loading  map[string]bool
-	errs     map[string]modelError
+	// unnamed are the errors of rejected entries that name no model path.
+	unnamed []string
+	loading map[string]bool
+	errs    map[string]modelError
 }
 
 func newStatusBook() statusBook {
@@ -84,11 +86,23 @@ func (w *Watcher) noteConfig(cfg Config) {
 		w.book.listed[e.Path] = e.Checksum
 	}
 	w.book.rejected = make(map[string]string)
+	w.book.unnamed = nil
 	for _, ie := range cfg.Invalid {
 		if ie.Path != "" {
 			w.book.rejected[ie.Path] = ie.Err.Error()
+		} else {
+			w.book.unnamed = append(w.book.unnamed, ie.Err.Error())
 		}
 	}
+}
+
+// UnnamedRejections are the errors of the config's rejected entries that
+// name no model path (a missing or misspelt model_path field), which
+// Status cannot list by path.
+func (w *Watcher) UnnamedRejections() []string {
+	w.stateMu.RLock()
+	defer w.stateMu.RUnlock()
+	return slices.Clone(w.book.unnamed)
 }
 
 func (w *Watcher) noteLoading(path string, on bool) {

@@ -57,6 +57,11 @@ type WatcherOptions struct {
 	Logger *slog.Logger
 	// Metrics receives the watcher's collectors; nil = none.
 	Metrics prometheus.Registerer
+	// DriftCheckPeriod is how often the serving models' bucket objects are
+	// listed to find content changed without a config change (hashed, and
+	// warned about once per content, when the listing changed); 0 = every
+	// 10 polls (10 minutes with the default Period), negative = never.
+	DriftCheckPeriod time.Duration
 	// TempDir holds downloads until they are verified; "" = os.TempDir().
 	TempDir string
 	// OpTimeout bounds each model's download, its registration (load and
@@ -128,6 +133,9 @@ type Watcher struct {
 	state   map[string]Loaded
 	held    map[string]bool // paths taken out of the sync (Hold)
 	book    statusBook      // for Status
+	// drift finds serving content changed in the bucket without a config
+	// change.
+	drift drift
 }
 
 // NewWatcher checks opts and opens the bucket. It does not poll: call
@@ -171,6 +179,9 @@ func NewWatcher(opts WatcherOptions) (*Watcher, error) {
 	}
 	if w.parallelism == 0 {
 		w.parallelism = DefaultParallelism
+	}
+	if w.opts.DriftCheckPeriod == 0 {
+		w.opts.DriftCheckPeriod = 10 * w.opts.Period
 	}
 	if w.opts.OpTimeout == 0 {
 		w.opts.OpTimeout = DefaultOpTimeout
@@ -267,6 +278,7 @@ func (w *Watcher) SyncOnce(ctx context.Context) error {
 	plan := Plan(w.Models(), w.withoutHeld(cfg), w.now())
 	errs = append(errs, w.apply(ctx, plan)...)
 	w.forgetSettled(plan)
+	w.checkDrift(ctx, cfg, plan)
 	w.nextWake = plan.NextWake
 	w.metrics.available.Set(float64(len(w.Models())))
 	w.problems.summarize(w.now())
@@ -559,6 +571,7 @@ func (w *Watcher) load(ctx context.Context, a Action) error {
 	w.setState(e.Path, func(Loaded, bool) (Loaded, bool) {
 		return Loaded{Entry: e, Checksum: d.checksum, LoadedAt: w.now()}, true
 	})
+	w.drift.noteLoaded(e.Path, at.objects)
 	w.forgetFailure(e.Path)
 	w.failures.succeeded(e.Path)
 	w.log.Info("model registered", "model_path", e.Path, "kind", kind, "bytes", d.size, "files", len(d.files),

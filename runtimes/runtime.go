@@ -431,10 +431,10 @@ func (m *Model) bind(inputs []tensor.Tensor) ([]tensor.Tensor, error) {
 	for _, t := range inputs {
 		i, ok := m.byName[t.Name]
 		if !ok {
-			return nil, fmt.Errorf("unknown input tensor %s (model inputs: %s)", inferr.Quote(t.Name), m.inputNames())
+			return nil, m.unknownInput(t.Name)
 		}
 		if ordered[i].Data != nil {
-			return nil, fmt.Errorf("input tensor %s given twice", inferr.Quote(m.sig.Inputs[i].Name))
+			return nil, fmt.Errorf("input tensor %s given twice", specName(m.sig.Inputs[i], t.Name))
 		}
 		if err := checkSpec(m.sig.Inputs[i], t); err != nil {
 			return nil, err
@@ -443,7 +443,7 @@ func (m *Model) bind(inputs []tensor.Tensor) ([]tensor.Tensor, error) {
 	}
 	for i, spec := range m.sig.Inputs {
 		if ordered[i].Data == nil && !spec.Optional {
-			return nil, fmt.Errorf("missing input tensor %s", inferr.Quote(spec.Name))
+			return nil, fmt.Errorf("missing input tensor %s", specName(spec, ""))
 		}
 	}
 	return ordered, nil
@@ -464,38 +464,110 @@ func (m *Model) inSignatureOrder(inputs []tensor.Tensor) bool {
 }
 
 func checkSpec(spec TensorSpec, t tensor.Tensor) error {
-	// Name the input as the caller did, and the model's own name when it
-	// differs (a TensorFlow signature key is an alias of its tensor).
-	name := inferr.Quote(spec.Name)
-	switch {
-	case spec.Name == "":
-		name = inferr.Quote(t.Name)
-	case t.Name != "" && t.Name != spec.Name:
-		name = inferr.Quote(t.Name) + " (model input " + inferr.Quote(spec.Name) + ")"
-	}
 	if spec.DType != tensor.Invalid && t.DType() != spec.DType {
-		return fmt.Errorf("input tensor %s: data_type %s, model expects %s", name, t.DType(), spec.DType)
+		return fmt.Errorf("input tensor %s: data_type %s, model expects %s", specName(spec, t.Name), t.DType(), spec.DType)
 	}
 	if spec.Shape == nil {
 		return nil
 	}
 	if len(t.Shape) != len(spec.Shape) {
-		return fmt.Errorf("input tensor %s: tensor_shape %s, model expects %s", name, tensor.FormatShape(t.Shape), tensor.FormatShape(spec.Shape))
+		return fmt.Errorf("input tensor %s: tensor_shape %s, model expects %s", specName(spec, t.Name), tensor.FormatShape(t.Shape), tensor.FormatShape(spec.Shape))
 	}
 	for i, d := range spec.Shape {
 		if d >= 0 && t.Shape[i] != d {
-			return fmt.Errorf("input tensor %s: tensor_shape %s, model expects %s", name, tensor.FormatShape(t.Shape), tensor.FormatShape(spec.Shape))
+			return fmt.Errorf("input tensor %s: tensor_shape %s, model expects %s", specName(spec, t.Name), tensor.FormatShape(t.Shape), tensor.FormatShape(spec.Shape))
 		}
 	}
 	return nil
 }
 
-func (m *Model) inputNames() string {
+// specName names a tensor in an error as its users know it: its signature
+// key (TensorFlow's "ad_id", the first alias) with the model's internal
+// name in parentheses ("ad_id" (serving_default_ad_id:0)), or the internal
+// name alone when there is no key. given is the name the caller wrote; one
+// that is neither comes first ("adid" = "ad_id" (...)). Built on error
+// paths only.
+func specName(spec TensorSpec, given string) string {
+	key := spec.Name
+	if len(spec.Aliases) > 0 && spec.Aliases[0] != "" {
+		key = spec.Aliases[0]
+	}
+	name := inferr.Quote(key)
+	switch {
+	case key == "":
+		name = inferr.Quote(given)
+	case spec.Name != "" && spec.Name != key:
+		name += " (" + spec.Name + ")"
+	}
+	if given != "" && given != key && given != spec.Name {
+		name = inferr.Quote(given) + " = " + name
+	}
+	return name
+}
+
+// unknownInput is the error of an input name the model does not have: the
+// model's inputs by signature key (internal names in parentheses) and, when
+// one is close to the name given, a suggestion.
+func (m *Model) unknownInput(given string) error {
 	names := make([]string, len(m.sig.Inputs))
 	for i, in := range m.sig.Inputs {
-		names[i] = in.Name
+		names[i] = specName(in, "")
 	}
-	return strings.Join(names, ", ")
+	msg := fmt.Sprintf("unknown input tensor %s (model inputs: %s)", inferr.Quote(given), strings.Join(names, ", "))
+	if near := m.nearestInput(given); near != "" {
+		msg += "; did you mean " + near + "?"
+	}
+	return errors.New(msg)
+}
+
+// nearestInput is the input whose key or name is within a small edit
+// distance of given (case and "_"/"-" ignored), as specName names it; ""
+// when none is.
+func (m *Model) nearestInput(given string) string {
+	fold := func(s string) string {
+		return strings.NewReplacer("_", "", "-", "", " ", "").Replace(strings.ToLower(s))
+	}
+	g := fold(given)
+	best, bestD := "", 3 // at most 2 edits
+	if len(g) <= 3 {
+		bestD = 1 // a short name: only the same name, folded
+	}
+	for _, in := range m.sig.Inputs {
+		for _, n := range append([]string{in.Name}, in.Aliases...) {
+			if d := editDistance(g, fold(n), bestD); d < bestD {
+				best, bestD = specName(in, ""), d
+			}
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b, or limit when it
+// is at least limit (names are short: the loop is bounded by their length).
+func editDistance(a, b string, limit int) int {
+	if len(a) > 256 || len(b) > 256 {
+		return limit
+	}
+	if d := len(a) - len(b); d >= limit || -d >= limit {
+		return limit
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			c := prev[j-1]
+			if a[i-1] != b[j-1] {
+				c++
+			}
+			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return min(prev[len(b)], limit)
 }
 
 // Close waits for calls in flight, then releases the model. Later Predict

@@ -124,9 +124,11 @@ func TestPredictRejectsBadInputsAsInputParsing(t *testing.T) {
 		in   []tensor.Tensor
 		want string
 	}{
-		"unknown name":   {[]tensor.Tensor{x, tensor.New("z", []int64{1}, []int64{1})}, `unknown input tensor "z"`},
+		"unknown name":   {[]tensor.Tensor{x, tensor.New("z", []int64{1}, []int64{1})}, `unknown input tensor "z" (model inputs: "x" (serving_default_x:0), "y" (serving_default_y:0))`},
+		"near name":      {[]tensor.Tensor{x, tensor.New("Y_", []int64{1}, []int64{1})}, `did you mean "y" (serving_default_y:0)?`},
+		"graph name":     {[]tensor.Tensor{tensor.New("serving_default_x:0", []int64{1, 3}, []float32{1, 2, 3})}, `input tensor "x" (serving_default_x:0): tensor_shape [1,3]`},
 		"twice":          {[]tensor.Tensor{x, x}, "given twice"},
-		"missing":        {[]tensor.Tensor{tensor.New("y", []int64{1}, []int64{1})}, `missing input tensor "serving_default_x:0"`},
+		"missing":        {[]tensor.Tensor{tensor.New("y", []int64{1}, []int64{1})}, `missing input tensor "x" (serving_default_x:0)`},
 		"dtype":          {[]tensor.Tensor{tensor.New("x", []int64{1, 2}, []float64{1, 2})}, "data_type DOUBLE, model expects FLOAT"},
 		"rank":           {[]tensor.Tensor{tensor.New("x", []int64{2}, []float32{1, 2})}, "tensor_shape [2], model expects [-1,2]"},
 		"dim":            {[]tensor.Tensor{tensor.New("x", []int64{1, 3}, []float32{1, 2, 3})}, "model expects [-1,2]"},
@@ -134,7 +136,7 @@ func TestPredictRejectsBadInputsAsInputParsing(t *testing.T) {
 		"too many":       {[]tensor.Tensor{tensor.New("x", []int64{1000, 2}, make([]float32, 2000))}, "more than 1000 elements"},
 		"no data":        {[]tensor.Tensor{{Name: "x", Shape: []int64{1}}}, "no data of a supported type"},
 		// Every input in signature order (Model.bind's no-copy path).
-		"dtype in order": {[]tensor.Tensor{x, tensor.New("y", []int64{1}, []int32{1})}, `input tensor "y" (model input "serving_default_y:0"): data_type INT32, model expects INT64`},
+		"dtype in order": {[]tensor.Tensor{x, tensor.New("y", []int64{1}, []int32{1})}, `input tensor "y" (serving_default_y:0): data_type INT32, model expects INT64`},
 		"rank in order":  {[]tensor.Tensor{x, tensor.New("y", []int64{1, 1}, []int64{1})}, "tensor_shape [1,1], model expects [-1]"},
 	} {
 		_, err := m.Predict(context.Background(), c.in)

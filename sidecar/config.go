@@ -11,6 +11,7 @@ import (
 
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/runtimes/driver"
 )
 
 // Bounds of the dynamic batching settings (runtimes.BatchSettings).
@@ -57,6 +58,8 @@ func ParseRuntimeConfig(js string) (runtimes.Config, error) {
 		return runtimes.Config{}, inferr.Errorf(inferr.InputParsing, "runtime config: model_reset_probability is %v, want 0..1", cfg.ModelResetProbability)
 	case cfg.MaxTensorElements < 0:
 		return runtimes.Config{}, inferr.Errorf(inferr.InputParsing, "runtime config: max_tensor_elements is %d, want >= 0", cfg.MaxTensorElements)
+	case cfg.OutputNames != "" && cfg.OutputNames != driver.OutputNamesGraph && cfg.OutputNames != driver.OutputNamesSignatureKey:
+		return runtimes.Config{}, inferr.Errorf(inferr.InputParsing, "runtime config: output_names is %q, want %q or %q", cfg.OutputNames, driver.OutputNamesGraph, driver.OutputNamesSignatureKey)
 	}
 	for i, c := range cfg.Cpuset {
 		if c < 0 || c >= 1<<16 {

@@ -37,6 +37,9 @@ type config struct {
 	ModelFetchPeriod   time.Duration
 	ModelMaxEntries    int
 	LocalModels        []localModel
+	// ReadinessPolicy is --readiness_policy: what the configured models
+	// must do before the server is ready.
+	ReadinessPolicy readinessPolicy
 
 	UDFCodePath string
 	// UDFWasmHelperPath is a WebAssembly module handed to every generateBid
@@ -132,7 +135,7 @@ Flags:
 
 // flagText is what the flags that need conversion after parsing hold.
 type flagText struct {
-	local, transport, codeFetch string
+	local, transport, codeFetch, readiness string
 }
 
 // newFlagSet defines every flag on a new flag set, storing into c and raw.
@@ -157,6 +160,7 @@ func newFlagSet(c *config, raw *flagText, stderr io.Writer) *flag.FlagSet {
 	cli.DurationVar(fs, &c.ModelFetchPeriod, "inference_model_fetch_period_ms", modelstore.DefaultPeriod, "bucket poll period; 0 = the default")
 	fs.IntVar(&c.ModelMaxEntries, "inference_model_max_entries", modelstore.DefaultMaxEntries, "most model_metadata entries in the bucket's config; a config with more is rejected whole (nothing it says takes effect) with an error naming the cap; 0 = the default")
 	fs.StringVar(&raw.local, "inference_model_local_paths", "", "comma-separated local models registered at start: LOCAL or MODEL_PATH=LOCAL; without MODEL_PATH the path is LOCAL's base name, plus a trailing / for a directory; default none")
+	fs.StringVar(&raw.readiness, "readiness_policy", string(policyAny), "when /readyz (and the v2 API's server ready, the gRPC health service) says ready, once every configured model was tried once: any = at least one model serves, all = every model serves, none = whatever the models do; failed models are named in /readyz either way")
 	fs.StringVar(&c.UDFCodePath, "udf_code_path", "", "the JavaScript bidding module defining generateBid; default: the embedded example (examples/bidding/generate_bid.js)")
 	fs.StringVar(&c.UDFWasmHelperPath, "udf_wasm_helper_path", "", "a WebAssembly module (.wasm) compiled once and handed to every generateBid call as browserSignals.wasmHelper, a WebAssembly.Module (B&A's Wasm helper); default none")
 	fs.StringVar(&raw.codeFetch, "buyer_code_fetch_config", "", `where the bidding code comes from (env BUYER_CODE_FETCH_CONFIG), B&A's JSON: {"fetchMode":"BUCKET","protectedAuctionBiddingJsBucket":"s3://...","protectedAuctionBiddingJsBucketDefaultBlob":"bid.js","urlFetchPeriodMs":60000}, or "URL" with "biddingJsUrl" (and "biddingWasmHelperUrl", "urlFetchTimeoutMs"), or "LOCAL" with "biddingJsPath"; in BUCKET mode every blob is a code version a request may name (code_version), swapped in live as it changes; default none: --udf_code_path`)
@@ -282,6 +286,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	if c.SidecarTransport, err = sidecar.ParseTransport(raw.transport); err != nil {
 		return c, fmt.Errorf("--inference_sidecar_transport: %w", err)
 	}
+	if c.ReadinessPolicy, err = parseReadinessPolicy(raw.readiness); err != nil {
+		return c, err
+	}
 	if c.LocalModels, err = parseLocalModels(raw.local); err != nil {
 		return c, err
 	}
@@ -290,6 +297,12 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if c.ModelBucketName != "" && c.ModelConfigPath == "" {
 		return c, errors.New("--inference_model_bucket_name needs --inference_model_config_path")
+	}
+	if c.ModelBucketName != "" {
+		// A bare path or file://dir/x is a mistake no retry fixes.
+		if err := modelstore.CheckBucketURL(c.ModelBucketName); err != nil {
+			return c, fmt.Errorf("--inference_model_bucket_name: %w", err)
+		}
 	}
 	if c.CodeMaxBytes <= 0 {
 		return c, errors.New("--code_max_bytes must be > 0")

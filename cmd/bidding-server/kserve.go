@@ -23,6 +23,7 @@ func newKServe(cfg config, srv *server, m *metrics) *kserve.Server {
 		Timeout:       cfg.RequestTimeout,
 		Ready:         srv.readyErr,
 		Observe:       m.observeV2,
+		LoadErrors:    srv.loadErrors,
 	}
 	if cfg.KServeModelRepository {
 		srv.repo = newModelRepo(cfg, srv)

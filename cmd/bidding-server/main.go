@@ -112,7 +112,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	srv := &server{module: codestore.VersionStatus{Name: name, SHA256: hex.EncodeToString(sum[:]), Size: int64(len(source)),
 		State: codestore.StateDefault, LoadedAt: startedAt}, metrics: m, gatherer: gatherer, tracer: traces.Tracer(), logger: logger, maxBody: cfg.MaxRequestBytes, maxGroups: cfg.MaxGroups,
 		maxBidBytes: cfg.MaxBidBytes, requestTimeout: cfg.RequestTimeout, requestConcurrency: cfg.JSRequestConcurrency,
-		isolateCalls: cfg.JSIsolateEachCall, consentToken: cfg.ConsentedDebugToken}
+		isolateCalls: cfg.JSIsolateEachCall, consentToken: cfg.ConsentedDebugToken,
+		readinessPolicy: cfg.ReadinessPolicy, localModels: len(cfg.LocalModels)}
 	popts := jsbridge.Options{
 		Size:             cfg.JSPoolSize,
 		CallTimeout:      cfg.JSCallTimeout,
@@ -223,7 +224,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		client := sup.Client()
 		popts.Inference = client
 		// Ready only once a restarted sidecar has its models back.
-		srv.models, srv.health = client, sup
+		srv.models, srv.health, srv.predictor = client, sup, client
 		gatherer.setSidecar(client.Gatherer(0))
 		srv.v2.SetBackend(client)
 		if srv.repo != nil {
@@ -422,11 +423,13 @@ func syncModels(ctx context.Context, cfg config, sup modelstore.Registrar, srv *
 		}
 	}
 	retry.reset()
-	// Ready once the config was read and every model it lists was attempted,
-	// as production model servers do: a model that failed (bad checksum,
-	// failed download or warm-up) is logged, counted in /metrics and retried
-	// by the watcher, and must not hold the models that loaded out of service.
-	// Only a config that was never read keeps the server not ready.
+	// The first sync ends once the config was read and every model it lists
+	// was attempted: a model that failed (bad checksum, failed download or
+	// warm-up) is logged, counted in /metrics and retried by the watcher.
+	// Whether the server is then ready is --readiness_policy's call
+	// (modelReadiness): by default one serving model is enough, so one bad
+	// model does not hold the models that loaded out of service, but a
+	// config whose every model fails does not take traffic.
 	for {
 		err := w.SyncOnce(ctx)
 		if err == nil {

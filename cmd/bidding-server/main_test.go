@@ -34,6 +34,9 @@ func TestRunExitCodes(t *testing.T) {
 		{[]string{"--listen", "127.0.0.1:0", "--kserve_listen", "127.0.0.1:99999"}, "", 1, "--kserve_listen"},
 		{[]string{"--listen", "127.0.0.1:0", "--kserve_grpc_listen", "127.0.0.1:99999"}, "", 1, "--kserve_grpc_listen"},
 		{[]string{"--write_timeout", "1s"}, "", 2, "--write_timeout"},
+		{[]string{"--inference_sidecar_binary_path", "/bin/true", "--inference_model_config_path", "c.json", "--inference_model_bucket_name", "file://tmp/models"}, "", 2, "file:///tmp/models (absolute)"},
+		{[]string{"--inference_sidecar_binary_path", "/bin/true", "--inference_model_config_path", "c.json"}, "INFERENCE_MODEL_BUCKET_NAME=/srv/models", 2, "no scheme: a local directory is file:///srv/models"},
+		{[]string{"--readiness_policy", "most"}, "", 2, "any, all or none"},
 	} {
 		clear(env)
 		if k, v, ok := strings.Cut(c.env, "="); ok {

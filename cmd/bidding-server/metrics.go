@@ -96,7 +96,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		v2Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "inferbid_v2_requests_total", Help: "Open Inference Protocol (KServe v2) requests by protocol (http, grpc), endpoint and status code (HTTP's, for gRPC too)."}, []string{"protocol", "endpoint", "code"}),
 		v2ModelRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "inferbid_v2_model_requests_total", Help: "Open Inference Protocol (KServe v2) inferences by protocol, model path (" + unknownModelLabel + " for a name or version that resolved to none) and status code."}, []string{"protocol", "model_path", "code"}),
+			Name: "inferbid_v2_model_requests_total", Help: "Open Inference Protocol (KServe v2) inferences, and TF Serving REST predictions (protocol tfserving), by protocol, model path (" + unknownModelLabel + " for a name or version that resolved to none) and status code."}, []string{"protocol", "model_path", "code"}),
 		v2Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "inferbid_v2_request_duration_seconds", Help: "Open Inference Protocol (KServe v2) request duration by protocol and endpoint.", Buckets: latency}, []string{"protocol", "endpoint"}),
 	}
@@ -111,14 +111,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 func (m *metrics) observeV2(o kserve.Observation) {
 	m.v2Requests.WithLabelValues(o.Protocol, o.Endpoint, strconv.Itoa(o.Status)).Inc()
 	m.v2Duration.WithLabelValues(o.Protocol, o.Endpoint).Observe(o.Duration.Seconds())
-	if o.Endpoint == "infer" {
+	if o.Endpoint == "infer" || o.Endpoint == "tfserving_predict" {
 		// Only paths the sidecar lists: a client's typos cannot grow the
 		// label set.
 		label := o.ModelPath
 		if label == "" {
 			label = unknownModelLabel
 		}
-		m.v2ModelRequests.WithLabelValues(o.Protocol, label, strconv.Itoa(o.Status)).Inc()
+		proto := o.Protocol
+		if o.Endpoint == "tfserving_predict" {
+			proto = "tfserving" // TF Serving's REST predict, apart from v2's HTTP
+		}
+		m.v2ModelRequests.WithLabelValues(proto, label, strconv.Itoa(o.Status)).Inc()
 	}
 }
 

@@ -156,6 +156,14 @@ func TestModelsEndpoints(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &e); err != nil || !strings.Contains(e.Error, `"pctr/v9/"`) {
 		t.Errorf("404 body %s does not name the path", body)
 	}
+	// Without the trailing slash: the 404 says the path that is known (a
+	// failed model's too); one that is not known gets no hint.
+	for path, hint := range map[string]string{"pctr/v1": "GET /v1/models/pctr/v1/", "bad": "GET /v1/models/bad/", "pctr/v9": ""} {
+		_, body = get(t, url+"/v1/models/"+path)
+		if got := strings.Contains(body, "GET /v1/models/"); got != (hint != "") || !strings.Contains(body, hint) {
+			t.Errorf("/v1/models/%s = %s, want the hint %q", path, body, hint)
+		}
+	}
 }
 
 // TestMergeModelStatus: the states that come from joining the sidecar's

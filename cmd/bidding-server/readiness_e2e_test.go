@@ -218,3 +218,54 @@ func tryGet(url string) (int, string, error) {
 	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b), err
 }
+
+// TestOnlyFailingModelsNotReady is the issue's "done when", on the real
+// binaries: a config whose only model fails its checksum leaves /readyz at
+// 503 naming it (the first sync is over: every model was tried), and the
+// server becomes ready once the bucket holds the listed content.
+func TestOnlyFailingModelsNotReady(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs binaries")
+	}
+	server := buildForTest(t, "cmd/bidding-server")
+	sidecarBin := buildForTest(t, "cmd/inference-sidecar-tensorflow")
+	ctx := context.Background()
+	bucketURL := "file://" + t.TempDir()
+	listed, corrupt := affine{a: 3, c: -1}, affine{a: 4, c: 0}
+	listedFiles := listed.files(t)
+	if err := storetest.WriteFiles(ctx, bucketURL, "myctr/", corrupt.files(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := storetest.WriteConfig(ctx, bucketURL, "model_config.json",
+		storetest.ConfigEntry{ModelPath: "myctr/", Checksum: modelfiles.Checksum(listedFiles)}); err != nil {
+		t.Fatal(err)
+	}
+	udf := filepath.Join(t.TempDir(), "churn.js")
+	if err := os.WriteFile(udf, []byte(churnModule), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := launchBiddingServer(t, server, []string{"--udf_code_path", udf}, []string{
+		"INFERENCE_SIDECAR_BINARY_PATH=" + sidecarBin,
+		"INFERENCE_MODEL_BUCKET_NAME=" + bucketURL,
+		"INFERENCE_MODEL_CONFIG_PATH=model_config.json",
+		"INFERENCE_MODEL_FETCH_PERIOD_MS=100",
+	})
+	var body string
+	waitFor(t, "/readyz to answer 503 naming myctr/ after the first sync", func() bool {
+		var code int
+		code, body = get(t, s.url+"/readyz")
+		return code == 503 && strings.Contains(body, `\"myctr/\"`) && strings.Contains(body, "checksum mismatch")
+	})
+	t.Logf("/readyz: %s", strings.TrimSpace(body))
+	if code, body := get(t, s.url+"/v2/models/myctr"); code != 503 || !strings.Contains(body, "failed to load") {
+		t.Errorf("/v2/models/myctr = %d %s, want 503 with the load error", code, body)
+	}
+	if err := storetest.DeletePrefix(ctx, bucketURL, "myctr/"); err != nil {
+		t.Fatal(err)
+	}
+	if err := storetest.WriteFiles(ctx, bucketURL, "myctr/", listedFiles); err != nil {
+		t.Fatal(err)
+	}
+	s.waitReady(t)
+	s.stop(t)
+}

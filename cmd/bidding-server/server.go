@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -45,12 +46,15 @@ type healthChecker interface {
 // JS pool in the server itself).
 type server struct {
 	// workers run the JS; nil with --js_in_process, where pool does.
-	workers  *jsworker.Host
-	pool     *jsbridge.Pool
-	models   modelLister   // nil when inference is disabled
-	health   healthChecker // nil when inference is disabled
-	metrics  *metrics
-	gatherer prometheus.Gatherer
+	workers *jsworker.Host
+	pool    *jsbridge.Pool
+	models  modelLister // nil when inference is disabled
+	// predictor runs POST /v1/predict's batches; nil when inference is
+	// disabled.
+	predictor batchPredictor
+	health    healthChecker // nil when inference is disabled
+	metrics   *metrics
+	gatherer  prometheus.Gatherer
 	// tracer traces generateBids requests; nil = tracing off.
 	tracer trace.Tracer
 	// v2 is the Open Inference Protocol (KServe v2) API, served under
@@ -81,6 +85,10 @@ type server struct {
 	synced  atomic.Bool
 	syncMu  sync.Mutex
 	syncErr error
+	// readinessPolicy is --readiness_policy ("" = any); localModels counts
+	// the --inference_model_local_paths models (serving once synced).
+	readinessPolicy readinessPolicy
+	localModels     int
 
 	// starting says what start-up is doing while the port already serves;
 	// nil once pool, models and health are set (the Store that clears it
@@ -98,6 +106,20 @@ type server struct {
 	// module is the one module's status (--udf_code_path or the embedded
 	// example), made once at start.
 	module codestore.VersionStatus
+	// scriptErrors rate-limits the log lines of script errors.
+	scriptErrors scriptErrorLog
+}
+
+// codeVersion is the code version a request ran: the one it named, or the
+// default.
+func (s *server) codeVersion(named string) string {
+	if named != "" {
+		return named
+	}
+	if st := s.code.Load(); st != nil {
+		return st.Default()
+	}
+	return s.module.Name
 }
 
 // setStarting records the start-up step under way, for /readyz.
@@ -119,6 +141,7 @@ func (s *server) notStarted(w http.ResponseWriter) (int, bool) {
 func (s *server) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/generateBids", s.count("generateBids", s.traced("generateBids", s.generateBids)))
+	mux.HandleFunc("POST /v1/predict", s.count("predict", s.predict))
 	mux.HandleFunc("GET /v1/models", s.count("models", s.listModels))
 	mux.HandleFunc("GET /v1/models/{model_path...}", s.count("model", s.getModel))
 	mux.HandleFunc("GET /healthz", s.count("healthz", func(w http.ResponseWriter, r *http.Request) int {
@@ -285,6 +308,7 @@ func (s *server) generateBids(w http.ResponseWriter, r *http.Request) int {
 		if err != nil {
 			bids[i].Error = bidError(err)
 			s.logger.Debug("generateBid failed", "interest_group", names[i], "err", err)
+			s.logScriptError(s.codeVersion(req.CodeVersion), err)
 			continue
 		}
 		bids[i].Bid = res.Bid
@@ -390,8 +414,12 @@ func bidError(err error) string {
 	case errors.Is(err, jsworker.ErrWorkerDied):
 		return "generateBid's JS worker died (out of memory, or a crash) and was replaced"
 	case errors.As(err, &se):
-		// The first line: the exception, without goja's stack dump.
+		// The first line: the exception, without goja's stack dump, and
+		// where it was thrown (script:line:column).
 		msg, _, _ := strings.Cut(se.Message, "\n")
+		if pos := scriptPosition(se.Message); pos != "" {
+			msg += " (at " + pos + ")"
+		}
 		return "generateBid threw: " + msg
 	case errors.Is(err, jsbridge.ErrNotFunction):
 		return "the bidding module defines no generateBid function"
@@ -451,6 +479,12 @@ func (s *server) getModel(w http.ResponseWriter, r *http.Request) int {
 			return http.StatusOK
 		}
 	}
+	if !strings.HasSuffix(path, "/") {
+		// A directory model's path ends in "/": pctr/v1/, not pctr/v1.
+		if dir, err := s.modelStatuses(ctx, path+"/"); err == nil && slices.ContainsFunc(dir, func(m modelStatus) bool { return m.ModelPath == path+"/" }) {
+			return writeError(w, http.StatusNotFound, fmt.Sprintf("model %q is not known; %q is (a directory model's path ends in \"/\"): GET /v1/models/%s/", path, path+"/", path))
+		}
+	}
 	return writeError(w, http.StatusNotFound, fmt.Sprintf("model %q is not known: the sidecar has no model at this path and the model config does not list it", path))
 }
 
@@ -481,10 +515,15 @@ func (s *server) modelStatuses(ctx context.Context, path string) ([]modelStatus,
 // module compiled), the sidecar answers its health check, and the first
 // model sync finished.
 func (s *server) ready(w http.ResponseWriter, r *http.Request) int {
-	status, problems := s.readiness(r.Context())
+	status, problems, failed := s.readiness(r.Context())
 	if len(problems) > 0 {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": status, "problems": problems})
 		return http.StatusServiceUnavailable
+	}
+	if len(failed) > 0 {
+		// Ready by --readiness_policy, with models that failed: by name.
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "failed_models": failed})
+		return http.StatusOK
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	return http.StatusOK
@@ -493,19 +532,19 @@ func (s *server) ready(w http.ResponseWriter, r *http.Request) int {
 // readyErr is /readyz's verdict as an error (nil when ready), for the v2
 // API's server-ready endpoint.
 func (s *server) readyErr(ctx context.Context) error {
-	if _, problems := s.readiness(ctx); len(problems) > 0 {
+	if _, problems, _ := s.readiness(ctx); len(problems) > 0 {
 		return errors.New(strings.Join(problems, "; "))
 	}
 	return nil
 }
 
 // readiness is "ready" with no problems, or the status and what is not
-// ready.
-func (s *server) readiness(ctx context.Context) (string, []string) {
+// ready; failed names the configured models that failed to load (also
+// when the readiness policy lets the server be ready).
+func (s *server) readiness(ctx context.Context) (status string, problems, failed []string) {
 	if s.draining.Load() {
-		return "draining", []string{"draining: the server got SIGTERM and stops soon; requests are still served"}
+		return "draining", []string{"draining: the server got SIGTERM and stops soon; requests are still served"}, nil
 	}
-	var problems []string
 	// pool and health are read only once start-up is over (they are set
 	// while the port already serves).
 	step := s.starting.Load()
@@ -528,11 +567,21 @@ func (s *server) readiness(ctx context.Context) (string, []string) {
 			msg += ": last attempt: " + err.Error()
 		}
 		problems = append(problems, msg)
+	} else {
+		// Every configured model was tried once: the policy decides.
+		var models []modelstore.ModelStatus
+		var unnamed []string
+		if wt := s.watcher.Load(); wt != nil {
+			models, unnamed = wt.Status(), wt.UnnamedRejections()
+		}
+		var modelProblems []string
+		modelProblems, failed = modelReadiness(s.readinessPolicy, s.localModels, models, unnamed)
+		problems = append(problems, modelProblems...)
 	}
 	if len(problems) > 0 {
-		return "not ready", problems
+		return "not ready", problems, failed
 	}
-	return "ready", nil
+	return "ready", nil, failed
 }
 
 // sidecarProblem is why the sidecar is not ready ("" when it is): down

@@ -2,7 +2,9 @@
 // computes model checksums.
 //
 //	inferctl [--socket PATH] register --model-path P [--warmup FILE] LOCAL_FILE_OR_DIR
-//	inferctl [--socket PATH] predict [--allow-entry-errors] [FILE]   (batch JSON from FILE or stdin)
+//	inferctl [--socket PATH] predict [--server URL] [--allow-entry-errors] [FILE]
+//	                                             (batch JSON from FILE or stdin; --server runs it
+//	                                             through a bidding-server's POST /v1/predict)
 //	inferctl [--socket PATH] models [--server URL] [--json] [MODEL_PATH]
 //	                                             (a table: state, checksum, loaded_at, inputs, outputs;
 //	                                             --server asks a bidding-server's GET /v1/models)

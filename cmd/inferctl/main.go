@@ -63,7 +63,7 @@ type command struct {
 // commands are inferctl's subcommands, in usage order.
 var commands = []command{
 	{name: "register", synopsis: "register --model-path P [--warmup FILE] LOCAL_FILE_OR_DIR", socket: true, setup: registerCmd},
-	{name: "predict", synopsis: "predict [--allow-entry-errors] [FILE]", socket: true, setup: predictCmd},
+	{name: "predict", synopsis: "predict [--server URL] [--allow-entry-errors] [FILE]", socketOptional: true, setup: predictCmd},
 	{name: "models", synopsis: "models [--server URL] [--json] [MODEL_PATH]", socketOptional: true, setup: modelsCmd},
 	{name: "delete", synopsis: "delete --model-path P", socket: true, setup: deleteCmd},
 	{name: "checksum", synopsis: "checksum LOCAL_FILE_OR_DIR", setup: checksumCmd},
@@ -89,6 +89,15 @@ func usage() string {
 	return b.String()
 }
 
+// printUsage writes usage() and the global flags with their defaults.
+func printUsage(w io.Writer) {
+	fmt.Fprint(w, usage())
+	fs := flag.NewFlagSet("inferctl", flag.ContinueOnError)
+	fs.SetOutput(w)
+	newGlobals().define(fs)
+	fs.PrintDefaults()
+}
+
 // maxPredictInput bounds the batch JSON read from a file or stdin.
 const maxPredictInput = 512 << 20
 
@@ -100,10 +109,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	global := flag.NewFlagSet("inferctl", flag.ContinueOnError)
 	global.SetOutput(stderr)
 	g.define(global)
-	global.Usage = func() {
-		fmt.Fprint(stderr, usage())
-		global.PrintDefaults()
-	}
+	global.Usage = func() { printUsage(stderr) }
 	// The global flags stop at the command's name; the command's own flag
 	// set takes them again, anywhere after it.
 	if err := cli.ParseFlags(global, args); err != nil {
@@ -125,7 +131,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return err
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "inferctl: %v\n", err)
-		fmt.Fprint(stderr, usage())
+		printUsage(stderr)
 	default:
 		fmt.Fprintf(stderr, "inferctl %s: %s: %v\n", name, inferr.TypeOf(err), err)
 	}
@@ -254,9 +260,13 @@ func registerCmd(fs *flag.FlagSet) func(context.Context, *sidecar.Client, []stri
 
 func predictCmd(fs *flag.FlagSet) func(context.Context, *sidecar.Client, []string, stdio) error {
 	allowEntryErrors := fs.Bool("allow-entry-errors", false, "exit 0 even when entries of the batch failed (their errors are in the output)")
+	server := fs.String("server", "", "a running bidding-server's base URL (e.g. http://127.0.0.1:8080): run the batch through its POST /v1/predict, as its modules' runInference does, instead of a sidecar (default: the sidecar at --socket)")
 	return func(ctx context.Context, c *sidecar.Client, args []string, s stdio) error {
 		if len(args) > 1 {
 			return cli.Usagef("predict takes at most one FILE")
+		}
+		if *server == "" && c == nil {
+			return cli.Usagef("predict needs --socket PATH (a sidecar) or --server URL (a bidding-server)")
 		}
 		what, path := "the batch on stdin", ""
 		if len(args) == 1 && args[0] != "-" {
@@ -265,7 +275,12 @@ func predictCmd(fs *flag.FlagSet) func(context.Context, *sidecar.Client, []strin
 		data, err := readJSONFile(what, path, s.in, maxPredictInput)
 		if err == nil {
 			var out []byte
-			if out, err = c.PredictJSON(ctx, data); err == nil {
+			if *server != "" {
+				out, err = serverPredict(ctx, *server, data)
+			} else {
+				out, err = c.PredictJSON(ctx, data)
+			}
+			if err == nil {
 				fmt.Fprintf(s.out, "%s\n", out)
 				if *allowEntryErrors {
 					return nil

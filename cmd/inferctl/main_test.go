@@ -34,9 +34,9 @@ func TestCommandLineErrors(t *testing.T) {
 		stderr string // prefix of stderr
 		usage  bool   // stderr ends with the usage text
 	}{
-		{nil, 2, usage(), false},
-		{[]string{"-h"}, 0, usage(), false},
-		{[]string{"-bogus"}, 2, "flag provided but not defined: -bogus\n" + usage(), false},
+		{nil, 2, fullUsage(), false},
+		{[]string{"-h"}, 0, fullUsage(), false},
+		{[]string{"-bogus"}, 2, "flag provided but not defined: -bogus\n" + fullUsage(), true},
 		{[]string{"frobnicate"}, 2, "inferctl: unknown command \"frobnicate\"\n", true},
 		{[]string{"models"}, 2, "inferctl: models needs --socket PATH (a sidecar) or --server URL (a bidding-server)\n", true},
 		{[]string{"--socket", sock, "models", "a/", "b/"}, 2, "inferctl: models takes at most one MODEL_PATH, got a/ b/\n", true},
@@ -56,7 +56,7 @@ func TestCommandLineErrors(t *testing.T) {
 		{[]string{"--socket", sock, "register", "--model-path", "m/", "--warmup", "/nope.json", "/nope"}, 1, "inferctl register: INPUT_PARSING: --warmup /nope.json: open /nope.json: ", false},
 	} {
 		out, errOut, code := inferctl(t, c.args...)
-		if code != c.code || !strings.HasPrefix(errOut, c.stderr) || c.usage != strings.HasSuffix(errOut, "\n"+usage()) || (out != "" && c.args[len(c.args)-1] != "/nope.json") {
+		if code != c.code || !strings.HasPrefix(errOut, c.stderr) || c.usage != strings.HasSuffix(errOut, "\n"+fullUsage()) || (out != "" && c.args[len(c.args)-1] != "/nope.json") {
 			t.Errorf("inferctl %q: exit %d\nstdout %q\nstderr %q\nwant exit %d, stderr starting %q (usage after it: %v)",
 				c.args, code, out, errOut, c.code, c.stderr, c.usage)
 		}
@@ -75,4 +75,15 @@ func TestChecksumCommand(t *testing.T) {
 	if out, errOut, code := inferctl(t, "checksum", f); code != 0 || errOut != "" || out != want+"\n" {
 		t.Errorf("checksum: exit %d, stdout %q, stderr %q; want %s", code, out, errOut, want)
 	}
+}
+
+// fullUsage is what a usage error prints after its message: the commands
+// and the global flags with their defaults (not a bare "global flags:").
+func fullUsage() string {
+	var b strings.Builder
+	printUsage(&b)
+	if !strings.Contains(b.String(), "global flags:\n  -socket string") || !strings.Contains(b.String(), "-timeout duration") {
+		panic("the usage text does not list the global flags: " + b.String())
+	}
+	return b.String()
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,8 @@ import (
 	"net/url"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/tidwall/gjson"
 
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/internal/cli"
@@ -217,4 +220,48 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// maxPredictAnswer bounds a bidding-server's answer to a batch.
+const maxPredictAnswer = 64 << 20
+
+// serverPredict runs a batch through a bidding-server's POST /v1/predict:
+// the response JSON (entry errors in it), or the batch's error, typed as
+// the server's batch error JSON says.
+func serverPredict(ctx context.Context, server string, batchJSON []byte) ([]byte, error) {
+	if !strings.Contains(server, "://") {
+		server = "http://" + server
+	}
+	u := strings.TrimSuffix(server, "/") + "/v1/predict"
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(batchJSON))
+	if err != nil {
+		return nil, inferr.Errorf(inferr.InputParsing, "--server %q: %w", server, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, inferr.Errorf(inferr.GRPC, "POST %s: %w", u, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxPredictAnswer+1))
+	if err != nil {
+		return nil, inferr.Errorf(inferr.GRPC, "POST %s: %w", u, err)
+	}
+	if len(body) > maxPredictAnswer {
+		return nil, inferr.Errorf(inferr.OutputParsing, "POST %s: the answer is larger than %d bytes", u, maxPredictAnswer)
+	}
+	body = bytes.TrimSpace(body)
+	if resp.StatusCode == http.StatusOK {
+		return body, nil
+	}
+	// runInference's batch error ({"response":[{"error":{...}}]}) or the
+	// server's own ({"error": "..."}).
+	if e := gjson.GetBytes(body, "response.0.error"); e.Exists() {
+		return nil, inferr.Errorf(inferr.ParseType(e.Get("error_type").String()), "%s", e.Get("description").String())
+	}
+	msg := strings.TrimSpace(string(body))
+	if e := gjson.GetBytes(body, "error"); e.Type == gjson.String {
+		msg = e.String()
+	}
+	return nil, inferr.Errorf(inferr.Unknown, "POST %s: %s: %s", u, resp.Status, inferr.Clip(msg))
 }

@@ -210,4 +210,49 @@ func TestModelsTableFromBiddingServer(t *testing.T) {
 	if _, errOut, code = inferctl(t, "models", "--server", url, "pctr/v9/"); code != 1 || !strings.HasPrefix(errOut, "inferctl models: MODEL_NOT_FOUND: ") {
 		t.Errorf("models pctr/v9/: exit %d, stderr %q", code, errOut)
 	}
+
+	// predict --server: the batch runs through the server's sidecar, as
+	// runInference; a misspelt input is that entry's error, naming the
+	// signature key, and the exit status is 1.
+	good := `{"model_path":"pctr/v1/","tensors":[{"tensor_name":"ad_id","data_type":"INT64","tensor_shape":[1,1],"tensor_content":["12"]},` +
+		`{"tensor_name":"publisher_id","data_type":"INT64","tensor_shape":[1,1],"tensor_content":["7"]},` +
+		`{"tensor_name":"dense","data_type":"FLOAT","tensor_shape":[1,6],"tensor_content":["0.9","0.1","0.4","0","0.7","0.3"]}]}`
+	misspelt := strings.Replace(good, `"ad_id"`, `"adid"`, 1)
+	batchFile := filepath.Join(t.TempDir(), "batch.json")
+	if err := os.WriteFile(batchFile, []byte(`{"request":[`+good+`,`+misspelt+`]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = inferctl(t, "predict", "--server", url, batchFile)
+	t.Logf("inferctl predict --server: exit %d\n%s%s", code, out, errOut)
+	var pr struct {
+		Response []struct {
+			ModelPath string `json:"model_path"`
+			Tensors   []struct {
+				Content []float64 `json:"tensor_content"`
+			} `json:"tensors"`
+			Error *struct {
+				Type        string `json:"error_type"`
+				Description string `json:"description"`
+			} `json:"error"`
+		} `json:"response"`
+	}
+	if err := json.Unmarshal([]byte(out), &pr); err != nil || len(pr.Response) != 2 || len(pr.Response[0].Tensors) != 1 || len(pr.Response[0].Tensors[0].Content) != 1 || pr.Response[1].Error == nil {
+		t.Fatalf("predict --server answer %v:\n%s", err, out)
+	}
+	if y := pr.Response[0].Tensors[0].Content[0]; y <= 0 || y >= 1 {
+		t.Errorf("pCTR %v, want a probability", y)
+	}
+	if e := pr.Response[1].Error; e.Type != "INPUT_PARSING" || !strings.Contains(e.Description, `did you mean "ad_id" (serving_default_ad_id:0)?`) {
+		t.Errorf("misspelt entry's error %+v, want INPUT_PARSING suggesting ad_id", e)
+	}
+	if code != 1 || !strings.Contains(errOut, "INPUT_PARSING") {
+		t.Errorf("predict --server with a failed entry: exit %d, stderr %q; want 1 and the entry's error", code, errOut)
+	}
+	// A batch that cannot run: runInference's batch error, typed.
+	if err := os.WriteFile(batchFile, []byte(`{"request":`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code = inferctl(t, "predict", "--server", url, batchFile); code != 1 || !strings.Contains(errOut, "INPUT_PARSING") || !strings.Contains(out, `"error_type":"INPUT_PARSING"`) {
+		t.Errorf("predict --server of a malformed batch: exit %d\n%s%s", code, out, errOut)
+	}
 }

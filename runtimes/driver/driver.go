@@ -24,6 +24,12 @@ var (
 	ErrInvalidOutput = errors.New("invalid output")
 )
 
+// Config.OutputNames values.
+const (
+	OutputNamesGraph        = "graph"
+	OutputNamesSignatureKey = "signature_key"
+)
+
 // Config is the sidecar's runtime config, the JSON of
 // INFERENCE_SIDECAR_RUNTIME_CONFIG. The zero value means defaults everywhere.
 type Config struct {
@@ -41,6 +47,14 @@ type Config struct {
 	// ignore it: they already use fused multiply-adds where the CPU has
 	// them.
 	FusedMultiplyAdd bool `json:"fused_multiply_add,omitempty"`
+	// OutputNames is how the TensorFlow runtime names output tensors in
+	// answers: OutputNamesGraph ("" too, B&A's) the graph tensor
+	// ("pctr:0", "StatefulPartitionedCall:0", which a re-export may
+	// change), OutputNamesSignatureKey the signature's output key ("pctr"),
+	// stable across re-exports. The signature (GetModels, /v1/models)
+	// lists both either way: the graph name, with the key as its alias.
+	// Other runtimes' names are their models' own and stay.
+	OutputNames string `json:"output_names,omitempty"`
 	// ModuleName names the runtime the config is meant for ("tensorflow",
 	// "pytorch", "onnx"); when set it must match the sidecar's runtime.
 	ModuleName string `json:"module_name,omitempty"`

@@ -32,6 +32,11 @@ func init() {
 		// Without the AVX-512 kernels the fused rounding is computed by the
 		// exact Go fallback, about 100x slower than the default kernels: a
 		// sidecar that starts would answer, but miss every deadline.
+		switch cfg.OutputNames {
+		case "", driver.OutputNamesGraph, driver.OutputNamesSignatureKey:
+		default:
+			return nil, fmt.Errorf("output_names %q: want %q (the default: graph tensor names, as B&A answers) or %q", cfg.OutputNames, driver.OutputNamesGraph, driver.OutputNamesSignatureKey)
+		}
 		if cfg.FusedMultiplyAdd && !useGemm512 {
 			return nil, errors.New("fused_multiply_add needs a CPU with AVX-512F (amd64); this one has none, and the exact fallback is about 100x slower than the default kernels: turn the setting off")
 		}
@@ -70,6 +75,16 @@ func (b *Backend) Load(ctx context.Context, files driver.Files) (driver.Model, e
 	par := m.serve.intraop()
 	par.threads = b.cfg.NumIntraopThreads
 	par.fma = b.cfg.FusedMultiplyAdd
+	if b.cfg.OutputNames == driver.OutputNamesSignatureKey {
+		// Outputs answer under their signature keys, which survive a
+		// re-export (the graph name, "StatefulPartitionedCall:0", does
+		// not); the signature keeps the graph name, its alias the key.
+		for i, o := range m.sig.Outputs {
+			if len(o.Aliases) > 0 && o.Aliases[0] != "" {
+				m.outNames[i] = o.Aliases[0]
+			}
+		}
+	}
 	return m, nil
 }
 

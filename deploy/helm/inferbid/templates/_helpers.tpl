@@ -14,18 +14,24 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{- define "inferbid.labels" -}}
 {{ include "inferbid.selectorLabels" . }}
-app.kubernetes.io/version: {{ .Values.image.tag | quote }}
+app.kubernetes.io/version: {{ include "inferbid.tag" . | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{/* The image tag: image.tag, or the chart's appVersion (make image's
+default IMAGE_TAG). */}}
+{{- define "inferbid.tag" -}}
+{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 
 {{/* The image: REPOSITORY for the TensorFlow sidecar, REPOSITORY-onnx for
 ONNX, REPOSITORY-pytorch for PyTorch. */}}
 {{- define "inferbid.image" -}}
 {{- if eq .Values.runtime "tensorflow" -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag }}
+{{ .Values.image.repository }}:{{ include "inferbid.tag" . }}
 {{- else if or (eq .Values.runtime "onnx") (eq .Values.runtime "pytorch") -}}
-{{ .Values.image.repository }}-{{ .Values.runtime }}:{{ .Values.image.tag }}
+{{ .Values.image.repository }}-{{ .Values.runtime }}:{{ include "inferbid.tag" . }}
 {{- else -}}
 {{ fail (printf "runtime %q: want tensorflow, onnx or pytorch" .Values.runtime) }}
 {{- end -}}

@@ -197,6 +197,7 @@ bench: deps-onnx deps-pytorch deps-node-peer deps-wrk
 FUZZTIME ?= 30s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./batch/
+	$(GO) test -run '^$$' -fuzz '^FuzzClipN$$' -fuzztime $(FUZZTIME) ./inferr/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME) ./modelstore/
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzzminimizetime 2s -fuzztime $(FUZZTIME) ./runtimes/tensorflow/
 	$(GO) test -run '^$$' -fuzz '^FuzzWalkMatchesParse$$' -fuzztime $(FUZZTIME) ./jsbridge/

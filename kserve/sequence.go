@@ -9,6 +9,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/proto/kservepb"
 	"github.com/inferbid/inferbid/sequence"
 	"github.com/inferbid/inferbid/sidecar"
@@ -36,7 +37,7 @@ func sequenceParamJSON(p *SequenceParams, key string, v gjson.Result) error {
 	}
 	n, err := strconv.ParseUint(v.Raw, 10, 64)
 	if v.Type != gjson.Number || err != nil {
-		return fmt.Errorf("parameters: %q is %s, want a non-negative integer", key, clipRaw(v.Raw))
+		return fmt.Errorf("parameters: %q is %s, want a non-negative integer", key, inferr.ClipN(v.Raw, 32))
 	}
 	return setSequenceParam(p, key, n)
 }
@@ -84,13 +85,6 @@ func setSequenceParam(p *SequenceParams, key string, n uint64) error {
 	c := uint32(n)
 	p.Control = &c
 	return nil
-}
-
-func clipRaw(s string) string {
-	if len(s) > 32 {
-		return s[:32] + "..."
-	}
-	return s
 }
 
 // withSequenceInputs appends the sequence parameters to the inputs as the

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/sidecar"
 	"github.com/inferbid/inferbid/tensor"
 )
@@ -88,7 +89,7 @@ func (s *Server) decodeTFServingJSON(body []byte, info sidecar.ModelInfo) ([]ten
 		switch key {
 		case "signature_name":
 			if v.Type != gjson.String || (v.Str != "" && v.Str != "serving_default") {
-				return fmt.Errorf(`"signature_name" is %s, want "serving_default"`, clipRaw(v.Raw))
+				return fmt.Errorf(`"signature_name" is %s, want "serving_default"`, inferr.ClipN(v.Raw, 32))
 			}
 		case "instances":
 			return errors.New(`"instances" (the row format) is not supported: use "inputs" (the columnar format)`)
@@ -154,7 +155,7 @@ func (s *Server) decodeNested(name string, v gjson.Result, dt tensor.DType) (ten
 	walk = func(v gjson.Result, dim int) error {
 		if dim == len(shape) {
 			if v.Type != gjson.Number {
-				return fmt.Errorf("input %q: %s is not a number", name, clipRaw(v.Raw))
+				return fmt.Errorf("input %q: %s is not a number", name, inferr.ClipN(v.Raw, 32))
 			}
 			flat = append(flat, v)
 			return nil
@@ -215,7 +216,7 @@ func setNumber(data any, i int, raw string) error {
 		return fmt.Errorf("unsupported dtype %T", data)
 	}
 	if err != nil {
-		return fmt.Errorf("%s does not fit the input's dtype", clipRaw(raw))
+		return fmt.Errorf("%s does not fit the input's dtype", inferr.ClipN(raw, 32))
 	}
 	return nil
 }

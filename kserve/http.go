@@ -13,6 +13,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/inferbid/inferbid/batch"
+	"github.com/inferbid/inferbid/internal/httpjson"
 	"github.com/inferbid/inferbid/tensor"
 )
 
@@ -486,16 +487,10 @@ func appendString(b []byte, s string) []byte {
 	return append(b, q...)
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
-}
-
-// writeError writes the protocol's error object {"error": msg}.
-func writeError(w http.ResponseWriter, code int, msg string) int {
-	writeJSON(w, code, map[string]string{"error": msg})
-	return code
-}
+// writeJSON and writeError are the module's one JSON-writing helper for
+// HTTP (internal/httpjson), which kserve and cmd/bidding-server share;
+// writeError writes the error object {"error": msg}.
+var (
+	writeJSON  = httpjson.Write
+	writeError = httpjson.Error
+)

@@ -221,6 +221,11 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzReadFrame$$' -fuzztime $(FUZZTIME) ./sidecar/fastlane/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeInferJSON$$' -fuzztime $(FUZZTIME) ./kserve/
 
+# diagram: rewrite the package diagram of docs/architecture.md from go list
+# (internal/pkggraph; TestDiagramMatchesImports fails when it is stale).
+diagram:
+	$(GO) run ./internal/cmd/pkggraph
+
 # models: regenerate the committed test models through their //go:generate
 # directives: the ONNX and TorchScript models of runtimes/{onnx,pytorch}/testdata
 # and the peer comparison's bench/testdata/pctr.onnx (from the Python scripts,

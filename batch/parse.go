@@ -149,7 +149,7 @@ func validate(data []byte, typ inferr.Type, what string) error {
 		return inferr.Errorf(typ, "%s: JSON nests deeper than %d levels", what, MaxDepth)
 	}
 	if !gjson.ValidBytes(data) {
-		return inferr.Errorf(typ, "%s is not valid JSON%s (%d bytes, starting %q)", what, syntaxHint(data), len(data), clip(bytesView(data), 40))
+		return inferr.Errorf(typ, "%s is not valid JSON%s (%d bytes, starting %q)", what, syntaxHint(data), len(data), inferr.ClipN(bytesView(data), 40))
 	}
 	return nil
 }
@@ -233,12 +233,12 @@ func (l *loc) errorf(format string, args ...any) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s[%d]", l.section, l.entry)
 	if l.path != "" {
-		fmt.Fprintf(&b, " (model_path %q)", clip(l.path, 120))
+		fmt.Fprintf(&b, " (model_path %q)", inferr.ClipN(l.path, 120))
 	}
 	if l.tensor >= 0 {
 		fmt.Fprintf(&b, ": tensors[%d]", l.tensor)
 		if l.named {
-			fmt.Fprintf(&b, " (tensor_name %q)", clip(l.name, 120))
+			fmt.Fprintf(&b, " (tensor_name %q)", inferr.ClipN(l.name, 120))
 		}
 	}
 	b.WriteString(": ")
@@ -393,7 +393,7 @@ func (p *parser) tensor(at *loc, v gjson.Result) (tensor.Tensor, error) {
 		}
 		at.name, at.named = name.Str, true
 		if !utf8.ValidString(name.Str) {
-			return t, at.errorf("tensor_name %q is not valid UTF-8", clip(name.Str, 120))
+			return t, at.errorf("tensor_name %q is not valid UTF-8", inferr.ClipN(name.Str, 120))
 		}
 	}
 	if dup != "" {
@@ -407,7 +407,7 @@ func (p *parser) tensor(at *loc, v gjson.Result) (tensor.Tensor, error) {
 	}
 	dt, ok := tensor.ParseDType(dtype.Str)
 	if !ok {
-		return t, at.errorf("data_type %q is not one of DOUBLE, FLOAT, INT8, INT16, INT32, INT64", clip(dtype.Str, 40))
+		return t, at.errorf("data_type %q is not one of DOUBLE, FLOAT, INT8, INT16, INT32, INT64", inferr.ClipN(dtype.Str, 40))
 	}
 	if !shape.Exists() {
 		return t, at.errorf("missing tensor_shape")
@@ -489,9 +489,9 @@ func parseShape(at *loc, raw string, dims *[MaxRank]int64, minDim, maxElements i
 		d, err := strconv.ParseInt(tok, 10, 64)
 		switch {
 		case err != nil && isRangeErr(err):
-			return 0, 0, at.errorf("tensor_shape[%d] is %s: out of range", rank, clip(tok, 40))
+			return 0, 0, at.errorf("tensor_shape[%d] is %s: out of range", rank, inferr.ClipN(tok, 40))
 		case err != nil:
-			return 0, 0, at.errorf("tensor_shape[%d] is %s, want an integer >= %d", rank, clip(tok, 40), minDim)
+			return 0, 0, at.errorf("tensor_shape[%d] is %s, want an integer >= %d", rank, inferr.ClipN(tok, 40), minDim)
 		case d < minDim:
 			return 0, 0, at.errorf("tensor_shape[%d] is %d, want an integer >= %d", rank, d, minDim)
 		}
@@ -509,7 +509,7 @@ func parseShape(at *loc, raw string, dims *[MaxRank]int64, minDim, maxElements i
 }
 
 func shapeText(raw string) string {
-	return clip(strings.Join(strings.Fields(raw), ""), 80)
+	return inferr.ClipN(strings.Join(strings.Fields(raw), ""), 80)
 }
 
 // errCount reports a value count that differs from the shape's element
@@ -801,11 +801,11 @@ func stringBody(tok string, kind tokenKind) string {
 func describeToken(tok string, kind tokenKind) string {
 	switch kind {
 	case kindString, kindEscapedString:
-		return strconv.Quote(clip(stringBody(tok, kind), 40))
+		return strconv.Quote(inferr.ClipN(stringBody(tok, kind), 40))
 	case kindOther:
 		return describe(gjson.Parse(tok))
 	}
-	return clip(tok, 40)
+	return inferr.ClipN(tok, 40)
 }
 
 // describe names the JSON kind of r and shows a short excerpt of it.
@@ -814,30 +814,15 @@ func describe(r gjson.Result) string {
 	case !r.Exists():
 		return "missing"
 	case r.Type == gjson.String:
-		return "the string " + strconv.Quote(clip(r.Str, 40))
+		return "the string " + strconv.Quote(inferr.ClipN(r.Str, 40))
 	case r.Type == gjson.Number:
-		return "the number " + clip(r.Raw, 40)
+		return "the number " + inferr.ClipN(r.Raw, 40)
 	case r.Type == gjson.True || r.Type == gjson.False:
 		return "the boolean " + r.Raw
 	case r.Type == gjson.Null:
 		return "null"
 	case r.IsArray():
-		return "an array " + clip(r.Raw, 40)
+		return "an array " + inferr.ClipN(r.Raw, 40)
 	}
-	return "an object " + clip(r.Raw, 40)
-}
-
-// clip shortens s to about n bytes, on a rune boundary, saying how long it was.
-func clip(s string, n int) string {
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
-	}
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + fmt.Sprintf("…(%d bytes)", len(s))
+	return "an object " + inferr.ClipN(r.Raw, 40)
 }

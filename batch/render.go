@@ -57,7 +57,7 @@ func AppendResponse(dst []byte, results []Result) ([]byte, error) {
 			if problem != "" {
 				return dst[:start], inferr.Errorf(inferr.OutputParsing,
 					"response[%d] (model_path %q): tensors[%d] (tensor_name %q): %s",
-					i, clip(r.ModelPath, 120), j, clip(r.Tensors[j].Name, 120), problem)
+					i, inferr.ClipN(r.ModelPath, 120), j, inferr.ClipN(r.Tensors[j].Name, 120), problem)
 			}
 		}
 		dst = append(dst, "]}"...)
@@ -140,7 +140,7 @@ func outsideContract(r *Result) error {
 		if dt := r.Tensors[j].DType(); dt != tensor.Invalid && !dt.Contract() {
 			return inferr.Errorf(inferr.OutputParsing,
 				"tensors[%d] (tensor_name %q): data_type %s is not one of the six dtypes of the batch JSON contract (the v2 API carries it)",
-				j, clip(r.Tensors[j].Name, 120), dt)
+				j, inferr.ClipN(r.Tensors[j].Name, 120), dt)
 		}
 	}
 	return nil

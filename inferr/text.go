@@ -20,7 +20,19 @@ const MaxMessageBytes = 16 << 10
 // boundary to at most MaxEcho bytes, followed by "... (N bytes)" giving the
 // original length when it was cut. Use it for request content inside error
 // messages.
-func Clip(s string) string { return clipTo(s, MaxEcho) }
+func Clip(s string) string { return ClipN(s, MaxEcho) }
+
+// ClipN is Clip with a limit of n bytes instead of MaxEcho (n < 0 counts
+// as 0), for a string or a byte slice: the one way this module cuts text
+// it repeats (request content in errors, a peer's bytes in a log line, a
+// child's log tail). It reads at most n+1 bytes of s, so a 100 MB input is
+// never copied or scanned whole; the result is valid UTF-8 of at most n
+// bytes plus the suffix.
+func ClipN[T ~string | ~[]byte](s T, n int) string {
+	n = max(n, 0)
+	// One byte past the limit tells whether the cut splits a rune.
+	return clipHead(string(s[:min(len(s), n+1)]), len(s), n)
+}
 
 // Quote is strconv.Quote(Clip(s)): the usual way a message names a model
 // path or a tensor.
@@ -30,16 +42,16 @@ func Quote(s string) string { return strconv.Quote(Clip(s)) }
 // every edge that carries an error message out of the process applies
 // (gRPC refuses a status message that is not valid UTF-8, and protobuf a
 // string field).
-func Sanitize(msg string) string { return clipTo(msg, MaxMessageBytes) }
+func Sanitize(msg string) string { return ClipN(msg, MaxMessageBytes) }
 
-func clipTo(s string, n int) string {
-	if len(s) <= n && utf8.ValidString(s) {
-		return s
+// clipHead clips head, the first bytes (at most n+1) of a text total bytes
+// long, to n bytes.
+func clipHead(head string, total, n int) string {
+	if total <= n && utf8.ValidString(head) {
+		return head
 	}
-	cut := len(s) > n
-	head := s
+	cut := total > n
 	if cut {
-		// Cut before sanitising: a 100 MB string is never copied whole.
 		head = head[:runeCut(head, n)]
 	}
 	head = strings.ToValidUTF8(head, "\uFFFD")
@@ -49,15 +61,26 @@ func clipTo(s string, n int) string {
 	if !cut {
 		return head
 	}
-	return head + "... (" + strconv.Itoa(len(s)) + " bytes)"
+	return head + "... (" + strconv.Itoa(total) + " bytes)"
 }
 
 // runeCut returns where to cut s to keep at most n bytes without splitting
-// a rune (n < len(s)).
+// a valid rune (n < len(s)): before the rune that covers byte n, if one
+// starts within the UTFMax-1 bytes before it (or is cut short by the end of
+// s, which may be a head), else at n (stray bytes there are invalid anyway,
+// and ToValidUTF8 replaces them).
 func runeCut(s string, n int) int {
-	cut := n
-	for cut > 0 && n-cut < utf8.UTFMax && !utf8.RuneStart(s[cut]) {
-		cut--
+	for p := n; p >= 0 && n-p < utf8.UTFMax; p-- {
+		if !utf8.RuneStart(s[p]) {
+			continue
+		}
+		if !utf8.FullRuneInString(s[p:]) {
+			return p
+		}
+		if _, size := utf8.DecodeRuneInString(s[p:]); size > 1 && p+size > n {
+			return p
+		}
+		return n
 	}
-	return cut
+	return n
 }

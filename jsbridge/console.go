@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/dop251/goja"
+
+	"github.com/inferbid/inferbid/inferr"
 )
 
 // ConsoleSink receives one console line of a call: level is slog's level
@@ -186,10 +188,7 @@ func formatConsole(strfy goja.Callable, args []goja.Value) string {
 		b.WriteString(consoleString(strfy, a))
 	}
 	s := b.String()
-	if len(s) > defaultMaxLogBytes {
-		s = s[:defaultMaxLogBytes] + "…(truncated)"
-	}
-	return s
+	return inferr.ClipN(s, defaultMaxLogBytes)
 }
 
 func consoleString(strfy goja.Callable, v goja.Value) string {

@@ -160,7 +160,7 @@ func TestConsoleSink(t *testing.T) {
 	if _, err := p.CallJSON(ctx, "long"); err != nil {
 		t.Fatal(err)
 	}
-	if got := rec.get(); len(got) != 1 || got[0].text != strings.Repeat("x", defaultMaxLogBytes)+"…(truncated)" {
+	if got := rec.get(); len(got) != 1 || got[0].text != strings.Repeat("x", defaultMaxLogBytes)+"... (9999 bytes)" {
 		t.Errorf("a 9999-byte line: %d lines, %q...", len(got), got[0].text[:min(len(got[0].text), 20)])
 	}
 }

@@ -592,7 +592,7 @@ type echoInference struct{}
 func (echoInference) Predict(_ context.Context, entries []batch.Entry) ([]batch.Result, error) {
 	res := make([]batch.Result, len(entries))
 	for i, e := range entries {
-		res[i] = batch.Result{ModelPath: e.ModelPath, Tensors: e.Tensors, Err: e.Err}
+		res[i] = batch.Result(e)
 	}
 	return res, nil
 }

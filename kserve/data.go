@@ -9,16 +9,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/inferbid/inferbid/batch"
+	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/tensor"
 )
-
-// clip shortens a value quoted in an error.
-func clip(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "..."
-	}
-	return s
-}
 
 // decodeData reads a JSON "data" array, flat or nested (row-major either
 // way), into n elements of dtype d. raw is valid JSON (encoding/json
@@ -140,31 +133,31 @@ func setElement(data any, i int64, tok string) error {
 		case "false":
 			d[i] = false
 		default:
-			return fmt.Errorf("%s is not true or false", clip(tok))
+			return fmt.Errorf("%s is not true or false", inferr.ClipN(tok, 40))
 		}
 		return nil
 	case [][]byte:
 		var s string
 		if len(tok) == 0 || tok[0] != '"' || json.Unmarshal([]byte(tok), &s) != nil {
-			return fmt.Errorf("%s is not a string", clip(tok))
+			return fmt.Errorf("%s is not a string", inferr.ClipN(tok, 40))
 		}
 		d[i] = []byte(s)
 		return nil
 	}
 	if len(tok) == 0 || tok[0] == '"' || tok[0] == 't' || tok[0] == 'f' || tok[0] == 'n' || tok[0] == '{' {
-		return fmt.Errorf("%s is not a number", clip(tok))
+		return fmt.Errorf("%s is not a number", inferr.ClipN(tok, 40))
 	}
 	switch d := data.(type) {
 	case []float32:
 		f, err := strconv.ParseFloat(tok, 32)
 		if err != nil {
-			return fmt.Errorf("%s is out of range for FP32", clip(tok))
+			return fmt.Errorf("%s is out of range for FP32", inferr.ClipN(tok, 40))
 		}
 		d[i] = float32(f)
 	case []float64:
 		f, err := strconv.ParseFloat(tok, 64)
 		if err != nil {
-			return fmt.Errorf("%s is out of range for FP64", clip(tok))
+			return fmt.Errorf("%s is out of range for FP64", inferr.ClipN(tok, 40))
 		}
 		d[i] = f
 	case []int8:
@@ -203,7 +196,7 @@ func setElement(data any, i int64, tok string) error {
 		f, err := strconv.ParseFloat(tok, 32)
 		h := tensor.Float16FromFloat32(float32(f))
 		if err != nil || h.IsNaNOrInf() {
-			return fmt.Errorf("%s is out of range for FP16", clip(tok))
+			return fmt.Errorf("%s is out of range for FP16", inferr.ClipN(tok, 40))
 		}
 		d[i] = h
 	}
@@ -216,16 +209,16 @@ func parseUint(tok string, bits int) (uint64, error) {
 		return v, nil
 	}
 	if errors.Is(err, strconv.ErrRange) || (len(tok) > 0 && tok[0] == '-') {
-		return 0, fmt.Errorf("%s is out of range for UINT%d", clip(tok), bits)
+		return 0, fmt.Errorf("%s is out of range for UINT%d", inferr.ClipN(tok, 40), bits)
 	}
 	// 3.0 and 1e2 are integers written as JSON numbers.
 	if f, ferr := strconv.ParseFloat(tok, 64); ferr == nil && f == math.Trunc(f) {
 		if f < 0 || f >= math.Ldexp(1, bits) {
-			return 0, fmt.Errorf("%s is out of range for UINT%d", clip(tok), bits)
+			return 0, fmt.Errorf("%s is out of range for UINT%d", inferr.ClipN(tok, 40), bits)
 		}
 		return uint64(f), nil
 	}
-	return 0, fmt.Errorf("%s is not an integer", clip(tok))
+	return 0, fmt.Errorf("%s is not an integer", inferr.ClipN(tok, 40))
 }
 
 func parseInt(tok string, bits int) (int64, error) {
@@ -234,16 +227,16 @@ func parseInt(tok string, bits int) (int64, error) {
 		return v, nil
 	}
 	if errors.Is(err, strconv.ErrRange) {
-		return 0, fmt.Errorf("%s is out of range for INT%d", clip(tok), bits)
+		return 0, fmt.Errorf("%s is out of range for INT%d", inferr.ClipN(tok, 40), bits)
 	}
 	// 3.0 and 1e2 are integers written as JSON numbers.
 	if f, ferr := strconv.ParseFloat(tok, 64); ferr == nil && f == math.Trunc(f) {
 		if f < -math.Ldexp(1, bits-1) || f >= math.Ldexp(1, bits-1) {
-			return 0, fmt.Errorf("%s is out of range for INT%d", clip(tok), bits)
+			return 0, fmt.Errorf("%s is out of range for INT%d", inferr.ClipN(tok, 40), bits)
 		}
 		return int64(f), nil
 	}
-	return 0, fmt.Errorf("%s is not an integer", clip(tok))
+	return 0, fmt.Errorf("%s is not an integer", inferr.ClipN(tok, 40))
 }
 
 // appendData appends a tensor's elements as a flat JSON array. NaN and

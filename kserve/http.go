@@ -13,6 +13,8 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/inferbid/inferbid/batch"
+	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/internal/httpjson"
 	"github.com/inferbid/inferbid/tensor"
 )
 
@@ -155,7 +157,7 @@ func (s *Server) inferHTTP(w http.ResponseWriter, r *http.Request, name, version
 	if h := r.Header.Get(HeaderContentLength); h != "" {
 		n, err := strconv.Atoi(h)
 		if err != nil || n < 0 || n > body.Len() {
-			return writeError(w, http.StatusBadRequest, fmt.Sprintf("%s is %q: want the length of the JSON header, at most the body's %d bytes", HeaderContentLength, clip(h), body.Len())), ""
+			return writeError(w, http.StatusBadRequest, fmt.Sprintf("%s is %q: want the length of the JSON header, at most the body's %d bytes", HeaderContentLength, inferr.ClipN(h, 40), body.Len())), ""
 		}
 		headerLen = n
 	}
@@ -343,7 +345,7 @@ func (s *Server) decodeInferRequest(body []byte, headerLen int) (*InferRequest, 
 			v.ForEach(func(k, p gjson.Result) bool {
 				if k.Str == "binary_data_output" {
 					if p.Type != gjson.True && p.Type != gjson.False {
-						err = fmt.Errorf(`parameters: "binary_data_output" is %s, want true or false`, clipRaw(p.Raw))
+						err = fmt.Errorf(`parameters: "binary_data_output" is %s, want true or false`, inferr.ClipN(p.Raw, 32))
 						return false
 					}
 					req.binary.all = p.Type == gjson.True
@@ -398,7 +400,7 @@ func (s *Server) decodeInferRequest(body []byte, headerLen int) (*InferRequest, 
 			}
 			binaryData = v.Get(`binary_data`)
 			if binaryData.Exists() && binaryData.Type != gjson.True && binaryData.Type != gjson.False {
-				return fmt.Errorf(`%s parameters: "binary_data" is %s, want true or false`, what, clipRaw(binaryData.Raw))
+				return fmt.Errorf(`%s parameters: "binary_data" is %s, want true or false`, what, inferr.ClipN(binaryData.Raw, 32))
 			}
 			return nil
 		})
@@ -490,7 +492,7 @@ func (s *Server) decodeInput(in gjson.Result, i int, seen map[string]bool, bin *
 		}
 		size, err := strconv.ParseInt(binarySize.Raw, 10, 64)
 		if binarySize.Type != gjson.Number || err != nil || size < 0 {
-			return tensor.Tensor{}, fmt.Errorf(`%s: "binary_data_size" is %s, want a non-negative integer`, what, clipRaw(binarySize.Raw))
+			return tensor.Tensor{}, fmt.Errorf(`%s: "binary_data_size" is %s, want a non-negative integer`, what, inferr.ClipN(binarySize.Raw, 32))
 		}
 		b, err := bin.take(what, size)
 		if err != nil {
@@ -640,16 +642,10 @@ func appendString(b []byte, s string) []byte {
 	return append(b, q...)
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
-}
-
-// writeError writes the protocol's error object {"error": msg}.
-func writeError(w http.ResponseWriter, code int, msg string) int {
-	writeJSON(w, code, map[string]string{"error": msg})
-	return code
-}
+// writeJSON and writeError are the module's one JSON-writing helper for
+// HTTP (internal/httpjson), which kserve and cmd/bidding-server share;
+// writeError writes the error object {"error": msg}.
+var (
+	writeJSON  = httpjson.Write
+	writeError = httpjson.Error
+)

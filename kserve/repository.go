@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/inferbid/inferbid/inferr"
 )
 
 // Repository is what the model repository extension serves: the models an
@@ -100,7 +102,7 @@ func (s *Server) serveRepository(w http.ResponseWriter, r *http.Request, ep, nam
 		readyOnly := false
 		if v := req.Get("ready"); v.Exists() {
 			if v.Type != gjson.True && v.Type != gjson.False {
-				return writeError(w, http.StatusBadRequest, fmt.Sprintf(`"ready" is %s, want true or false`, clipRaw(v.Raw)))
+				return writeError(w, http.StatusBadRequest, fmt.Sprintf(`"ready" is %s, want true or false`, inferr.ClipN(v.Raw, 32)))
 			}
 			readyOnly = v.Type == gjson.True
 		}

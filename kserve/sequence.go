@@ -13,6 +13,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/proto/kservepb"
 	"github.com/inferbid/inferbid/sequence"
 	"github.com/inferbid/inferbid/sidecar"
@@ -55,7 +56,7 @@ func sequenceParamJSON(p *SequenceParams, key string, v gjson.Result) error {
 	case sidecar.SequenceIDName, sidecar.SequenceControlName:
 	case sequenceStartName, sequenceEndName:
 		if v.Type != gjson.True && v.Type != gjson.False {
-			return fmt.Errorf("parameters: %q is %s, want true or false", key, clipRaw(v.Raw))
+			return fmt.Errorf("parameters: %q is %s, want true or false", key, inferr.ClipN(v.Raw, 32))
 		}
 		return setSequenceFlag(p, key, v.Type == gjson.True)
 	default:
@@ -67,9 +68,9 @@ func sequenceParamJSON(p *SequenceParams, key string, v gjson.Result) error {
 	n, err := strconv.ParseUint(v.Raw, 10, 64)
 	if v.Type != gjson.Number || err != nil {
 		if key == sidecar.SequenceIDName {
-			return fmt.Errorf("parameters: %q is %s, want a non-negative integer or a string", key, clipRaw(v.Raw))
+			return fmt.Errorf("parameters: %q is %s, want a non-negative integer or a string", key, inferr.ClipN(v.Raw, 32))
 		}
-		return fmt.Errorf("parameters: %q is %s, want a non-negative integer", key, clipRaw(v.Raw))
+		return fmt.Errorf("parameters: %q is %s, want a non-negative integer", key, inferr.ClipN(v.Raw, 32))
 	}
 	return setSequenceParam(p, key, n)
 }
@@ -206,13 +207,6 @@ func (s *Server) stringSequenceID(id string) uint64 {
 		n = 1
 	}
 	return n
-}
-
-func clipRaw(s string) string {
-	if len(s) > 32 {
-		return s[:32] + "..."
-	}
-	return s
 }
 
 // withSequenceInputs appends the sequence parameters to the inputs as the

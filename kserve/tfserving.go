@@ -12,6 +12,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/sidecar"
 	"github.com/inferbid/inferbid/tensor"
 )
@@ -129,7 +130,7 @@ func (s *Server) decodeTFServingJSON(body []byte, info sidecar.ModelInfo) (_ []t
 		switch key {
 		case "signature_name":
 			if v.Type != gjson.String || (v.Str != "" && v.Str != "serving_default") {
-				return fmt.Errorf(`"signature_name" is %s, want "serving_default"`, clipRaw(v.Raw))
+				return fmt.Errorf(`"signature_name" is %s, want "serving_default"`, inferr.ClipN(v.Raw, 32))
 			}
 		case "instances":
 			instances = v
@@ -341,7 +342,7 @@ func (s *Server) decodeNested(name string, v gjson.Result, dt tensor.DType) (ten
 			case v.Type == gjson.Number, v.Type == gjson.True, v.Type == gjson.False, v.Type == gjson.String:
 			case v.IsObject() && dt == tensor.Bytes && v.Get("b64").Type == gjson.String:
 			default:
-				return fmt.Errorf("input %q: %s is not a number, a boolean, a string or {\"b64\": ...}", name, clipRaw(v.Raw))
+				return fmt.Errorf("input %q: %s is not a number, a boolean, a string or {\"b64\": ...}", name, inferr.ClipN(v.Raw, 32))
 			}
 			flat = append(flat, v)
 			return nil

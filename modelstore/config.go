@@ -192,7 +192,7 @@ func (p *configParser) parse() (Config, error) {
 				return Config{}, err
 			}
 		default:
-			return Config{}, configErr("unknown field %q (want \"model_metadata\")", truncate(key, 80))
+			return Config{}, configErr("unknown field %q (want \"model_metadata\")", inferr.ClipN(key, 80))
 		}
 	}
 	if _, err := p.token(); err != nil { // the closing '}'
@@ -250,7 +250,7 @@ func (p *configParser) parseEntries() (Config, error) {
 			if other == i {
 				other = same[1]
 			}
-			pe.err = configErr("model_metadata[%d]: model_path %q is also model_metadata[%d]", i, truncate(pe.entry.Path, 200), other)
+			pe.err = configErr("model_metadata[%d]: model_path %q is also model_metadata[%d]", i, inferr.ClipN(pe.entry.Path, 200), other)
 		}
 		if pe.err != nil {
 			cfg.Invalid = append(cfg.Invalid, EntryError{Index: i, Path: pe.entry.Path, Err: pe.err})
@@ -294,7 +294,7 @@ func parseEntry(i int, raw json.RawMessage) (ModelEntry, error) {
 		name := canonicalField(key)
 		switch {
 		case name == "":
-			fail(fmt.Errorf("unknown field %q", truncate(key, 80)))
+			fail(fmt.Errorf("unknown field %q", inferr.ClipN(key, 80)))
 			continue
 		case seen[name]:
 			fail(fmt.Errorf("duplicate field %q", name))
@@ -313,7 +313,7 @@ func parseEntry(i int, raw json.RawMessage) (ModelEntry, error) {
 	}
 	where := func() string {
 		if e.Path != "" {
-			return fmt.Sprintf("model_metadata[%d] (%q)", i, truncate(e.Path, 200))
+			return fmt.Sprintf("model_metadata[%d] (%q)", i, inferr.ClipN(e.Path, 200))
 		}
 		return fmt.Sprintf("model_metadata[%d]", i)
 	}
@@ -378,7 +378,7 @@ func parseEntry(i int, raw json.RawMessage) (ModelEntry, error) {
 	}
 	if e.Checksum != "" {
 		if !isHexSHA256(e.Checksum) {
-			return ModelEntry{Path: e.Path}, configErr("%s: checksum: want 64 hex digits (SHA-256), got %q", where(), truncate(e.Checksum, 80))
+			return ModelEntry{Path: e.Path}, configErr("%s: checksum: want 64 hex digits (SHA-256), got %q", where(), inferr.ClipN(e.Checksum, 80))
 		}
 		e.Checksum = strings.ToLower(e.Checksum)
 	}
@@ -407,7 +407,7 @@ func parseUint32(t json.Token) (uint32, error) {
 	}
 	n, err := strconv.ParseUint(text, 10, 32)
 	if err != nil {
-		return 0, fmt.Errorf("want an integer from 1 to %d, got %s", uint64(math.MaxUint32), truncate(text, 40))
+		return 0, fmt.Errorf("want an integer from 1 to %d, got %s", uint64(math.MaxUint32), inferr.ClipN(text, 40))
 	}
 	return uint32(n), nil
 }
@@ -464,10 +464,10 @@ func parseGraceMillis(t json.Token) (int64, error) {
 	if err != nil {
 		f, ferr := strconv.ParseFloat(s, 64)
 		if ferr != nil || f != math.Trunc(f) || math.IsInf(f, 0) {
-			return 0, fmt.Errorf("want a whole number of milliseconds, got %q", truncate(s, 40))
+			return 0, fmt.Errorf("want a whole number of milliseconds, got %q", inferr.ClipN(s, 40))
 		}
 		if f < math.MinInt32 || f > math.MaxInt32 {
-			return 0, fmt.Errorf("%s is out of range 0..%d", truncate(s, 40), math.MaxInt32)
+			return 0, fmt.Errorf("%s is out of range 0..%d", inferr.ClipN(s, 40), math.MaxInt32)
 		}
 		n = int64(f)
 	}
@@ -506,20 +506,13 @@ func describeToken(t json.Token) string {
 		}
 		return fmt.Sprintf("%q", string(v))
 	case string:
-		return fmt.Sprintf("the string %q", truncate(v, 40))
+		return fmt.Sprintf("the string %q", inferr.ClipN(v, 40))
 	case json.Number:
-		return "the number " + truncate(v.String(), 40)
+		return "the number " + inferr.ClipN(v.String(), 40)
 	case bool:
 		return fmt.Sprintf("%t", v)
 	}
 	return fmt.Sprintf("%v", t)
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }
 
 // stripTrailingCommas removes a comma that is followed, after whitespace,

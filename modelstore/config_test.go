@@ -128,7 +128,7 @@ func TestParseConfigRejectsBadEntriesAlone(t *testing.T) {
 		{`{"model_path":"a","stateful":true,"max_sequence_number":true}`, `max_sequence_number: want a number, got`, "a"},
 		{`{"model_path":"a","stateful":"yes"}`, `model_metadata[0] ("a"): stateful: want true or false`, "a"},
 		{`{"model_path":"a","stateful":{}}`, `stateful: want a boolean, got an object`, "a"},
-		{`{"model_path":"` + strings.Repeat("p", 1000) + `","checksum":"abc"}`, strings.Repeat("p", 200) + `..."): checksum`, strings.Repeat("p", 1000)},
+		{`{"model_path":"` + strings.Repeat("p", 1000) + `","checksum":"abc"}`, strings.Repeat("p", 200) + `... (1000 bytes)"): checksum`, strings.Repeat("p", 1000)},
 	} {
 		data := `{"model_metadata":[` + tc.entry + `,{"model_path":"ok/","eviction_grace_period_in_ms":5},]}`
 		cfg, err := ParseConfig([]byte(data))

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/inferbid/inferbid/inferr"
 )
 
 // LogFormatEnv is the environment variable through which the supervisor
@@ -60,16 +62,9 @@ func (l *lineLogger) tailNote() string {
 	}
 	note := ""
 	if l.lastErr != "" {
-		note = "; the sidecar's error: " + clipText(l.lastErr, tailBytes)
+		note = "; the sidecar's error: " + inferr.ClipN(l.lastErr, tailBytes)
 	}
 	return note + "; " + l.stream + ":\n" + strings.ToValidUTF8(t, "\uFFFD")
-}
-
-func clipText(s string, n int) string {
-	if len(s) > n {
-		s = s[:n] + "..."
-	}
-	return strings.ToValidUTF8(s, "\uFFFD")
 }
 
 const maxLogLine = 64 << 10
@@ -143,9 +138,7 @@ func (l *lineLogger) remember(line []byte, r slog.Record, attrs []slog.Attr, str
 		rr.AddAttrs(attrs...)
 		_ = h.Handle(context.Background(), rr)
 		text = strings.TrimSuffix(b.String(), "\n")
-		if len(text) > tailBytes {
-			text = text[:tailBytes] + "..."
-		}
+		text = inferr.ClipN(text, tailBytes)
 		if r.Level >= slog.LevelError {
 			l.lastErr = r.Message
 			for _, a := range attrs {

@@ -158,7 +158,7 @@ func parseBatchSettings(field string, raw json.RawMessage) (runtimes.BatchSettin
 // decodeObject decodes raw, which must be a JSON object, strictly into v.
 func decodeObject(raw json.RawMessage, v any) error {
 	if t := bytes.TrimSpace(raw); len(t) == 0 || t[0] != '{' {
-		return fmt.Errorf("want a JSON object, got %s", clip(t))
+		return fmt.Errorf("want a JSON object, got %s", inferr.ClipN(t, 32))
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
@@ -168,14 +168,6 @@ func decodeObject(raw json.RawMessage, v any) error {
 func isNull(raw json.RawMessage) bool {
 	t := bytes.TrimSpace(raw)
 	return len(t) == 0 || string(t) == "null"
-}
-
-// clip shortens a JSON value for an error message.
-func clip(b []byte) string {
-	if len(b) > 32 {
-		return string(b[:32]) + "..."
-	}
-	return string(b)
 }
 
 // formatErrType prefixes an error with its type, for logs and CLI output.

@@ -24,6 +24,7 @@ import (
 
 	"github.com/inferbid/inferbid/codestore"
 	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/internal/httpjson"
 	"github.com/inferbid/inferbid/jsbridge"
 	"github.com/inferbid/inferbid/jsworker"
 	"github.com/inferbid/inferbid/kserve"
@@ -617,15 +618,10 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	return buf.Bytes(), err
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
-}
-
-func writeError(w http.ResponseWriter, code int, msg string) int {
-	writeJSON(w, code, map[string]string{"error": msg})
-	return code
-}
+// writeJSON and writeError are the module's one JSON-writing helper for
+// HTTP (internal/httpjson), which kserve and cmd/bidding-server share;
+// writeError writes the error object {"error": msg}.
+var (
+	writeJSON  = httpjson.Write
+	writeError = httpjson.Error
+)

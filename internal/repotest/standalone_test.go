@@ -146,3 +146,89 @@ func TestNoCompiledBinaries(t *testing.T) {
 		}
 	}
 }
+
+// maxTrackedSize is the largest file the repository may track outside a
+// testdata directory: generated data and models that big are built by make
+// (make models, make wasm), not committed.
+const maxTrackedSize = 5 << 20
+
+// TestNoLargeFiles fails when a tracked file outside testdata/ is larger
+// than maxTrackedSize: large outputs (a compiled program, a model, a
+// tarball) belong in bin/ or .cache/, which .gitignore names.
+func TestNoLargeFiles(t *testing.T) {
+	big, checked := largeFiles(testhelp.ModuleRoot(t), trackedFiles(t), maxTrackedSize)
+	for _, b := range big {
+		t.Errorf("%s is %.1f MB, over the %d MB limit for tracked files outside testdata/: generate it with make, do not commit it",
+			b.name, float64(b.size)/(1<<20), maxTrackedSize>>20)
+	}
+	if checked == 0 {
+		t.Fatal("no tracked file outside testdata/ was checked")
+	}
+}
+
+// TestLargeFilesCheck runs the check of TestNoLargeFiles on a made-up tree:
+// a sparse file over the limit is named, one in testdata/ and one at the
+// limit are not.
+func TestLargeFilesCheck(t *testing.T) {
+	root := t.TempDir()
+	sizes := map[string]int64{
+		"inferctl":                 maxTrackedSize + 1,
+		"pkg/model.bin":            maxTrackedSize,
+		"pkg/testdata/big.onnx":    3 * maxTrackedSize,
+		"testdata/fuzz/FuzzX/seed": maxTrackedSize + 1,
+		"docs/architecture.md":     10,
+	}
+	var names []string
+	for name, size := range sizes {
+		p := filepath.Join(root, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Truncate(p, size); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, name)
+	}
+	names = append(names, "deleted/in/worktree")
+	big, checked := largeFiles(root, names, maxTrackedSize)
+	if len(big) != 1 || big[0].name != "inferctl" || big[0].size != maxTrackedSize+1 {
+		t.Errorf("largeFiles = %+v, want only inferctl at %d bytes", big, maxTrackedSize+1)
+	}
+	if checked != 3 {
+		t.Errorf("checked %d files, want 3 (those outside testdata/ that exist)", checked)
+	}
+}
+
+type sizedFile struct {
+	name string
+	size int64
+}
+
+// largeFiles returns the regular files among names (slash paths under
+// root) outside testdata directories that are larger than limit, and how
+// many files it checked.
+func largeFiles(root string, names []string, limit int64) (big []sizedFile, checked int) {
+	for _, name := range names {
+		if inTestdata(name) {
+			continue
+		}
+		fi, err := os.Lstat(filepath.Join(root, filepath.FromSlash(name)))
+		if err != nil || !fi.Mode().IsRegular() {
+			continue // deleted in the work tree, a symlink or a submodule
+		}
+		checked++
+		if fi.Size() > limit {
+			big = append(big, sizedFile{name, fi.Size()})
+		}
+	}
+	return big, checked
+}
+
+// inTestdata reports whether the slash path name lies in a testdata
+// directory, which the go tool ignores and tests read.
+func inTestdata(name string) bool {
+	return strings.HasPrefix(name, "testdata/") || strings.Contains(name, "/testdata/")
+}

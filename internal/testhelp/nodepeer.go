@@ -51,7 +51,7 @@ func FindNodePeer(root string) (*NodePeer, error) {
 	}
 	out, err := exec.Command(node, "--version").Output()
 	if err != nil {
-		return nil, fmt.Errorf("Node.js %s (set %s to use another): %v", node, EnvNode, err)
+		return nil, fmt.Errorf("the Node.js binary %s (set %s to use another): %v", node, EnvNode, err)
 	}
 	p := &NodePeer{
 		Node:        node,

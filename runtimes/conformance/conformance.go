@@ -28,6 +28,16 @@ type Fixtures struct {
 	AllDTypes runtimes.Files
 	// AffineV1: one FLOAT input of shape [-1,3]; one FLOAT output y = 2*x + 1. AffineV2: y = 3*x - 1.
 	AffineV1, AffineV2 runtimes.Files
+	// RunningSum: a stateful model with one state per sequence
+	// (driver.SequenceModel): one FLOAT input "x" of shape [1] (named so
+	// where the runtime names inputs); each call adds x to the state and
+	// answers the new sum as its first output, FLOAT [1]. In a sequence the
+	// answer is that output alone (state outputs hidden); outside sequences
+	// a call starts from the initial state.
+	RunningSum runtimes.Files
+	// RunningSumStart is the sum a new sequence, and a call outside
+	// sequences, starts from (0 for a state of zeros).
+	RunningSumStart float32
 }
 
 // Model paths the suite loads under (they appear in error messages).
@@ -48,8 +58,8 @@ const waitLimit = 2 * time.Minute
 // documentation for what each subtest checks.
 func Run(t *testing.T, open func(t *testing.T) *runtimes.Runtime, fx Fixtures) {
 	t.Helper()
-	if len(fx.AllDTypes) == 0 || len(fx.AffineV1) == 0 || len(fx.AffineV2) == 0 {
-		t.Fatal("conformance: Fixtures must give AllDTypes, AffineV1 and AffineV2")
+	if len(fx.AllDTypes) == 0 || len(fx.AffineV1) == 0 || len(fx.AffineV2) == 0 || len(fx.RunningSum) == 0 {
+		t.Fatal("conformance: Fixtures must give AllDTypes, AffineV1, AffineV2 and RunningSum")
 	}
 	for _, c := range []struct {
 		name string
@@ -64,6 +74,7 @@ func Run(t *testing.T, open func(t *testing.T) *runtimes.Runtime, fx Fixtures) {
 		{"Concurrent", (*suite).testConcurrent},
 		{"SwapWhileServing", (*suite).testSwap},
 		{"Close", (*suite).testClose},
+		{"Sequences", (*suite).testSequences},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rt := open(t)

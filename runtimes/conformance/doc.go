@@ -4,12 +4,12 @@
 //
 // A runtime's test calls
 //
-//	conformance.Run(t, open, conformance.Fixtures{AllDTypes: ..., AffineV1: ..., AffineV2: ...})
+//	conformance.Run(t, open, conformance.Fixtures{AllDTypes: ..., AffineV1: ..., AffineV2: ..., RunningSum: ...})
 //
 // with open returning a freshly opened *runtimes.Runtime (each subtest gets
-// its own, closed when the subtest ends) and three small models in its own format
-// (see Fixtures): a six-dtype identity model and two versions of an affine
-// model. Input names come from the loaded model's Signature; positional
+// its own, closed when the subtest ends) and four small models in its own format
+// (see Fixtures): a six-dtype identity model, two versions of an affine
+// model and a running sum with per-sequence state. Input names come from the loaded model's Signature; positional
 // runtimes (Signature.Positional) get inputs by position, and when they do
 // not report input dtypes, the six-dtype model must take them in contract
 // order (DOUBLE, FLOAT, INT8, INT16, INT32, INT64).
@@ -48,6 +48,18 @@
 //     runtimes.ErrClosed for a call that picked v1 as it closed; nothing else.
 //   - Close: Close is idempotent, and Predict after Close is MODEL_NOT_FOUND
 //     (runtimes.ErrClosed) naming the model path.
+//   - Sequences (the running sum, from Fixtures.RunningSumStart): two
+//     interleaved sequences keep their own sums while calls outside
+//     sequences start from the initial state and disturb neither, and a
+//     sequence begun later starts there too (Interleaved); 8 sequences run
+//     at once, one goroutine each (Parallel); inputs that do not fit a
+//     sequence call are INPUT_PARSING naming the model path (MODEL_EXECUTION
+//     allowed for positional runtimes) and leave its sum alone (BadInput);
+//     the affine model is not stateful and has no sequence state, a
+//     MODEL_EXECUTION error (NoState); after Close, a sequence call and a
+//     new state are MODEL_NOT_FOUND (Close). The state a runtime keeps and
+//     how a caller may feed it outside sequences are each backend's own
+//     tests.
 //
 // The same runtime behind a real sidecar over a Unix socket is the second
 // part of the suite, sidecartest.RunConformance in package

@@ -69,6 +69,8 @@ func TestConformance(t *testing.T) {
 		AllDTypes: readModel(t, "alldtypes.onnx"),
 		AffineV1:  readModel(t, "affine_v1.onnx"),
 		AffineV2:  readModel(t, "affine_v2.onnx"),
+		// running_sum.onnx: the state pair sum_in/sum_out, zeros at the start.
+		RunningSum: readModel(t, "running_sum.onnx"),
 	}
 	for name, cfg := range map[string]driver.Config{
 		"threads=default": {},

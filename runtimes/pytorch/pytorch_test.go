@@ -75,6 +75,8 @@ func TestConformance(t *testing.T) {
 		AllDTypes: readTestdata(t, "alldtypes.pt"),
 		AffineV1:  readTestdata(t, "affine_v1.pt"),
 		AffineV2:  readTestdata(t, "affine_v2.pt"),
+		// running_sum.pt: the state argument sum_in, initial_state() zeros.
+		RunningSum: readTestdata(t, "running_sum.pt"),
 	})
 }
 

@@ -1,4 +1,4 @@
-//go:build race
+//go:build pytorch && cgo && race
 
 package pytorch_test
 

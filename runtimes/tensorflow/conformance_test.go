@@ -22,17 +22,24 @@ func openRuntime(t *testing.T) *runtimes.Runtime {
 
 func TestConformance(t *testing.T) {
 	// The TF2 Keras layout (computation in a called function) and the TF1
-	// layout (ref variables in the main graph).
-	for name, opts := range map[string]tfsave.Options{
-		"tf2-function": {FunctionCall: true},
-		"tf1":          {Variables: tfsave.RefVariables},
+	// layout (ref variables in the main graph). The running sum needs
+	// resource variables (AssignAddVariableOp): in the TF1 case it keeps
+	// them in the main graph. Its checkpoint starts the sum at 1000.
+	for name, c := range map[string]struct{ opts, sumOpts tfsave.Options }{
+		"tf2-function": {tfsave.Options{FunctionCall: true}, tfsave.Options{FunctionCall: true}},
+		"tf1":          {tfsave.Options{Variables: tfsave.RefVariables}, tfsave.Options{}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			m, err := tfsave.BuildConformanceModels(opts)
+			m, err := tfsave.BuildConformanceModels(c.opts)
 			if err != nil {
 				t.Fatal(err)
 			}
-			conformance.Run(t, openRuntime, conformance.Fixtures{AllDTypes: m.AllDTypes, AffineV1: m.AffineV1, AffineV2: m.AffineV2})
+			sum, err := tfsave.RunningSumModel(c.sumOpts, 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conformance.Run(t, openRuntime, conformance.Fixtures{AllDTypes: m.AllDTypes, AffineV1: m.AffineV1, AffineV2: m.AffineV2,
+				RunningSum: sum, RunningSumStart: 1000})
 		})
 	}
 }

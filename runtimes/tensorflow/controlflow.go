@@ -134,9 +134,7 @@ func (c *compiler) controlFlow(sc *scope, nd *ndpb.NodeDef, a attrs, ins []int) 
 		if err != nil {
 			return nil, funcErr("else_branch", err)
 		}
-		for _, t := range a.list("Tout").GetType() {
-			outTypes = append(outTypes, t)
-		}
+		outTypes = append(outTypes, a.list("Tout").GetType()...)
 		for _, br := range []*subProgram{then, els} {
 			if err := checkResults(br, outTypes); err != nil {
 				return nil, err

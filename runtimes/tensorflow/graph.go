@@ -92,8 +92,6 @@ type compiler struct {
 	refVar map[int]*variable
 	// missing gathers every op without a kernel the fetches need.
 	missing missingOps
-	// defaults of fed PlaceholderWithDefault nodes, by feed slot.
-	nsteps int
 	// subFuncs counts the If/While functions compiled, shared with the
 	// compilers of those functions (controlflow.go).
 	subFuncs *int
@@ -116,12 +114,11 @@ func newCompiler(g *graphDef, vars *varStore, ck *checkpoint) *compiler {
 		missing: missingOps{failed: map[failedKey]error{}}}
 }
 
-// graphDef is the parsed MetaGraph: main graph nodes, function library and
-// op definitions.
+// graphDef is what the compilers share of the parsed MetaGraph: the
+// function library and the op definitions.
 type graphDef struct {
-	main *scope
-	lib  map[string]*fpb.FunctionDef
-	ops  map[string]*opb.OpDef
+	lib map[string]*fpb.FunctionDef
+	ops map[string]*opb.OpDef
 }
 
 func newSlot(p *program, dt dtype, c *dense) int {

@@ -187,39 +187,6 @@ func (t *dense) String() string {
 	return fmt.Sprintf("%s%s", dtypeName(t.dt), tensor.FormatShape(t.shape))
 }
 
-// toDType maps a boundary dtype to TensorFlow's.
-func toDType(d tensor.DType) dtype {
-	switch d {
-	case tensor.Float:
-		return dtFloat
-	case tensor.Double:
-		return dtDouble
-	case tensor.Int8:
-		return dtInt8
-	case tensor.Int16:
-		return dtInt16
-	case tensor.Int32:
-		return dtInt32
-	case tensor.Int64:
-		return dtInt64
-	case tensor.Bool:
-		return dtBool
-	case tensor.Uint8:
-		return dtUint8
-	case tensor.Uint16:
-		return dtUint16
-	case tensor.Uint32:
-		return dtUint32
-	case tensor.Uint64:
-		return dtUint64
-	case tensor.Half:
-		return dtHalf
-	case tensor.Bytes:
-		return dtString
-	}
-	return tpb.DataType_DT_INVALID
-}
-
 // fromDType maps TensorFlow's dtype to the boundary's (Invalid for others).
 func fromDType(d dtype) tensor.DType {
 	switch baseType(d) {

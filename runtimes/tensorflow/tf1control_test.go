@@ -95,11 +95,7 @@ func (w *tf1Loop) invariant(op, x string) string {
 		map[string]any{"frame_name": w.frame, "is_constant": true, "parallel_iterations": 10})
 }
 
-// condConst and bodyConst add constants of the condition and the body.
-func (w *tf1Loop) condConst(name string, t tensor.Tensor) string {
-	return constCtl(w.b, w.scope+"/"+name, w.merge, t)
-}
-
+// bodyConst adds a constant of the loop's body.
 func (w *tf1Loop) bodyConst(name string, t tensor.Tensor) string {
 	return constCtl(w.b, w.scope+"/"+name, w.ident, t)
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/proto/inferencepb"
 )
 
@@ -197,7 +198,7 @@ func (s *Server) sniff(nc net.Conn) *serverConn {
 		if n == 0 && errors.Is(err, io.EOF) {
 			s.log.Debug("connection closed before it sent anything")
 		} else {
-			s.log.Warn("closing a connection that sent no complete preface", "bytes", n, "start", clip(p[:n]), "err", err)
+			s.log.Warn("closing a connection that sent no complete preface", "bytes", n, "start", inferr.ClipN(p[:n], 24), "err", err)
 		}
 		nc.Close()
 		return nil
@@ -208,7 +209,7 @@ func (s *Server) sniff(nc net.Conn) *serverConn {
 	case string(p[:n]) == Magic:
 		nc.SetReadDeadline(time.Time{})
 	default:
-		s.log.Warn("closing a connection that is neither fast lane nor HTTP/2", "start", clip(p[:n]))
+		s.log.Warn("closing a connection that is neither fast lane nor HTTP/2", "start", inferr.ClipN(p[:n], 24))
 		nc.Close()
 		return nil
 	}
@@ -222,15 +223,6 @@ func (s *Server) sniff(nc net.Conn) *serverConn {
 	s.conns[c] = struct{}{}
 	s.mu.Unlock()
 	return c
-}
-
-// clip quotes at most 24 bytes of what a rejected peer sent, for the log.
-func clip(b []byte) string {
-	const n = 24
-	if len(b) > n {
-		b = b[:n]
-	}
-	return string(b)
 }
 
 // GracefulStop stops accepting, answers the calls in flight, closes every

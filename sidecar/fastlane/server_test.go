@@ -78,11 +78,10 @@ func batchOf(paths ...string) *inferencepb.PredictRequest {
 }
 
 type testServer struct {
-	srv     *Server
-	h       *echoHandler
-	socket  string
-	served  chan error
-	stopped bool
+	srv    *Server
+	h      *echoHandler
+	socket string
+	served chan error
 }
 
 // startServer serves h on a fresh socket; the test's end stops it.

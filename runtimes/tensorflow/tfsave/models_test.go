@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 the tests check method_name, which the writer sets as TensorFlow does (write.go)
+
 package tfsave
 
 import (

@@ -300,6 +300,7 @@ func (b *Builder) collections() map[string]*protopb.CollectionDef {
 }
 
 func (b *Builder) signatureDef(s *signature) (*protopb.SignatureDef, error) {
+	//lint:ignore SA1019 method_name is part of the SavedModel format the writer reproduces (TF1 servers and the reference's models set it)
 	sd := &protopb.SignatureDef{MethodName: s.method, Inputs: map[string]*protopb.TensorInfo{}, Outputs: map[string]*protopb.TensorInfo{}}
 	for _, m := range []struct {
 		src map[string]string

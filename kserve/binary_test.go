@@ -125,6 +125,9 @@ func TestHTTPBinaryTensorData(t *testing.T) {
 	// INT64 ad_id and publisher_id, FP32 dense).
 	pctr := base + "/v2/models/pctr/infer"
 	code, b = call(t, http.MethodPost, pctr, `{"inputs": `+pctrInputs+`}`)
+	if code != http.StatusOK {
+		t.Fatalf("the JSON form: %d %s", code, b)
+	}
 	want = v2Answer{}
 	decodeJSON(t, b, &want)
 	data := append(append(le64i(1, 2), le64i(3, 4)...), f32le(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 1, 2, 3, 4, 5, 6)...)

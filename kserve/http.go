@@ -570,14 +570,6 @@ func checkParameters(what string, v gjson.Result) error {
 	return err
 }
 
-// appendInferResponse writes $inference_response: model_name,
-// model_version (for a versioned model), id (when the request had one) and
-// the outputs with flat data.
-func appendInferResponse(b []byte, resp *InferResponse) ([]byte, error) {
-	b, _, err := appendInferResponseBinary(b, resp, binaryOutputs{})
-	return b, err
-}
-
 // appendInferResponseBinary writes $inference_response with the outputs
 // bo asks for as binary data: such an output has a binary_data_size
 // parameter instead of data, and its bytes are returned in output order

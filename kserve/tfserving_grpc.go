@@ -215,6 +215,7 @@ func (p *tfPredictionService) metadata(ctx context.Context, req *tfservingpb.Get
 	if err != nil {
 		return nil, r.Path, err
 	}
+	//lint:ignore SA1019 TF Serving's GetModelMetadata answers the signature's method name; its clients may read it
 	sd := &cpb.SignatureDef{MethodName: predictMethod, Inputs: tensorInfos(info.Signature.Inputs), Outputs: tensorInfos(info.Signature.Outputs)}
 	if info.Signature.Positional {
 		sd.Inputs = nil // the model takes its inputs by position: no names to give

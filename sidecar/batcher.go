@@ -130,13 +130,8 @@ func shapeOrUnknown(s []int64) string {
 	return tensor.FormatShape(s)
 }
 
-// predict runs one call, merged with others when it can be.
-func (b *batcher) predict(ctx context.Context, inputs []tensor.Tensor) ([]tensor.Tensor, error) {
-	out, _, err := b.predictQueued(ctx, inputs)
-	return out, err
-}
-
-// predictQueued is predict, also reporting how long the call waited in its
+// predictQueued runs one call, merged with others when it can be, and
+// reports how long the call waited in its
 // batch before the runtime call that answered it started (0 unbatched).
 func (b *batcher) predictQueued(ctx context.Context, inputs []tensor.Tensor) ([]tensor.Tensor, time.Duration, error) {
 	if b.off.Load() || ctx.Err() != nil {

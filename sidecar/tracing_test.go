@@ -85,7 +85,7 @@ func TestTraceContextCrossesBothTransports(t *testing.T) {
 					t.Errorf("span %s is in trace %s, want %s", s.Name, s.SpanContext.TraceID(), root.SpanContext().TraceID())
 				}
 				for _, a := range s.Attributes {
-					if v := a.Value.Emit(); strings.Contains(v, "7.25") || strings.Contains(v, "913.5") {
+					if v := a.Value.String(); strings.Contains(v, "7.25") || strings.Contains(v, "913.5") {
 						t.Errorf("span %s attribute %s=%q carries request data", s.Name, a.Key, v)
 					}
 				}
@@ -107,7 +107,7 @@ func TestTraceContextCrossesBothTransports(t *testing.T) {
 				}
 				attrs := map[string]string{}
 				for _, a := range r.Attributes {
-					attrs[string(a.Key)] = a.Value.Emit()
+					attrs[string(a.Key)] = a.Value.String()
 				}
 				runs[attrs["inferbid.model_path"]] = fmt.Sprintf("rows=%s error_type=%s", attrs["inferbid.rows"], attrs["inferbid.error_type"])
 			}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -104,7 +105,8 @@ func (b *backend) Load(ctx context.Context, files driver.Files) (driver.Model, e
 
 // LoadDisk creates an ONNX Runtime session from the model's file on disk:
 // ONNX Runtime reads it itself, so that the model's bytes are never held
-// in Go memory as well (the sidecar's peak during a registration). The
+// in Go memory as well (the sidecar's peak during a registration), and
+// maps its large initializers rather than copying them (external.go). The
 // signature is read from a read-only mapping of the file, whose pages
 // stay in the page cache: only the few that hold the graph's inputs and
 // outputs are touched, never the weights.
@@ -118,23 +120,38 @@ func (b *backend) LoadDisk(ctx context.Context, files driver.DiskFiles) (driver.
 		return nil, err
 	}
 	local := files[name]
-	data, unmap, err := mapFile(local)
+	f, err := os.Open(local)
+	if err != nil {
+		return nil, fmt.Errorf("onnx: %s: %w", name, err)
+	}
+	defer f.Close()
+	data, unmap, err := mapFile(f)
 	if err != nil {
 		return nil, fmt.Errorf("onnx: %s: %w", name, err)
 	}
 	defer unmap()
 	return b.load(ctx, name, data, func(opts *ort.SessionOptions, inputs, outputs []string) (*ort.DynamicAdvancedSession, error) {
-		return ort.NewDynamicAdvancedSession(local, inputs, outputs, opts)
+		// The large initializers go to a weights file that ONNX Runtime
+		// maps (external.go); the directory is removed once the session
+		// exists (the mapping keeps the file).
+		dir, err := os.MkdirTemp(filepath.Dir(local), "onnx-external-*")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		path, err := externalize(data, f, dir)
+		if err != nil {
+			return nil, fmt.Errorf("moving the weights out of the model: %w", err)
+		}
+		if path == "" {
+			path = local
+		}
+		return ort.NewDynamicAdvancedSession(path, inputs, outputs, opts)
 	})
 }
 
 // mapFile maps a file read-only (an empty file is an empty slice).
-func mapFile(path string) ([]byte, func(), error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer f.Close()
+func mapFile(f *os.File) ([]byte, func(), error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, nil, err
@@ -147,7 +164,7 @@ func mapFile(path string) ([]byte, func(), error) {
 	}
 	data, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
-		return nil, nil, fmt.Errorf("map %s: %w", path, err)
+		return nil, nil, fmt.Errorf("map %s: %w", f.Name(), err)
 	}
 	return data, func() { unix.Munmap(data) }, nil
 }

@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"runtime"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -10,31 +11,56 @@ import (
 // model's transfer is: the host's copy into the replay store and its
 // stream to the sidecar, and the sidecar's receipt of the stream (hashing
 // and writing each chunk). On a machine whose cores the serving threads
-// keep busy, the load then takes the cores they leave (issue 28: a small
-// model's p99 tripled while 3 x 114 MiB models loaded at the same
-// priority).
+// keep busy, the transfer then takes the cores they leave.
 const loaderNice = 10
 
-// runNiced runs fn on an OS thread of its own whose nice value is raised
-// by loaderNice (at most 19), and returns when fn does. The goroutine keeps
-// the thread locked and never unlocks it, so the thread ends with the
-// goroutine and the lowered priority never passes to another goroutine
-// (nor can it be raised back: that takes CAP_SYS_NICE). Work fn hands to
-// other goroutines (gRPC's transport) runs at normal priority. Where the
-// priority cannot be set, fn runs anyway.
+// nicedThreads bounds the transfers that run niced at once; more run at
+// the normal priority rather than wait.
+const nicedThreads = 4
+
+// niced is the pool of niced OS threads (started at first use).
+var niced struct {
+	once sync.Once
+	jobs chan func()
+}
+
+// runNiced runs fn on one of nicedThreads OS threads whose nice value is
+// loaderNice more than the process's (at most 19), and returns when fn
+// does; when every one is busy, fn runs on the caller's thread. Each thread
+// is locked to a goroutine that never ends: a thread whose locked
+// goroutine ends is terminated by the Go runtime, which would deliver the
+// parent-death signal (Pdeathsig, SIGKILL) to every child process
+// os/exec happened to fork from that thread (the sidecar, JS workers).
+// The priority cannot be raised back (that takes CAP_SYS_NICE), so it
+// stays on those threads alone. Work fn hands to other goroutines (gRPC's
+// transport) runs at the normal priority. Where the priority cannot be
+// set, fn runs anyway.
 func runNiced(fn func()) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		runtime.LockOSThread() // never unlocked: see above
-		tid := unix.Gettid()
-		// getpriority(2) returns 20 - nice.
-		if p, err := unix.Getpriority(unix.PRIO_PROCESS, tid); err == nil {
-			unix.Setpriority(unix.PRIO_PROCESS, tid, min(20-p+loaderNice, 19))
+	niced.once.Do(func() {
+		niced.jobs = make(chan func())
+		for range nicedThreads {
+			go nicedWorker()
 		}
+	})
+	done := make(chan struct{})
+	select {
+	case niced.jobs <- func() { defer close(done); fn() }:
+		<-done
+	default:
 		fn()
-	}()
-	<-done
+	}
+}
+
+func nicedWorker() {
+	runtime.LockOSThread() // never unlocked, and this goroutine never ends: see runNiced
+	tid := unix.Gettid()
+	// getpriority(2) returns 20 - nice.
+	if p, err := unix.Getpriority(unix.PRIO_PROCESS, tid); err == nil {
+		unix.Setpriority(unix.PRIO_PROCESS, tid, min(20-p+loaderNice, 19))
+	}
+	for job := range niced.jobs {
+		job()
+	}
 }
 
 // threadNice is the nice value of the calling OS thread (tests).

@@ -6,7 +6,7 @@ import (
 )
 
 // TestRunNiced: fn runs at a lower priority (loaderNice more, at most 19),
-// and neither the caller's thread nor a later goroutine's keeps it.
+// and neither the caller's thread nor another goroutine's gets it.
 func TestRunNiced(t *testing.T) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -15,7 +15,14 @@ func TestRunNiced(t *testing.T) {
 		t.Fatal(err)
 	}
 	var inside int
-	runNiced(func() { inside, err = threadNice() })
+	runNiced(func() {}) // starts the pool
+	for range 100 {     // the pool's goroutines wait for jobs
+		runNiced(func() { inside, err = threadNice() })
+		if inside != before {
+			break
+		}
+		runtime.Gosched()
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,8 +32,8 @@ func TestRunNiced(t *testing.T) {
 	if after, _ := threadNice(); after != before {
 		t.Errorf("the caller's nice changed from %d to %d", before, after)
 	}
-	// The niced thread ended with its goroutine: fresh goroutines run at
-	// the process's priority.
+	// The niced threads stay with their goroutines: fresh goroutines run
+	// at the process's priority.
 	for range 20 {
 		ch := make(chan int)
 		go func() {

@@ -525,11 +525,7 @@ func (s *Server) registered(path string, files int, size int64, res registerResu
 // them from disk where it can: runtimes.Runtime.LoadDisk); the directory
 // is removed once the registration ends.
 func (s *Server) RegisterModelStream(stream inferencepb.InferenceService_RegisterModelStreamServer) error {
-	var rm *receivedModel
-	var err error
-	// Hashing and writing the chunks runs at a lower priority than
-	// serving (runNiced).
-	runNiced(func() { rm, err = receiveModel(stream, s.opts.MaxModelBytes, s.opts.TempDir) })
+	rm, err := receiveModel(stream, s.opts.MaxModelBytes, s.opts.TempDir)
 	if rm != nil {
 		defer rm.remove()
 	}

@@ -262,20 +262,12 @@ func (s *Supervisor) RegisterModelFiles(ctx context.Context, modelPath string, f
 	}
 	s.replayMu.RLock()
 	defer s.replayMu.RUnlock()
-	// The copy, its hashing and the stream run at a lower priority than
-	// serving (runNiced); the sidecar loads the model meanwhile.
-	var stored *storedModel
-	var err error
-	runNiced(func() {
-		if stored, err = s.store.putFiles(modelPath, files); err != nil {
-			err = inferr.Errorf(inferr.GRPC, "sidecar supervisor: %w", err)
-			return
-		}
-		if err = s.client.registerStream(ctx, modelPath, warmUpJSON, seq, stored.headers(), stored.stream); err != nil {
-			s.store.remove(stored)
-		}
-	})
+	stored, err := s.store.putFiles(modelPath, files)
 	if err != nil {
+		return inferr.Errorf(inferr.GRPC, "sidecar supervisor: %w", err)
+	}
+	if err := s.client.registerStream(ctx, modelPath, warmUpJSON, seq, stored.headers(), stored.stream); err != nil {
+		s.store.remove(stored)
 		return err
 	}
 	s.modelsMu.Lock()

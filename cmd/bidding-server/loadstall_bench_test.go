@@ -16,6 +16,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/inferbid/inferbid/internal/benchlat"
 	"github.com/inferbid/inferbid/internal/testhelp"
 )
 
@@ -166,6 +167,7 @@ func BenchmarkLoadStall(b *testing.B) {
 	mu.Lock()
 	phase = 1
 	mu.Unlock()
+	hostCPU, sidecarCPU := benchlat.PidCPU(hostPID), benchlat.PidCPU(sidecarPID)
 	loadStart := time.Now()
 	writeFile(b, filepath.Join(bucket, "config.json"), config("pctr/v1/", "big1/", "big2/", "big3/"))
 	for {
@@ -184,6 +186,7 @@ func BenchmarkLoadStall(b *testing.B) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	load := time.Since(loadStart)
+	hostCPU, sidecarCPU = benchlat.PidCPU(hostPID)-hostCPU, benchlat.PidCPU(sidecarPID)-sidecarCPU
 	sidecarPeak := procStatusKB(sidecarPID, "VmHWM")
 	mu.Lock()
 	phase = 2
@@ -217,7 +220,8 @@ func BenchmarkLoadStall(b *testing.B) {
 			ms(stats[i].p50), ms(stats[i].p99), ms(stats[i].max), float64(stats[i].p99)/float64(max(stats[0].p99, 1)))
 	}
 	tw.Flush()
-	fmt.Printf("during the load: %d bids over 50 ms\n", over50)
+	fmt.Printf("during the load: %d bids over 50 ms; CPU used: bidding-server %v (the client's bids included), sidecar %v\n",
+		over50, hostCPU.Round(10*time.Millisecond), sidecarCPU.Round(10*time.Millisecond))
 	// The models load one after another and stay: the peak over what the
 	// sidecar holds once all are loaded is what a load costs beyond the
 	// model itself.

@@ -182,7 +182,9 @@ testsummary:
 	@$(GO) build -o $(TESTSUMMARY) ./internal/cmd/testsummary
 
 # bench: the performance budget, printed (never asserted). The last lines are
-# the JS path's tail taken apart (BenchmarkTail), the peer comparison
+# the JS path's tail taken apart (BenchmarkTail), a small model's latency and
+# both processes' memory while 3 x 114 MiB ONNX models load (BenchmarkLoadStall),
+# each runtime's peak RSS during a registration, and the peer comparison
 # (bench/doc.go): one request through every layer and through Node.js +
 # onnxruntime-node, printed as a table of ratios, and the server-level peer
 # comparison (BenchmarkServerPeer): bidding-server and a Node.js HTTP bidder
@@ -206,6 +208,10 @@ bench: deps-onnx deps-pytorch deps-node-peer deps-wrk
 	$(GO) test $(BENCH_FLAGS) -bench 'HostileNeighbour' -benchtime 1x ./cmd/bidding-server/
 	INFERBID_REQUIRE_NATIVE=1 $(GO) test $(BENCH_FLAGS) -bench 'ServerGroups' -benchtime 2000x ./cmd/bidding-server/
 	INFERBID_REQUIRE_NATIVE=1 $(GO) test -count=1 -run '^$$' -bench '^BenchmarkTail$$' -benchtime 10000x ./bench/
+	INFERBID_REQUIRE_NATIVE=1 $(GO) test -count=1 -run '^$$' -bench '^BenchmarkLoadStall$$' -benchtime 1x ./cmd/bidding-server/
+	@echo "peak RSS of a 128 MiB model's registration in a real sidecar, per runtime (sidecartest.ModelMemory):"
+	set -o pipefail; INFERBID_REQUIRE_NATIVE=1 $(GO) test -count=1 -v -run 'SidecarModelMemory' ./sidecar/ | grep -E 'model files|^(ok|FAIL|--- FAIL)'
+	set -o pipefail; INFERBID_REQUIRE_NATIVE=1 $(GO) test -count=1 -v -run '^TestSidecarModelMemory$$' -tags pytorch ./runtimes/pytorch/ | grep -E 'model files|^(ok|FAIL|--- FAIL)'
 	INFERBID_REQUIRE_NATIVE=1 INFERBID_REQUIRE_PEER=1 $(GO) test -count=1 \
 	  -run '^TestPeerMatchesRuntime$$' -bench '^BenchmarkPeerComparison$$' ./bench/
 	INFERBID_REQUIRE_NATIVE=1 INFERBID_REQUIRE_PEER=1 INFERBID_SERVER_PEER_DURATION=$(SERVER_PEER_DURATION) \

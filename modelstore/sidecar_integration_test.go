@@ -216,4 +216,5 @@ func TestEntrySequenceSettingsNeedASequenceRegistrar(t *testing.T) {
 var (
 	_ SequenceRegistrar = (*sidecar.Supervisor)(nil)
 	_ SequenceRegistrar = (*sidecar.Client)(nil)
+	_ DiskRegistrar     = (*sidecar.Supervisor)(nil)
 )

@@ -37,6 +37,15 @@ type SequenceRegistrar interface {
 	RegisterModelWithSequences(ctx context.Context, modelPath string, files runtimes.Files, warmUpJSON string, seq *runtimes.SequenceSettings) error
 }
 
+// DiskRegistrar is a Registrar that takes a model as files on local disk
+// (the sidecar Supervisor is): the watcher hands it the downloaded files
+// instead of reading them into memory, so that the host's memory does not
+// grow with the model's size. The files stay in place until it returns; seq
+// may be nil (no sequence settings).
+type DiskRegistrar interface {
+	RegisterModelFiles(ctx context.Context, modelPath string, files runtimes.DiskFiles, warmUpJSON string, seq *runtimes.SequenceSettings) error
+}
+
 // WatcherOptions configure a Watcher; zero fields mean defaults.
 type WatcherOptions struct {
 	// BucketURL is a gocloud.dev/blob URL: file:///dir, s3://bucket?...,
@@ -550,17 +559,11 @@ func (w *Watcher) load(ctx context.Context, a Action) error {
 	case <-ctx.Done():
 		return fail(ctx.Err())
 	}
-	files, err := d.read()
-	if err != nil {
-		<-w.registerSem
-		return fail(err)
-	}
 	rctx, cancel := context.WithTimeout(ctx, w.opts.OpTimeout)
 	start := time.Now()
-	err = w.register(rctx, e, files)
+	err = w.register(rctx, e, d)
 	elapsed := time.Since(start)
 	cancel()
-	files = nil
 	<-w.registerSem
 	if err != nil {
 		return fail(&fetchError{reason: reasonRegister, err: fmt.Errorf("register model %q: %w", e.Path, err)})
@@ -623,8 +626,20 @@ func sidecarUnavailable(err error) bool {
 }
 
 // register sends the entry's model, with its sequence settings when it has
-// them.
-func (w *Watcher) register(ctx context.Context, e ModelEntry, files runtimes.Files) error {
+// them: as the downloaded files themselves to a DiskRegistrar (the model
+// never passes through this process's memory), read into memory otherwise.
+func (w *Watcher) register(ctx context.Context, e ModelEntry, d *downloaded) error {
+	if dr, ok := w.opts.Registrar.(DiskRegistrar); ok {
+		files := make(runtimes.DiskFiles, len(d.files))
+		for _, f := range d.files {
+			files[f.rel] = f.tmp
+		}
+		return dr.RegisterModelFiles(ctx, e.Path, files, e.WarmUpJSON, e.Sequences)
+	}
+	files, err := d.read()
+	if err != nil {
+		return err
+	}
 	if e.Sequences == nil {
 		return w.opts.Registrar.RegisterModel(ctx, e.Path, files, e.WarmUpJSON)
 	}

@@ -945,3 +945,50 @@ func TestBadConfigDoesNotHoldBackDueActions(t *testing.T) {
 		t.Error("k/ changed under a broken config")
 	}
 }
+
+// diskRegistrar is a fakeRegistrar that takes models as files on disk: it
+// reads them while the call runs (the watcher removes them afterwards).
+type diskRegistrar struct {
+	*fakeRegistrar
+	disk int // RegisterModelFiles calls
+}
+
+func (r *diskRegistrar) RegisterModelFiles(ctx context.Context, path string, files runtimes.DiskFiles, warmUp string, seq *runtimes.SequenceSettings) error {
+	mem := make(runtimes.Files, len(files))
+	for rel, local := range files {
+		b, err := os.ReadFile(local)
+		if err != nil {
+			return err
+		}
+		mem[rel] = b
+	}
+	r.mu.Lock()
+	r.disk++
+	r.mu.Unlock()
+	return r.RegisterModel(ctx, path, mem, warmUp)
+}
+
+// TestDiskRegistrarGetsTheDownloadedFiles: a registrar that takes files on
+// disk gets the download's files (what it reads there is the model), not
+// bytes, and they are gone once the sync ends.
+func TestDiskRegistrarGetsTheDownloadedFiles(t *testing.T) {
+	be := backends()[0]
+	var dr *diskRegistrar
+	tmp := t.TempDir()
+	e := newEnv(t, be, func(o *WatcherOptions) {
+		dr = &diskRegistrar{fakeRegistrar: o.Registrar.(*fakeRegistrar)}
+		o.Registrar = dr
+		o.TempDir = tmp
+	})
+	tf := tfModel(t, "tf")
+	sum := e.putModel("models/pcvr_v1/", tf)
+	e.putConfig(cfgEntry{path: "models/pcvr_v1/", checksum: sum})
+	e.mustSync()
+	calls := e.expectCalls("register models/pcvr_v1/")
+	if dr.disk != 1 || calls[0].checksum != sum {
+		t.Errorf("RegisterModelFiles calls %d (want 1), checksum of what it read %s (want %s)", dr.disk, calls[0].checksum, sum)
+	}
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Errorf("the download stayed: %v", left)
+	}
+}

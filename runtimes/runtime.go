@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -28,6 +29,7 @@ type (
 	BatchSettings    = driver.BatchSettings
 	SequenceSettings = driver.SequenceSettings
 	Files            = driver.Files
+	DiskFiles        = driver.DiskFiles
 	Signature        = driver.Signature
 	TensorSpec       = driver.TensorSpec
 )
@@ -115,6 +117,35 @@ func (r *Runtime) Load(ctx context.Context, path string, files Files) (*Model, e
 		return nil, inferr.Errorf(inferr.ModelExecution, "load model %s: no model files", inferr.Quote(path))
 	}
 	bm, err := r.backend.Load(ctx, files)
+	return r.loaded(path, bm, err)
+}
+
+// LoadDisk is Load from files on local disk (the sidecar receives a
+// streamed registration into files): a backend that can load from disk
+// (driver.DiskLoader: ONNX) does, so that no copy of the model passes
+// through this process's memory; the others get the files read into memory,
+// once. The files can be removed once it returns.
+func (r *Runtime) LoadDisk(ctx context.Context, path string, files DiskFiles) (*Model, error) {
+	if len(files) == 0 {
+		return nil, inferr.Errorf(inferr.ModelExecution, "load model %s: no model files", inferr.Quote(path))
+	}
+	if dl, ok := r.backend.(driver.DiskLoader); ok {
+		bm, err := dl.LoadDisk(ctx, files)
+		return r.loaded(path, bm, err)
+	}
+	mem := make(Files, len(files))
+	for name, local := range files {
+		b, err := os.ReadFile(local)
+		if err != nil {
+			return nil, inferr.Wrap(inferr.GRPC, err, "load model "+inferr.Quote(path)+": file "+inferr.Quote(name))
+		}
+		mem[name] = b
+	}
+	bm, err := r.backend.Load(ctx, mem)
+	return r.loaded(path, bm, err)
+}
+
+func (r *Runtime) loaded(path string, bm driver.Model, err error) (*Model, error) {
 	if err != nil {
 		t := inferr.ModelExecution
 		if ErrorType(err) == inferr.GRPC {

@@ -14,7 +14,13 @@
 // model, so a swap never shows MODEL_NOT_FOUND. Registrations and deletions
 // of one path are serialised (the last to arrive wins; nothing leaks).
 // RegisterModelStream checks the declared file sizes against the cap before
-// it allocates, then fills one exact buffer per file.
+// it writes anything, then receives the files into a private temporary
+// directory (ServerOptions.TempDir), hashing them as they arrive, and has
+// the runtime load them from there (runtimes.Runtime.LoadDisk): no model is
+// held whole in the sidecar's memory by the transfer. On the host,
+// Supervisor.RegisterModelFiles (modelstore.DiskRegistrar) takes a model as
+// files on disk and streams its replay copy, so bidding-server never holds
+// one either.
 //
 // Dynamic batching (batcher.go, off by default): when the runtime config's
 // dynamic_batching turns it on for a path, the model published there gets

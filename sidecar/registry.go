@@ -169,10 +169,40 @@ func (r *registry) register(ctx context.Context, path string, files runtimes.Fil
 // registerWith is register with the registration's sequence settings (nil:
 // the runtime config's apply).
 func (r *registry) registerWith(ctx context.Context, path string, files runtimes.Files, warmUpJSON string, seq *runtimes.SequenceSettings) (registerResult, error) {
-	var res registerResult
 	if err := validateModel(path, files, r.maxBytes); err != nil {
-		return res, err
+		return registerResult{}, err
 	}
+	return r.registerLoad(ctx, path, warmUpJSON, seq, modelLoad{
+		files: len(files), bytes: files.Size(),
+		checksum: func() string { return modelfiles.Checksum(files) },
+		load:     func(ctx context.Context) (*runtimes.Model, error) { return r.rt.Load(ctx, path, files) },
+	})
+}
+
+// registerDisk registers a model whose files were received into files on
+// disk (a streamed registration, already checked against the limits);
+// checksum is theirs, computed as they arrived. The runtime loads them from
+// disk where it can (runtimes.Runtime.LoadDisk).
+func (r *registry) registerDisk(ctx context.Context, path string, files runtimes.DiskFiles, size int64, checksum, warmUpJSON string, seq *runtimes.SequenceSettings) (registerResult, error) {
+	return r.registerLoad(ctx, path, warmUpJSON, seq, modelLoad{
+		files: len(files), bytes: size,
+		checksum: func() string { return checksum },
+		load:     func(ctx context.Context) (*runtimes.Model, error) { return r.rt.LoadDisk(ctx, path, files) },
+	})
+}
+
+// modelLoad is what a registration loads, and what GetModels says of it.
+type modelLoad struct {
+	files    int
+	bytes    int64
+	checksum func() string
+	load     func(ctx context.Context) (*runtimes.Model, error)
+}
+
+// registerLoad parses the warm-up batch, loads, warms and publishes a
+// validated registration.
+func (r *registry) registerLoad(ctx context.Context, path, warmUpJSON string, seq *runtimes.SequenceSettings, ml modelLoad) (registerResult, error) {
+	var res registerResult
 	// Parse the warm-up batch before loading: a bad one costs no load.
 	var warmUp []batch.Entry
 	if warmUpJSON != "" {
@@ -194,7 +224,7 @@ func (r *registry) registerWith(ctx context.Context, path string, files runtimes
 	defer unlock()
 
 	start := time.Now()
-	m, err := r.rt.Load(ctx, path, files)
+	m, err := ml.load(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -211,8 +241,8 @@ func (r *registry) registerWith(ctx context.Context, path string, files runtimes
 	}
 	res.warmUp = time.Since(start)
 
-	meta := modelMeta{checksum: modelfiles.Checksum(files), load: res.load, warmUp: res.warmUp,
-		files: len(files), bytes: files.Size()}
+	meta := modelMeta{checksum: ml.checksum(), load: res.load, warmUp: res.warmUp,
+		files: ml.files, bytes: ml.bytes}
 	if err := r.startSequences(path, m, seq); err != nil {
 		r.closeInBackground(m)
 		return res, err

@@ -17,6 +17,7 @@ import (
 
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/internal/testhelp"
+	"github.com/inferbid/inferbid/modelstore/modelfiles"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/sidecar"
 )
@@ -448,4 +449,56 @@ func liveHeap() int64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapAlloc)
+}
+
+// TestSupervisorRegisterModelFiles: a model given as files on disk serves,
+// its source can go once registered (the supervisor keeps its own copy),
+// and it comes back after a kill -9; a missing file fails the
+// registration (GRPC, naming it) and leaves no copy.
+func TestSupervisorRegisterModelFiles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and kills sidecar processes")
+	}
+	var log testhelp.SyncBuffer
+	onRestart, replayed := onRestartTimes()
+	sup := startChildSupervisor(t, &log, sidecar.SupervisorOptions{OnRestart: onRestart})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	src := filepath.Join(t.TempDir(), "model")
+	files := paddedAffine("3 -1", 3<<20) // several chunks
+	if err := os.WriteFile(src, files["affine"], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := sup.RegisterModelFiles(ctx, "f/", runtimes.DiskFiles{"affine": src}, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(src); err != nil {
+		t.Fatal(err)
+	}
+	x := []float32{1, 2, 3}
+	if y, err := predictAffine(ctx, sup.Client(), "f/", x); err != nil || !isAffine(x, y, 3, -1) {
+		t.Fatalf("f/ = %v, %v", y, err)
+	}
+	if ms, err := sup.Client().Models(ctx, "f/"); err != nil || len(ms) != 1 || ms[0].Checksum != modelfiles.Checksum(files) || ms[0].Bytes != int64(len(files["affine"])) {
+		t.Errorf("GetModels f/ = %+v, %v; want the checksum %s", ms, err, modelfiles.Checksum(files))
+	}
+	err := sup.RegisterModelFiles(ctx, "g/", runtimes.DiskFiles{"affine": src}, "", nil)
+	if inferr.TypeOf(err) != inferr.GRPC || !strings.Contains(fmt.Sprint(err), src) {
+		t.Errorf("a missing file: %v, want GRPC naming %s", err, src)
+	}
+	stored, _ := filepath.Glob(filepath.Join(filepath.Dir(sup.SocketPath()), "models", "*", "*"))
+	if len(stored) != 1 {
+		t.Errorf("stored files %q, want f/'s alone", stored)
+	}
+	if err := syscall.Kill(sup.Pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-replayed:
+	case <-time.After(time.Minute):
+		t.Fatal("the sidecar was not restarted")
+	}
+	if y, err := predictAffine(ctx, sup.Client(), "f/", x); err != nil || !isAffine(x, y, 3, -1) {
+		t.Errorf("f/ after the replay = %v, %v", y, err)
+	}
 }

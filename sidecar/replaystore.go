@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -74,6 +75,66 @@ func (st *replayStore) put(modelPath string, files runtimes.Files) (*storedModel
 		m.files = append(m.files, f)
 	}
 	return m, nil
+}
+
+// putFiles copies a registration's files from local disk, in chunks (no
+// file is held in memory), hashing them on the way; on any failure it
+// leaves nothing.
+func (st *replayStore) putFiles(modelPath string, files runtimes.DiskFiles) (*storedModel, error) {
+	dir := filepath.Join(st.dir, strconv.FormatUint(st.seq.Add(1), 10))
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("replay store: model %q: %w", modelPath, err)
+	}
+	m := &storedModel{dir: dir}
+	for i, name := range slices.Sorted(maps.Keys(files)) {
+		f, err := copyVerified(dir, strconv.Itoa(i), files[name])
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("replay store: model %q: file %q: %w", modelPath, name, err)
+		}
+		f.name = name
+		m.files = append(m.files, f)
+	}
+	return m, nil
+}
+
+// copyVerified copies the file at src to dir/name through a temporary file
+// that it reads back and checks against the SHA-256 of what it read from
+// src before the rename.
+func copyVerified(dir, name, src string) (storedFile, error) {
+	sf := storedFile{blob: filepath.Join(dir, name)}
+	in, err := os.Open(src)
+	if err != nil {
+		return sf, err
+	}
+	defer in.Close()
+	tmp, err := os.CreateTemp(dir, ".tmp-*") // mode 0600
+	if err != nil {
+		return sf, err
+	}
+	defer os.Remove(tmp.Name()) // a no-op after the rename
+	h := sha256.New()
+	buf := make([]byte, streamChunkBytes)
+	n, werr := io.CopyBuffer(tmp, io.TeeReader(in, h), buf)
+	if err := errors.Join(werr, tmp.Close()); err != nil {
+		return sf, err
+	}
+	sf.size = n
+	h.Sum(sf.sum[:0])
+	back, err := os.Open(tmp.Name())
+	if err != nil {
+		return sf, err
+	}
+	h.Reset()
+	n, err = io.CopyBuffer(h, back, buf)
+	back.Close()
+	if err != nil {
+		return sf, fmt.Errorf("read back: %w", err)
+	}
+	if n != sf.size || !bytes.Equal(h.Sum(nil), sf.sum[:]) {
+		return sf, fmt.Errorf("the copy written to %s (%d bytes) differs from %s (%d bytes)", tmp.Name(), n, src, sf.size)
+	}
+	return sf, os.Rename(tmp.Name(), sf.blob)
 }
 
 // writeVerified writes data to dir/name through a temporary file that it

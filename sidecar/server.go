@@ -2,15 +2,20 @@ package sidecar
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +29,7 @@ import (
 
 	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/modelstore/modelfiles"
 	"github.com/inferbid/inferbid/proto/inferencepb"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/sidecar/fastlane"
@@ -67,6 +73,10 @@ type ServerOptions struct {
 	// lane's PredictRequest.traceparent) and each entry's model call
 	// ("model.run"); nil = no spans, at no cost (see package telemetry).
 	Tracer trace.Tracer
+	// TempDir is where streamed registrations are received, each into a
+	// directory of its own (0700) removed once it is loaded; "" =
+	// os.TempDir() ($TMPDIR). It should be on disk, not tmpfs.
+	TempDir string
 }
 
 // Server is the sidecar's gRPC InferenceService with the standard health
@@ -522,114 +532,215 @@ func (s *Server) register(ctx context.Context, path string, files runtimes.Files
 		defer s.releaseMemorySoon()
 	}
 	res, err := s.reg.registerWith(ctx, path, files, warmUp, seq)
+	return s.registered(path, len(files), files.Size(), res, err)
+}
+
+func (s *Server) registered(path string, files int, size int64, res registerResult, err error) (*inferencepb.RegisterModelResponse, error) {
 	if err != nil {
 		s.log.Warn("model registration failed", "model_path", inferr.Clip(path), "err", formatErrType(err))
 		return nil, toStatus(err)
 	}
-	s.log.Info("model registered", "model_path", inferr.Clip(path), "files", len(files), "bytes", files.Size(),
+	s.log.Info("model registered", "model_path", inferr.Clip(path), "files", files, "bytes", size,
 		"replaced", res.replaced, "load", res.load, "warm_up", res.warmUp)
 	return &inferencepb.RegisterModelResponse{Replaced: res.replaced, LoadMs: ms(res.load), WarmUpMs: ms(res.warmUp)}, nil
 }
 
 // RegisterModelStream registers a model whose files arrive in chunks after
 // a header that declares every file and its size. The cap applies to the
-// declared sizes before anything is allocated; each file gets one buffer of
-// exactly its declared size.
+// declared sizes before anything is written. The files are received into
+// a private temporary directory (ServerOptions.TempDir), never into
+// memory, hashed as they arrive, and loaded from there (the runtime reads
+// them from disk where it can: runtimes.Runtime.LoadDisk); the directory
+// is removed once the registration ends.
 func (s *Server) RegisterModelStream(stream inferencepb.InferenceService_RegisterModelStreamServer) error {
-	path, files, warmUp, seq, err := receiveModel(stream, s.opts.MaxModelBytes)
+	rm, err := receiveModel(stream, s.opts.MaxModelBytes, s.opts.TempDir)
+	if rm != nil {
+		defer rm.remove()
+	}
 	if err != nil {
+		path := ""
+		if rm != nil {
+			path = rm.path
+		}
 		s.log.Warn("streamed model registration failed", "model_path", inferr.Clip(path), "err", formatErrType(err))
 		return toStatus(err)
 	}
-	resp, err := s.register(stream.Context(), path, files, warmUp, seq)
+	if rm.bytes >= releaseAfterBytes {
+		// A runtime that reads the files into Go memory leaves them
+		// garbage once the model is loaded.
+		defer s.releaseMemorySoon()
+	}
+	res, err := s.reg.registerDisk(stream.Context(), rm.path, rm.files, rm.bytes, rm.checksum, rm.warmUp, rm.seq)
+	resp, err := s.registered(rm.path, len(rm.files), rm.bytes, res, err)
 	if err != nil {
 		return err
 	}
 	return stream.SendAndClose(resp)
 }
 
-// receiveModel reads a streamed registration. Errors are INPUT_PARSING,
-// or GRPC when the stream itself fails.
-func receiveModel(stream inferencepb.InferenceService_RegisterModelStreamServer, maxBytes int64) (string, runtimes.Files, string, *runtimes.SequenceSettings, error) {
+// receivedModel is a streamed registration received into files on disk.
+type receivedModel struct {
+	path     string
+	warmUp   string
+	seq      *runtimes.SequenceSettings
+	dir      string // "" until the header is checked
+	files    runtimes.DiskFiles
+	bytes    int64
+	checksum string // modelfiles.Checksum of the files
+}
+
+// remove deletes the received files.
+func (rm *receivedModel) remove() {
+	if rm.dir != "" {
+		os.RemoveAll(rm.dir)
+	}
+}
+
+// receiveModel reads a streamed registration into files in a new directory
+// under tempDir ("" = os.TempDir()), which the caller removes (when the
+// returned model is not nil, failures included). Errors are INPUT_PARSING,
+// or GRPC when the stream itself fails or a file cannot be written.
+func receiveModel(stream inferencepb.InferenceService_RegisterModelStreamServer, maxBytes int64, tempDir string) (*receivedModel, error) {
 	first, err := stream.Recv()
 	if errors.Is(err, io.EOF) {
-		return "", nil, "", nil, inferr.Errorf(inferr.InputParsing, "register model stream: ended before the header")
+		return nil, inferr.Errorf(inferr.InputParsing, "register model stream: ended before the header")
 	}
 	if err != nil {
-		return "", nil, "", nil, inferr.Wrap(inferr.GRPC, err, "register model stream: no header")
+		return nil, inferr.Wrap(inferr.GRPC, err, "register model stream: no header")
 	}
 	h := first.GetHeader()
 	if h == nil {
-		return "", nil, "", nil, inferr.Errorf(inferr.InputParsing, "register model stream: the first message must be the header")
+		return nil, inferr.Errorf(inferr.InputParsing, "register model stream: the first message must be the header")
 	}
 	path := h.GetModelPath()
 	if path == "" {
-		return "", nil, "", nil, inferr.Errorf(inferr.InputParsing, "register model stream: model_path is empty")
+		return nil, inferr.Errorf(inferr.InputParsing, "register model stream: model_path is empty")
 	}
+	rm := &receivedModel{path: path, warmUp: h.GetWarmUpBatchRequestJson()}
 	decl := h.GetFiles()
 	if len(decl) == 0 {
-		return path, nil, "", nil, inferr.Errorf(inferr.InputParsing, "register model %q: the header declares no files", path)
+		return rm, inferr.Errorf(inferr.InputParsing, "register model %q: the header declares no files", path)
 	}
 	var total int64
 	seen := make(map[string]bool, len(decl))
 	for i, f := range decl {
 		if err := validateFilePath(f.GetPath()); err != nil {
-			return path, nil, "", nil, inferr.Errorf(inferr.InputParsing, "register model %q: files[%d]: %w", path, i, err)
+			return rm, inferr.Errorf(inferr.InputParsing, "register model %q: files[%d]: %w", path, i, err)
 		}
 		if seen[f.GetPath()] {
-			return path, nil, "", nil, inferr.Errorf(inferr.InputParsing, "register model %q: files[%d]: path %q declared twice", path, i, f.GetPath())
+			return rm, inferr.Errorf(inferr.InputParsing, "register model %q: files[%d]: path %q declared twice", path, i, f.GetPath())
 		}
 		seen[f.GetPath()] = true
 		if f.GetSize() < 0 || f.GetSize() > maxBytes-total {
-			return path, nil, "", nil, inferr.Errorf(inferr.InputParsing, "register model %q: files[%d] %q declares %d bytes; the model would exceed the limit of %d bytes", path, i, f.GetPath(), f.GetSize(), maxBytes)
+			return rm, inferr.Errorf(inferr.InputParsing, "register model %q: files[%d] %q declares %d bytes; the model would exceed the limit of %d bytes", path, i, f.GetPath(), f.GetSize(), maxBytes)
 		}
 		total += f.GetSize()
 	}
-	files := make(runtimes.Files, len(decl))
-	bufs := make([][]byte, len(decl))
-	for i, f := range decl {
-		bufs[i] = make([]byte, 0, f.GetSize())
+	if rm.seq, err = sequenceSettingsFromProto(path, h.GetSequenceSettings()); err != nil {
+		return rm, err
 	}
-	cur := 0
-	skipComplete := func() {
-		for cur < len(decl) && int64(len(bufs[cur])) == decl[cur].GetSize() {
-			files[decl[cur].GetPath()] = bufs[cur]
-			cur++
+	if rm.dir, err = os.MkdirTemp(tempDir, "inferbid-register-*"); err != nil { // mode 0700
+		return rm, inferr.Errorf(inferr.GRPC, "register model %q: no directory to receive the files in: %w", path, err)
+	}
+	rm.bytes = total
+	rm.files = make(runtimes.DiskFiles, len(decl))
+	digests := make(map[string]string, len(decl))
+	// file i is written to dir/i: model file names are never local paths.
+	var (
+		cur     = -1
+		out     *os.File
+		written int64
+		sum     hash.Hash
+	)
+	closeCur := func() error {
+		if out == nil {
+			return nil
 		}
+		err := out.Close()
+		out = nil
+		if err != nil {
+			return inferr.Errorf(inferr.GRPC, "register model %q: file %q: %w", path, decl[cur].GetPath(), err)
+		}
+		digests[decl[cur].GetPath()] = hex.EncodeToString(sum.Sum(nil))
+		return nil
 	}
-	skipComplete()
+	defer func() {
+		if out != nil {
+			out.Close()
+		}
+	}()
+	// next moves to the next file that still expects bytes, completing
+	// the empty ones on the way.
+	next := func() error {
+		for written == decl0(decl, cur) {
+			if err := closeCur(); err != nil {
+				return err
+			}
+			if cur+1 == len(decl) {
+				cur = len(decl)
+				return nil
+			}
+			cur++
+			local := filepath.Join(rm.dir, strconv.Itoa(cur))
+			f, err := os.OpenFile(local, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+			if err != nil {
+				return inferr.Errorf(inferr.GRPC, "register model %q: file %q: %w", path, decl[cur].GetPath(), err)
+			}
+			out, written, sum = f, 0, sha256.New()
+			rm.files[decl[cur].GetPath()] = local
+		}
+		return nil
+	}
+	if err := next(); err != nil {
+		return rm, err
+	}
 	for {
 		msg, err := stream.Recv()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				break
 			}
-			return path, nil, "", nil, inferr.Wrap(inferr.GRPC, err, fmt.Sprintf("register model %q: stream failed", path))
+			return rm, inferr.Wrap(inferr.GRPC, err, fmt.Sprintf("register model %q: stream failed", path))
 		}
 		if msg.GetHeader() != nil {
-			return path, nil, "", nil, inferr.Errorf(inferr.InputParsing, "register model %q: a second header arrived", path)
+			return rm, inferr.Errorf(inferr.InputParsing, "register model %q: a second header arrived", path)
 		}
 		data := msg.GetData()
 		if cur == len(decl) {
 			if len(data) == 0 {
 				continue
 			}
-			return path, nil, "", nil, inferr.Errorf(inferr.InputParsing, "register model %q: %d bytes of data after the last declared file", path, len(data))
+			return rm, inferr.Errorf(inferr.InputParsing, "register model %q: %d bytes of data after the last declared file", path, len(data))
 		}
-		if room := decl[cur].GetSize() - int64(len(bufs[cur])); int64(len(data)) > room {
-			return path, nil, "", nil, inferr.Errorf(inferr.InputParsing, "register model %q: file %q: a chunk of %d bytes overruns its declared size of %d bytes (%d bytes left)", path, decl[cur].GetPath(), len(data), decl[cur].GetSize(), room)
+		if room := decl[cur].GetSize() - written; int64(len(data)) > room {
+			return rm, inferr.Errorf(inferr.InputParsing, "register model %q: file %q: a chunk of %d bytes overruns its declared size of %d bytes (%d bytes left)", path, decl[cur].GetPath(), len(data), decl[cur].GetSize(), room)
 		}
-		bufs[cur] = append(bufs[cur], data...)
-		skipComplete()
+		if _, err := out.Write(data); err != nil {
+			return rm, inferr.Errorf(inferr.GRPC, "register model %q: file %q: %w", path, decl[cur].GetPath(), err)
+		}
+		sum.Write(data)
+		written += int64(len(data))
+		if err := next(); err != nil {
+			return rm, err
+		}
 	}
 	if cur < len(decl) {
-		return path, nil, "", nil, inferr.Errorf(inferr.InputParsing, "register model %q: file %q is short: %d of its declared %d bytes arrived", path, decl[cur].GetPath(), len(bufs[cur]), decl[cur].GetSize())
+		return rm, inferr.Errorf(inferr.InputParsing, "register model %q: file %q is short: %d of its declared %d bytes arrived", path, decl[cur].GetPath(), written, decl[cur].GetSize())
 	}
-	seq, err := sequenceSettingsFromProto(path, h.GetSequenceSettings())
-	if err != nil {
-		return path, nil, "", nil, err
+	hexes := make([]string, 0, len(digests))
+	for _, p := range slices.Sorted(maps.Keys(digests)) {
+		hexes = append(hexes, digests[p])
 	}
-	return path, files, h.GetWarmUpBatchRequestJson(), seq, nil
+	rm.checksum = modelfiles.ChecksumOfHexDigests(hexes)
+	return rm, nil
+}
+
+// decl0 is the declared size of file cur, 0 before the first (cur -1).
+func decl0(decl []*inferencepb.FileHeader, cur int) int64 {
+	if cur < 0 {
+		return 0
+	}
+	return decl[cur].GetSize()
 }
 
 // DeleteModel unpublishes a model; calls in flight finish on it.

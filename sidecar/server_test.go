@@ -345,7 +345,8 @@ func file(path string, size int64) *inferencepb.FileHeader {
 }
 
 func TestRegisterStreamCorrupt(t *testing.T) {
-	ts := startServer(t, ServerOptions{MaxModelBytes: 1000})
+	received := t.TempDir()
+	ts := startServer(t, ServerOptions{MaxModelBytes: 1000, TempDir: received})
 	cases := []struct {
 		name      string
 		msgs      []*inferencepb.RegisterModelChunk
@@ -383,6 +384,18 @@ func TestRegisterStreamCorrupt(t *testing.T) {
 	// The client side refuses an oversized model with the server's error.
 	err = ts.client.RegisterModel(context.Background(), "big/", runtimes.Files{"affine": make([]byte, 1001)}, "")
 	errType(t, "oversized model", err, inferr.InputParsing, "1001")
+	// A registration that fails to load leaves no files either.
+	err = ts.client.RegisterModel(context.Background(), "junk/", runtimes.Files{"affine": []byte("junk")}, "")
+	errType(t, "junk model", err, inferr.ModelExecution)
+	// Every stream was received into TempDir, and nothing stays there.
+	if left, err := os.ReadDir(received); err != nil || len(left) != 0 {
+		t.Errorf("streamed registrations left %v in TempDir (%v)", left, err)
+	}
+	// Streams are received into TempDir: without it, they fail naming it.
+	missing := filepath.Join(received, "missing")
+	ts2 := startServer(t, ServerOptions{TempDir: missing})
+	err = ts2.client.RegisterModel(context.Background(), "m/", runtimes.Files{"affine": []byte("2 1")}, "")
+	errType(t, "missing TempDir", err, inferr.GRPC, missing)
 }
 
 func TestRegisterUnaryAndDelete(t *testing.T) {

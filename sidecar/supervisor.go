@@ -357,6 +357,36 @@ func (s *Supervisor) RegisterModelWithSequences(ctx context.Context, modelPath s
 	}
 }
 
+// RegisterModelFiles is RegisterModelWithSequences for a model whose files
+// are on local disk (modelstore.DiskRegistrar): each file is copied into the
+// replay store in chunks, hashed on the way and verified, and the sidecar
+// gets the stored copy streamed in chunks, checked again as it goes. No
+// file is ever held in memory whole, so the host's memory does not grow
+// with the model's size. The files at the given paths can be removed once
+// it returns.
+func (s *Supervisor) RegisterModelFiles(ctx context.Context, modelPath string, files runtimes.DiskFiles, warmUpJSON string, seq *runtimes.SequenceSettings) error {
+	if len(files) == 0 {
+		return inferr.Errorf(inferr.InputParsing, "register model %s: no files", inferr.Quote(modelPath))
+	}
+	s.replayMu.RLock()
+	defer s.replayMu.RUnlock()
+	stored, err := s.store.putFiles(modelPath, files)
+	if err != nil {
+		return inferr.Errorf(inferr.GRPC, "sidecar supervisor: %w", err)
+	}
+	if err := s.client.registerStream(ctx, modelPath, warmUpJSON, seq, stored.headers(), stored.stream); err != nil {
+		s.store.remove(stored)
+		return err
+	}
+	s.modelsMu.Lock()
+	s.seq++
+	old := s.models[modelPath]
+	s.models[modelPath] = modelRecord{seq: s.seq, stored: stored, warmUp: warmUpJSON, sequences: seq}
+	s.modelsMu.Unlock()
+	s.store.remove(old.stored)
+	return nil
+}
+
 // DeleteModel forgets a model for replay and deletes it from the sidecar.
 func (s *Supervisor) DeleteModel(ctx context.Context, modelPath string) error {
 	s.replayMu.RLock()

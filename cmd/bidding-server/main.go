@@ -453,6 +453,14 @@ func syncModels(ctx context.Context, cfg config, sup modelstore.Registrar, srv *
 }
 
 func registerLocal(ctx context.Context, sup modelstore.Registrar, lm localModel) error {
+	if dr, ok := sup.(modelstore.DiskRegistrar); ok {
+		// Streamed from the files: the model never sits in memory here.
+		files, err := modelfiles.LocalFiles(lm.Local)
+		if err != nil {
+			return err
+		}
+		return dr.RegisterModelFiles(ctx, lm.ModelPath, files, "", nil)
+	}
 	files, err := modelfiles.ReadLocal(lm.Local)
 	if err != nil {
 		return err

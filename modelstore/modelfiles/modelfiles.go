@@ -98,6 +98,13 @@ func ReadLocal(path string) (runtimes.Files, error) {
 // localFiles maps the model-relative slash path of every regular file under
 // path (or of path itself, by base name) to its OS path. Inside a directory,
 // symlinks and other non-regular files are skipped, as find -type f does.
+// LocalFiles lists the files of a local model (a file, or a directory read
+// recursively) as ReadLocal names them, each mapped to its local path,
+// without reading them.
+func LocalFiles(path string) (runtimes.DiskFiles, error) {
+	return localFiles(path)
+}
+
 func localFiles(path string) (map[string]string, error) {
 	st, err := os.Stat(path)
 	if err != nil {

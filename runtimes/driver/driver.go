@@ -289,3 +289,18 @@ func (s SequenceSettings) Validate() error {
 	}
 	return nil
 }
+
+// DiskFiles are the files of one model on local disk: the same
+// slash-separated model paths as Files, each mapped to the local file that
+// holds its content. The files stay in place until Load returns.
+type DiskFiles map[string]string
+
+// DiskLoader is a Backend that loads a model from its files on disk without
+// reading them into memory first (ONNX Runtime reads a model from its path).
+// A Backend that is not one gets the files read into Files.
+type DiskLoader interface {
+	// LoadDisk is Load from files on disk; files is never empty. The
+	// model must not keep using the files once LoadDisk has returned: they
+	// are removed.
+	LoadDisk(ctx context.Context, files DiskFiles) (Model, error)
+}

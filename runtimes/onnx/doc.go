@@ -16,7 +16,12 @@
 // Runtime allows one environment per process: it is created once, from the
 // first library that loads.
 //
-// A model is one .onnx file, loaded from bytes. Its inputs and outputs are
+// A model is one .onnx file, loaded from bytes (Load) or from disk
+// (LoadDisk, driver.DiskLoader: what the sidecar does with a streamed
+// registration). From disk, initializers of 1 MiB or more are first moved
+// into a weights file as ONNX external data (external.go), which ONNX
+// Runtime maps rather than parsing and copying: a load adds no anonymous
+// memory for them. Its inputs and outputs are
 // read from the protobuf (graph inputs that are initializers do not count);
 // inputs must be tensors of a dtype tensor.DType carries (the contract's six,
 // BOOL, UINT8-64, FLOAT16 and STRING as BYTES), symbolic dimensions are -1,

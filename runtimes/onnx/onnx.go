@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"unsafe"
 
 	ort "github.com/yalue/onnxruntime_go"
+	"golang.org/x/sys/unix"
 
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/runtimes/driver"
@@ -96,6 +98,80 @@ func (b *backend) Load(ctx context.Context, files driver.Files) (driver.Model, e
 	if err != nil {
 		return nil, err
 	}
+	return b.load(ctx, name, data, func(opts *ort.SessionOptions, inputs, outputs []string) (*ort.DynamicAdvancedSession, error) {
+		return ort.NewDynamicAdvancedSessionWithONNXData(data, inputs, outputs, opts)
+	})
+}
+
+// LoadDisk creates an ONNX Runtime session from the model's file on disk:
+// ONNX Runtime reads it itself, so that the model's bytes are never held
+// in Go memory as well (the sidecar's peak during a registration), and
+// maps its large initializers rather than copying them (external.go). The
+// signature is read from a read-only mapping of the file, whose pages
+// stay in the page cache: only the few that hold the graph's inputs and
+// outputs are touched, never the weights.
+func (b *backend) LoadDisk(ctx context.Context, files driver.DiskFiles) (driver.Model, error) {
+	names := make(map[string][]byte, len(files))
+	for name := range files {
+		names[name] = nil
+	}
+	name, _, err := modelFile(names)
+	if err != nil {
+		return nil, err
+	}
+	local := files[name]
+	f, err := os.Open(local)
+	if err != nil {
+		return nil, fmt.Errorf("onnx: %s: %w", name, err)
+	}
+	defer f.Close()
+	data, unmap, err := mapFile(f)
+	if err != nil {
+		return nil, fmt.Errorf("onnx: %s: %w", name, err)
+	}
+	defer unmap()
+	return b.load(ctx, name, data, func(opts *ort.SessionOptions, inputs, outputs []string) (*ort.DynamicAdvancedSession, error) {
+		// The large initializers go to a weights file that ONNX Runtime
+		// maps (external.go); the directory is removed once the session
+		// exists (the mapping keeps the file).
+		dir, err := os.MkdirTemp(filepath.Dir(local), "onnx-external-*")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		path, err := externalize(data, f, dir)
+		if err != nil {
+			return nil, fmt.Errorf("moving the weights out of the model: %w", err)
+		}
+		if path == "" {
+			path = local
+		}
+		return ort.NewDynamicAdvancedSession(path, inputs, outputs, opts)
+	})
+}
+
+// mapFile maps a file read-only (an empty file is an empty slice).
+func mapFile(f *os.File) ([]byte, func(), error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	if st.Size() == 0 {
+		return []byte{}, func() {}, nil
+	}
+	if st.Size() != int64(int(st.Size())) {
+		return nil, nil, fmt.Errorf("%d bytes do not fit in memory", st.Size())
+	}
+	data, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, nil, fmt.Errorf("map %s: %w", f.Name(), err)
+	}
+	return data, func() { unix.Munmap(data) }, nil
+}
+
+// load reads the signature from data (the model file's bytes) and creates
+// the session with newSession.
+func (b *backend) load(ctx context.Context, name string, data []byte, newSession func(opts *ort.SessionOptions, inputs, outputs []string) (*ort.DynamicAdvancedSession, error)) (driver.Model, error) {
 	info, err := parseModelInfo(data)
 	if err != nil {
 		return nil, fmt.Errorf("onnx: %s: %w", name, err)
@@ -144,7 +220,7 @@ func (b *backend) Load(ctx context.Context, files driver.Files) (driver.Model, e
 	plans, anyPlanned := planOutputs(info, sig)
 	m.plans = plans
 	m.preallocate.Store(anyPlanned)
-	m.session, err = ort.NewDynamicAdvancedSessionWithONNXData(data, m.inputNames, m.outputNames, opts)
+	m.session, err = newSession(opts, m.inputNames, m.outputNames)
 	if err != nil {
 		return nil, fmt.Errorf("onnx: %s: ONNX Runtime rejected the model: %w", name, driver.NativeError(err))
 	}

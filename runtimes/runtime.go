@@ -179,6 +179,15 @@ func (m *Model) Stateful() bool {
 	return ok && s.Stateful()
 }
 
+// WeightMemory says how the backend holds the model's weights, when it
+// can tell (driver.WeightMemoryReporter).
+func (m *Model) WeightMemory() (driver.WeightMemory, bool) {
+	if r, ok := m.backend.(driver.WeightMemoryReporter); ok {
+		return r.WeightMemory(), true
+	}
+	return driver.WeightMemory{}, false
+}
+
 // ModelStats are a model's call counters since load.
 type ModelStats struct {
 	Calls, Failures int64

@@ -186,7 +186,6 @@ func dropPages(b []byte) {
 	_ = unix.Madvise(b[lo-start:hi-start], unix.MADV_DONTNEED)
 }
 
-
 // mapShards replaces the shards of at least opts.minBytes (all of them
 // when minBytes <= 0) with read-only mappings of a copy written to
 // opts.dir (none when dir is ""). The returned mappings belong to the

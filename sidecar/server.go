@@ -44,8 +44,14 @@ const maxSocketPathLen = 107
 type ServerOptions struct {
 	Runtime       *runtimes.Runtime // required
 	Limits        batch.Limits
-	MaxModelBytes int64        // 0 = runtimes.DefaultMaxModelBytes (2 GiB)
-	Logger        *slog.Logger // nil = slog.Default()
+	MaxModelBytes int64 // 0 = runtimes.DefaultMaxModelBytes (2 GiB)
+	// MaxMappedModelBytes, when > 0, caps a model's files the runtime
+	// serves from a memory mapping (runtimes.Runtime.MapsFile: the
+	// TensorFlow runtime's checkpoint data shards with MapVariablesDir
+	// set) instead of MaxModelBytes, which then bounds the other files;
+	// 0 counts every file against MaxModelBytes.
+	MaxMappedModelBytes int64
+	Logger              *slog.Logger // nil = slog.Default()
 	// FastLaneSpinWait is how long a fast-lane connection polls for the
 	// client's next request before it parks; 0 =
 	// fastlane.DefaultSpinWait, < 0 = never poll (a sidecar that must
@@ -99,6 +105,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	}
 	s := &Server{opts: opts, log: opts.Logger}
 	s.reg = newRegistry(opts.Runtime, opts.MaxModelBytes, opts.Limits, opts.Logger)
+	s.reg.maxMapped = opts.MaxMappedModelBytes
 	s.grpc = grpc.NewServer(
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
 		grpc.MaxSendMsgSize(MaxMessageBytes),
@@ -508,7 +515,7 @@ func (s *Server) register(ctx context.Context, path string, files runtimes.Files
 // declared sizes before anything is allocated; each file gets one buffer of
 // exactly its declared size.
 func (s *Server) RegisterModelStream(stream inferencepb.InferenceService_RegisterModelStreamServer) error {
-	path, files, warmUp, seq, err := receiveModel(stream, s.opts.MaxModelBytes)
+	path, files, warmUp, seq, err := receiveModel(stream, s.reg.byteLimits())
 	if err != nil {
 		s.log.Warn("streamed model registration failed", "model_path", inferr.Clip(path), "err", formatErrType(err))
 		return toStatus(err)
@@ -522,7 +529,7 @@ func (s *Server) RegisterModelStream(stream inferencepb.InferenceService_Registe
 
 // receiveModel reads a streamed registration. Errors are INPUT_PARSING,
 // or GRPC when the stream itself fails.
-func receiveModel(stream inferencepb.InferenceService_RegisterModelStreamServer, maxBytes int64) (string, runtimes.Files, string, *runtimes.SequenceSettings, error) {
+func receiveModel(stream inferencepb.InferenceService_RegisterModelStreamServer, lim modelLimits) (string, runtimes.Files, string, *runtimes.SequenceSettings, error) {
 	first, err := stream.Recv()
 	if errors.Is(err, io.EOF) {
 		return "", nil, "", nil, inferr.Errorf(inferr.InputParsing, "register model stream: ended before the header")
@@ -542,7 +549,7 @@ func receiveModel(stream inferencepb.InferenceService_RegisterModelStreamServer,
 	if len(decl) == 0 {
 		return path, nil, "", nil, inferr.Errorf(inferr.InputParsing, "register model %q: the header declares no files", path)
 	}
-	var total int64
+	total := tally{lim: lim}
 	seen := make(map[string]bool, len(decl))
 	for i, f := range decl {
 		if err := validateFilePath(f.GetPath()); err != nil {
@@ -552,10 +559,9 @@ func receiveModel(stream inferencepb.InferenceService_RegisterModelStreamServer,
 			return path, nil, "", nil, inferr.Errorf(inferr.InputParsing, "register model %q: files[%d]: path %q declared twice", path, i, f.GetPath())
 		}
 		seen[f.GetPath()] = true
-		if f.GetSize() < 0 || f.GetSize() > maxBytes-total {
-			return path, nil, "", nil, inferr.Errorf(inferr.InputParsing, "register model %q: files[%d] %q declares %d bytes; the model would exceed the limit of %d bytes", path, i, f.GetPath(), f.GetSize(), maxBytes)
+		if err := total.add(path, f.GetPath(), f.GetSize()); err != nil {
+			return path, nil, "", nil, err
 		}
-		total += f.GetSize()
 	}
 	files := make(runtimes.Files, len(decl))
 	bufs := make([][]byte, len(decl))

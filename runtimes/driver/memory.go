@@ -13,3 +13,12 @@ type WeightMemory struct {
 type WeightMemoryReporter interface {
 	WeightMemory() WeightMemory
 }
+
+// FileMapper is implemented by backends that serve some of a model's
+// files from a memory mapping rather than the heap (the TensorFlow
+// runtime's checkpoint data shards, when mapping is configured): the
+// sidecar counts those against its mapped-model cap instead of the heap
+// cap. name is the file's slash-separated path in the model.
+type FileMapper interface {
+	MapsFile(name string, size int64) bool
+}

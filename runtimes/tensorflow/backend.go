@@ -292,6 +292,8 @@ func loadMapped(files driver.Files, resetProb float64, mo mapOptions) (_ *model,
 	defer func() {
 		if err != nil {
 			_ = maps.close()
+		} else {
+			maps.dropAll()
 		}
 	}()
 	vars := newVarStore()

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"os"
+	"path"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -95,6 +97,18 @@ func (m *mappings) close() error {
 	}
 	m.regions = nil
 	return errors.Join(errs...)
+}
+
+// dropAll drops every mapped page from the process (dropPages): at the end
+// of a load, whatever the load read (folding, MatMul weights packed into
+// the kernels' own heap copy) leaves the RSS; serving faults in what it
+// reads.
+func (m *mappings) dropAll() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range m.regions {
+		dropPages(r)
+	}
 }
 
 // mapShard writes b to a new file in dir, maps it read-only, unlinks the
@@ -245,4 +259,14 @@ func (ck *checkpoint) readMapped(key string, e *cpb.BundleEntryProto, shape []in
 // reports every checkpoint tensor it read as copied.
 func (m *model) WeightMemory() driver.WeightMemory {
 	return driver.WeightMemory{MappedBytes: m.maps.mapped.Load(), CopiedBytes: m.maps.copied.Load()}
+}
+
+// MapsFile reports whether a model file is a checkpoint data shard
+// (".../variables/variables.data-NNNNN-of-NNNNN") this backend maps.
+func (b *Backend) MapsFile(name string, size int64) bool {
+	if b.cfg.MapVariablesDir == "" || size < b.cfg.MapVariablesMinBytes || size == 0 {
+		return false
+	}
+	dir, base := path.Split(name)
+	return path.Base(dir) == "variables" && strings.HasPrefix(base, "variables.data-")
 }

@@ -290,6 +290,9 @@ func loadMapped(files driver.Files, resetProb float64, mo mapOptions) (_ *model,
 		return nil, fmt.Errorf("memory-mapped variables: %w", err)
 	}
 	defer func() {
+		if ck != nil {
+			ck.src = nil // the caller's bytes: not kept past the load
+		}
 		if err != nil {
 			_ = maps.close()
 		} else {

@@ -27,6 +27,9 @@ type checkpoint struct {
 	// mappings and counts (nil when nothing is mapped).
 	mapped []bool
 	maps   *mappings
+	// src[i] is the bytes mapped shard i was written from, while the
+	// load has them (CRCs are computed over them); nil after the load.
+	src [][]byte
 }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -134,7 +137,9 @@ func (ck *checkpoint) read(key string, want dtype) (*dense, error) {
 		if n := numElems(shape); n > maxModelElements {
 			return nil, fmt.Errorf("%w: tensor %q has %d elements of %s, which cannot be served from the mapping (dtype or alignment) and are too many to copy (more than %d)", ErrCorruptCheckpoint, key, n, dtypeName(e.Dtype), maxModelElements)
 		}
-		defer dropPages(b)
+		if ck.src != nil && ck.src[e.ShardId] != nil {
+			b = ck.src[e.ShardId][e.Offset : e.Offset+e.Size] // copy from the heap bytes
+		}
 	}
 	t, crc, err := decodeBundleTensor(e.Dtype, shape, b)
 	if err != nil {

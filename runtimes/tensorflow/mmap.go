@@ -111,6 +111,9 @@ func (m *mappings) dropAll() {
 	}
 }
 
+// writeChunk is the size of the writes that fill a mapped shard's file.
+const writeChunk = 64 << 10
+
 // mapShard writes b to a new file in dir, maps it read-only, unlinks the
 // file and returns the mapping. An empty b is not mapped.
 func mapShard(dir, name string, b []byte) (_ []byte, err error) {
@@ -127,13 +130,24 @@ func mapShard(dir, name string, b []byte) (_ []byte, err error) {
 	if err := os.Remove(f.Name()); err != nil {
 		return nil, fmt.Errorf("mapping %s: %w", name, err)
 	}
-	if _, err := f.Write(b); err != nil {
-		return nil, fmt.Errorf("mapping %s: writing %s: %w", name, f.Name(), err)
+	// Written in pieces of the kernel's fault-around size: one large
+	// write fills the page cache with large folios, and a read fault then
+	// maps a whole folio (up to 2 MiB) where a lookup needs one row.
+	for off := 0; off < len(b); off += writeChunk {
+		if _, err := f.Write(b[off:min(off+writeChunk, len(b))]); err != nil {
+			return nil, fmt.Errorf("mapping %s: writing %s: %w", name, f.Name(), err)
+		}
 	}
 	data, err := unix.Mmap(int(f.Fd()), 0, len(b), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		return nil, fmt.Errorf("mapping %s (%d bytes): mmap: %w", name, len(b), err)
 	}
+	// Lookups read rows at random: no readahead when pages come back
+	// from disk, and no huge-page mappings. (The kernel still maps the
+	// pages around a faulting one that are in the page cache: 64 KiB,
+	// its fault_around_bytes.)
+	_ = unix.Madvise(data, unix.MADV_RANDOM)
+	_ = unix.Madvise(data, unix.MADV_NOHUGEPAGE)
 	return data, nil
 }
 
@@ -215,6 +229,7 @@ func (ck *checkpoint) mapShards(opts mapOptions, prefix string) (*mappings, erro
 		return maps, nil
 	}
 	mapped := make([]bool, len(ck.shards))
+	src := make([][]byte, len(ck.shards))
 	for i, b := range ck.shards {
 		if len(b) == 0 || int64(len(b)) < opts.minBytes {
 			continue
@@ -226,9 +241,10 @@ func (ck *checkpoint) mapShards(opts mapOptions, prefix string) (*mappings, erro
 			return nil, err
 		}
 		maps.add(data)
+		src[i] = b
 		ck.shards[i], mapped[i] = data, true
 	}
-	ck.mapped = mapped
+	ck.mapped, ck.src = mapped, src
 	return maps, nil
 }
 
@@ -236,6 +252,12 @@ func (ck *checkpoint) mapShards(opts mapOptions, prefix string) (*mappings, erro
 // ok is false when it cannot be a view (dtype, alignment or size), and the
 // caller decodes a copy instead.
 func (ck *checkpoint) readMapped(key string, e *cpb.BundleEntryProto, shape []int64, b []byte) (_ *dense, ok bool, _ error) {
+	// The CRC is computed over the bytes the file was written from while
+	// the load still has them, so the load does not read the mapping.
+	sum := b
+	if ck.src != nil && ck.src[e.ShardId] != nil {
+		sum = ck.src[e.ShardId][e.Offset : e.Offset+e.Size]
+	}
 	size := elemSize(e.Dtype)
 	if size == 0 || int64(len(b)) != int64(numElems(shape))*int64(size) {
 		return nil, false, nil
@@ -244,8 +266,7 @@ func (ck *checkpoint) readMapped(key string, e *cpb.BundleEntryProto, shape []in
 	if !viewMapped(t, b) {
 		return nil, false, nil
 	}
-	crc := crc32.Checksum(b, crcTable)
-	dropPages(b)
+	crc := crc32.Checksum(sum, crcTable)
 	if maskCRC(crc) != e.Crc32C {
 		return nil, true, fmt.Errorf("%w: tensor %q: crc32c %08x, index says %08x", ErrChecksum, key, maskCRC(crc), e.Crc32C)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/inferbid/inferbid/codestore"
 	"github.com/inferbid/inferbid/internal/cli"
 	"github.com/inferbid/inferbid/modelstore"
+	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/sidecar"
 )
 
@@ -29,6 +30,7 @@ type config struct {
 	ModelBucketName      string
 	ModelConfigPath      string
 	ModelFetchPeriod     time.Duration
+	MaxModelBytes        int64
 	LocalModels          []localModel
 
 	UDFCodePath string
@@ -141,6 +143,7 @@ func newFlagSet(c *config, raw *flagText, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.ModelBucketName, "inference_model_bucket_name", "", "the model bucket as a gocloud URL: file:///dir, s3://bucket?..., gs://bucket; default none: no bucket sync")
 	fs.StringVar(&c.ModelConfigPath, "inference_model_config_path", "", "the model_metadata config object in the bucket (e.g. model_config.json); no default, required with a bucket")
 	cli.DurationVar(fs, &c.ModelFetchPeriod, "inference_model_fetch_period_ms", modelstore.DefaultPeriod, "bucket poll period; 0 = the default")
+	fs.Int64Var(&c.MaxModelBytes, "inference_max_model_bytes", runtimes.DefaultMaxModelBytes, "largest model (total file bytes) the model sync fetches; raise it for TensorFlow models whose checkpoint the sidecar memory-maps (its --max_mapped_model_bytes)")
 	fs.StringVar(&raw.local, "inference_model_local_paths", "", "comma-separated local models registered at start: LOCAL or MODEL_PATH=LOCAL; without MODEL_PATH the path is LOCAL's base name, plus a trailing / for a directory; default none")
 	fs.StringVar(&c.UDFCodePath, "udf_code_path", "", "the JavaScript bidding module defining generateBid; default: the embedded example (examples/bidding/generate_bid.js)")
 	fs.StringVar(&c.UDFWasmHelperPath, "udf_wasm_helper_path", "", "a WebAssembly module (.wasm) compiled once and handed to every generateBid call as browserSignals.wasmHelper, a WebAssembly.Module (B&A's Wasm helper); default none")
@@ -208,6 +211,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 				return c, fmt.Errorf("environment variable %s=%q: %w", env, v, err)
 			}
 		}
+	}
+	if c.MaxModelBytes <= 0 {
+		return c, fmt.Errorf("--inference_max_model_bytes must be > 0, got %d", c.MaxModelBytes)
 	}
 	if c.ModelFetchPeriod < 0 {
 		return c, fmt.Errorf("--inference_model_fetch_period_ms must be >= 0, got %s", c.ModelFetchPeriod)

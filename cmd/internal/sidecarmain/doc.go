@@ -13,6 +13,7 @@
 // directory) and unlinked at once; such files count against
 // --max_mapped_model_bytes instead of --max_model_bytes. The other
 // runtimes ignore them.
+//
 //	inference-sidecar-<runtime> --version
 //
 // --runtime_config defaults to $INFERENCE_SIDECAR_RUNTIME_CONFIG. When

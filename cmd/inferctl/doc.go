@@ -8,6 +8,8 @@
 //	                                             --server asks a bidding-server's GET /v1/models)
 //	inferctl [--socket PATH] delete --model-path P
 //	inferctl checksum LOCAL_FILE_OR_DIR
+//	inferctl variables [--json] SAVED_MODEL_DIR  (its checkpoint tensors: name, dtype, shape, bytes;
+//	                                             reads variables/variables.index only)
 //	inferctl --version
 //
 // Flags may come before or after the command and its arguments

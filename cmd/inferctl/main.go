@@ -67,6 +67,7 @@ var commands = []command{
 	{name: "models", synopsis: "models [--server URL] [--json] [MODEL_PATH]", socketOptional: true, setup: modelsCmd},
 	{name: "delete", synopsis: "delete --model-path P", socket: true, setup: deleteCmd},
 	{name: "checksum", synopsis: "checksum LOCAL_FILE_OR_DIR", setup: checksumCmd},
+	{name: "variables", synopsis: "variables [--json] SAVED_MODEL_DIR", setup: variablesCmd},
 }
 
 func lookup(name string) (command, bool) {

@@ -209,3 +209,26 @@ func tail(b []byte, n int) []byte {
 	}
 	return b
 }
+
+// FuzzCheckpointTensors: any index bytes give a list or an error, never a
+// panic; seeds are the indexes of the test models.
+func FuzzCheckpointTensors(f *testing.F) {
+	for _, mk := range []func(tfsave.Options) (map[string][]byte, error){tfsave.PCTRModel, tfsave.PCVRModel, tfsave.MLP} {
+		files, err := mk(tfsave.Options{})
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(files["variables/variables.index"])
+	}
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, index []byte) {
+		ts, err := CheckpointTensors(index)
+		if err == nil {
+			for _, v := range ts {
+				if v.Name == "" && len(ts) > 1 {
+					t.Errorf("an empty name among %d tensors", len(ts))
+				}
+			}
+		}
+	})
+}

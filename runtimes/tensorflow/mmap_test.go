@@ -189,8 +189,8 @@ func TestMappedVariablesWholeSuite(t *testing.T) {
 	if os.Getenv(mapAllEnv) == "1" {
 		t.Skip("already the child")
 	}
-	if testing.Short() {
-		t.Skip("runs the package's tests again")
+	if testing.Short() || raceEnabled {
+		t.Skip("runs the package's tests again (not under -short or the race detector)")
 	}
 	cmd := exec.Command(os.Args[0], "-test.run", ".", "-test.skip", "Fuzz", "-test.short")
 	cmd.Env = append(os.Environ(), mapAllEnv+"=1")

@@ -166,40 +166,37 @@ func TestMappedVariablesBadDir(t *testing.T) {
 	t.Log(err)
 }
 
-// mapAllEnv, set to 1, maps every checkpoint shard of every model the
-// package's tests load (forceMapDir): TestMappedVariablesWholeSuite runs
-// the tests so, and any kernel writing into a restored tensor then faults.
+// mapAllEnv, set to a directory, maps every checkpoint shard of every
+// model the package's tests load into it (forceMapDir):
+// TestMappedVariablesWholeSuite runs the tests so, and any kernel writing
+// into a restored tensor then faults.
 const mapAllEnv = "INFERBID_TF_TEST_MAP_ALL"
 
-func init() {
-	if os.Getenv(mapAllEnv) == "1" {
-		dir, err := os.MkdirTemp("", "tfmap-*")
-		if err != nil {
-			panic(err)
-		}
-		forceMapDir = dir
-	}
-}
+func init() { forceMapDir = os.Getenv(mapAllEnv) }
 
 // TestMappedVariablesWholeSuite runs this package's tests again in a child
 // process with every checkpoint shard mapped read-only: a kernel that
 // wrote into a restored variable's memory would crash it (SIGSEGV), and
 // every answer must be what the in-heap tests expect.
 func TestMappedVariablesWholeSuite(t *testing.T) {
-	if os.Getenv(mapAllEnv) == "1" {
+	if forceMapDir != "" {
 		t.Skip("already the child")
 	}
 	if testing.Short() || raceEnabled {
 		t.Skip("runs the package's tests again (not under -short or the race detector)")
 	}
 	cmd := exec.Command(os.Args[0], "-test.run", ".", "-test.skip", "Fuzz", "-test.short")
-	cmd.Env = append(os.Environ(), mapAllEnv+"=1")
+	dir := t.TempDir()
+	cmd.Env = append(os.Environ(), mapAllEnv+"="+dir)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the package's tests with every shard mapped failed: %v\n%s", err, tail(out, 4000))
 	}
-	if forceMapDir == "" && !bytes.Contains(out, []byte("PASS")) {
+	if !bytes.Contains(out, []byte("PASS")) {
 		t.Fatalf("no PASS in the child's output:\n%s", tail(out, 4000))
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("%d files left in the mapping directory (each is unlinked once mapped)", len(ents))
 	}
 }
 

@@ -23,7 +23,7 @@ STEP := scripts/step.sh
 TESTSUMMARY := .cache/bin/testsummary
 
 .PHONY: image deps-helm test-deploy
-.PHONY: all build build-pytorch deps deps-onnx deps-pytorch deps-test-servers deps-node-peer deps-tfjs \
+.PHONY: all build build-pytorch deps deps-onnx deps-pytorch deps-test-servers deps-node-peer deps-tfjs deps-redis \
 	test test-go test-pytorch testsummary bench lint proto proto-check demo fuzz models wasm clean
 
 all: build
@@ -60,7 +60,13 @@ deps-helm:
 	@$(STEP) "helm v3.22.0 into $$(go env GOPATH)/bin (when missing: go install from the module proxy, about 3 min cold on 2 cores)" \
 	  scripts/install-helm.sh
 
-deps: deps-onnx deps-pytorch deps-test-servers deps-node-peer deps-tfjs deps-helm
+# deps-redis: Debian's redis-server and redis-cli, for the Redis Cluster the
+# varstore tests start on 127.0.0.1.
+deps-redis:
+	@$(STEP) "Debian's redis-server (when missing: a few MB of packages, under 1 min)" \
+	  scripts/apt-install.sh redis-server
+
+deps: deps-onnx deps-pytorch deps-test-servers deps-node-peer deps-tfjs deps-helm deps-redis
 
 # LDFLAGS stamp the commit into --version (internal/cli.Commit) for builds
 # go does not stamp itself (GOFLAGS=-buildvcs=false, git worktrees).

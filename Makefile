@@ -169,12 +169,14 @@ testsummary:
 # onnxruntime-node, printed as a table of ratios; the peer is required here
 # (a missing node or onnxruntime-node fails).
 BENCH_FLAGS ?= -run '^$$' -benchmem -count=1
-bench: deps-onnx deps-pytorch deps-node-peer
+bench: deps-onnx deps-pytorch deps-node-peer deps-redis
 	$(GO) test $(BENCH_FLAGS) -bench . ./batch/
 	$(GO) test $(BENCH_FLAGS) -bench . ./runtimes/onnx/
 	$(GO) test $(BENCH_FLAGS) -bench . ./runtimes/tensorflow/benchcmp/
 	$(GO) test $(BENCH_FLAGS) -bench . -tags pytorch ./runtimes/pytorch/
 	$(GO) test $(BENCH_FLAGS) -bench 'ModelState' ./runtimes/tensorflow/
+	$(GO) test $(BENCH_FLAGS) -run '^$$' -bench 'MappedEmbedding' -benchtime 1x ./runtimes/tensorflow/
+	$(GO) test $(BENCH_FLAGS) -run '^$$' -bench 'Rows' -benchtime 2000x ./varstore/
 	$(GO) test $(BENCH_FLAGS) -bench PredictMLP ./sidecar/
 	$(GO) test $(BENCH_FLAGS) -bench 'InferenceLayers|ObjectArgument|JSON' -benchtime 2000x ./jsbridge/
 	$(GO) test $(BENCH_FLAGS) -bench 'V2Infer' -benchtime 2000x ./kserve/

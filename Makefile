@@ -175,8 +175,8 @@ bench: deps-onnx deps-pytorch deps-node-peer deps-redis
 	$(GO) test $(BENCH_FLAGS) -bench . ./runtimes/tensorflow/benchcmp/
 	$(GO) test $(BENCH_FLAGS) -bench . -tags pytorch ./runtimes/pytorch/
 	$(GO) test $(BENCH_FLAGS) -bench 'ModelState' ./runtimes/tensorflow/
-	$(GO) test $(BENCH_FLAGS) -run '^$$' -bench 'MappedEmbedding' -benchtime 1x ./runtimes/tensorflow/
-	$(GO) test $(BENCH_FLAGS) -run '^$$' -bench 'Rows' -benchtime 2000x ./varstore/
+	$(GO) test $(BENCH_FLAGS) -bench 'MappedEmbedding' -benchtime 1x ./runtimes/tensorflow/
+	$(GO) test $(BENCH_FLAGS) -bench 'Rows' -benchtime 2000x ./varstore/
 	$(GO) test $(BENCH_FLAGS) -bench PredictMLP ./sidecar/
 	$(GO) test $(BENCH_FLAGS) -bench 'InferenceLayers|ObjectArgument|JSON' -benchtime 2000x ./jsbridge/
 	$(GO) test $(BENCH_FLAGS) -bench 'V2Infer' -benchtime 2000x ./kserve/

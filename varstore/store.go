@@ -197,3 +197,30 @@ func (s *Store) PutRows(ctx context.Context, checksum, variable string, first in
 	}
 	return nil
 }
+
+// progressKey holds how many rows of variable an export has written for
+// the model with checksum (inferctl export-variables resumes from it).
+func progressKey(checksum, variable string) string {
+	return "ib:" + checksum + ":" + variable + ":#exported"
+}
+
+// ExportedRows is how many rows of variable a previous export wrote (0
+// when none).
+func (s *Store) ExportedRows(ctx context.Context, checksum, variable string) (int64, error) {
+	n, err := s.client.Get(ctx, progressKey(checksum, variable)).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, inferr.Wrap(inferr.ModelExecution, err, fmt.Sprintf("variable %q: store %s: export progress", variable, s.url))
+	}
+	return n, nil
+}
+
+// SetExportedRows records that rows 0..n-1 of variable are written.
+func (s *Store) SetExportedRows(ctx context.Context, checksum, variable string, n int64) error {
+	if err := s.client.Set(ctx, progressKey(checksum, variable), n, 0).Err(); err != nil {
+		return inferr.Wrap(inferr.ModelExecution, err, fmt.Sprintf("variable %q: store %s: export progress", variable, s.url))
+	}
+	return nil
+}

@@ -68,6 +68,7 @@ var commands = []command{
 	{name: "delete", synopsis: "delete --model-path P", socket: true, setup: deleteCmd},
 	{name: "checksum", synopsis: "checksum LOCAL_FILE_OR_DIR", setup: checksumCmd},
 	{name: "variables", synopsis: "variables [--json] SAVED_MODEL_DIR", setup: variablesCmd},
+	{name: "export-variables", synopsis: "export-variables --variable NAME --store URL --model-path P [--restart] SAVED_MODEL_DIR", setup: exportCmd},
 }
 
 func lookup(name string) (command, bool) {

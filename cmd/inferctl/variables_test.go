@@ -1,15 +1,21 @@
 package main
 
 import (
+	"context"
+	"encoding/binary"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/inferbid/inferbid/internal/testhelp"
+	"github.com/inferbid/inferbid/modelstore/modelfiles"
 	"github.com/inferbid/inferbid/runtimes/tensorflow"
 	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
+	"github.com/inferbid/inferbid/varstore"
 )
 
 // writeModel writes files under dir.
@@ -71,5 +77,83 @@ func TestVariablesCommand(t *testing.T) {
 	writeModel(t, bad, map[string][]byte{"variables/variables.index": []byte("not a table")})
 	if _, errOut, code := inferctl(t, "variables", bad); code != 1 || !strings.Contains(errOut, "INPUT_PARSING") || !strings.Contains(errOut, "variables.index") {
 		t.Errorf("variables of a corrupt index: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestExportVariablesCommand exports pCTR's ad embedding to a real
+// 3-master Redis Cluster: the rows the store then answers are the
+// checkpoint's bytes under the model's checksum; a second run resumes
+// (writes nothing), --restart writes again, and bad input is refused.
+func TestExportVariablesCommand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster")
+	}
+	rc := testhelp.StartRedisCluster(t, 3)
+	files, err := tfsave.PCTRModel(tfsave.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	writeModel(t, dir, files)
+	const name = "ad_embedding/embeddings"
+	args := []string{"export-variables", "--variable", name, "--store", rc.URL(), "--model-path", "pctr/v1/", dir}
+	out, errOut, code := inferctl(t, args...)
+	if code != 0 || !strings.Contains(out, "exported pctr/v1/") || !strings.Contains(errOut, "100/100 rows (100%)") {
+		t.Fatalf("export: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	sum, err := modelfiles.ChecksumPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := varstore.Open(rc.URL(), varstore.Options{CacheRows: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	ids := []int64{0, 42, 99}
+	got := make([]byte, len(ids)*16)
+	if err := st.Rows(ctx, sum, name, ids, 16, got); err != nil {
+		t.Fatal(err)
+	}
+	want := tfsave.Weight(1, 0.5, tfsave.PCTRAdVocab*tfsave.PCTREmbedDim)
+	for i, id := range ids {
+		for j := 0; j < 4; j++ {
+			v := math.Float32frombits(binary.LittleEndian.Uint32(got[i*16+4*j:]))
+			if w := want[int(id)*4+j]; math.Float32bits(v) != math.Float32bits(w) {
+				t.Fatalf("row %d[%d] in the store = %v, the checkpoint's %v", id, j, v, w)
+			}
+		}
+	}
+	// Resumed: all rows recorded, nothing written.
+	if _, errOut, code := inferctl(t, args...); code != 0 || !strings.Contains(errOut, "from row 100") || strings.Contains(errOut, "rows (") {
+		t.Errorf("second export: exit %d, stderr %q; want a resume with nothing to write", code, errOut)
+	}
+	if _, errOut, code := inferctl(t, append([]string{"export-variables", "--restart"}, args[1:]...)...); code != 0 || !strings.Contains(errOut, "from row 0") || !strings.Contains(errOut, "100/100") {
+		t.Errorf("--restart: exit %d, stderr %q", code, errOut)
+	}
+
+	bad := append([]string(nil), args...)
+	bad[2] = "no/such"
+	if _, errOut, code := inferctl(t, bad...); code != 1 || !strings.Contains(errOut, "INPUT_PARSING") || !strings.Contains(errOut, "no/such") {
+		t.Errorf("unknown variable: exit %d, stderr %q", code, errOut)
+	}
+	// A corrupt table: the CRC check refuses it before anything is written.
+	data := filepath.Join(dir, "variables", "variables.data-00000-of-00001")
+	b, _ := os.ReadFile(data)
+	ts, err := tensorflow.CheckpointTensors(files["variables/variables.index"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ct := range ts {
+		if ct.Name == name {
+			b[ct.Offset+5] ^= 1 // inside the table
+		}
+	}
+	if err := os.WriteFile(data, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := inferctl(t, append([]string{"export-variables", "--restart"}, args[1:]...)...); code != 1 || !strings.Contains(errOut, "crc32c") {
+		t.Errorf("corrupt checkpoint: exit %d, stderr %q", code, errOut)
 	}
 }

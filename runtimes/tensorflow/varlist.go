@@ -22,7 +22,12 @@ type CheckpointTensor struct {
 	Shard int32
 	// Offset is where its bytes start in the data shard.
 	Offset int64
+	// CRC32C is the masked CRC32C of its bytes (MaskCRC of the plain one).
+	CRC32C uint32
 }
+
+// MaskCRC masks a CRC32C (Castagnoli) as checkpoint indexes record it.
+func MaskCRC(c uint32) uint32 { return maskCRC(c) }
 
 // CheckpointTensors lists the tensors of the checkpoint whose index
 // (variables/variables.index) is index, sorted by name. It reads only the
@@ -52,7 +57,7 @@ func CheckpointTensors(index []byte) (out []CheckpointTensor, err error) {
 		return nil, fmt.Errorf("%w: variables.index: no bundle header", ErrCorruptCheckpoint)
 	}
 	for name, e := range ck.entries {
-		t := CheckpointTensor{Name: name, DType: dtypeName(e.Dtype), Bytes: e.Size, Shard: e.ShardId, Offset: e.Offset}
+		t := CheckpointTensor{Name: name, DType: dtypeName(e.Dtype), Bytes: e.Size, Shard: e.ShardId, Offset: e.Offset, CRC32C: e.Crc32C}
 		if e.Shape != nil {
 			if t.Shape, err = shapeWithin(e.Shape, maxMappedElements); err != nil {
 				return nil, fmt.Errorf("%w: variables.index: tensor %q: %v", ErrCorruptCheckpoint, name, err)

@@ -29,9 +29,9 @@ const exportChunkBytes = 4 << 20
 // recorded in the store after each chunk, so a run that stopped resumes
 // there (--restart starts over). Writing a row again is harmless.
 func exportCmd(fset *flag.FlagSet) func(context.Context, *sidecar.Client, []string, stdio) error {
-	variable := fset.String("variable", "", "the checkpoint key of the variable to export (required; inferctl variables lists them)")
-	store := fset.String("store", "", "the store, redis-cluster://host:port[,host:port...] (required)")
-	modelPath := fset.String("model-path", "", "the model path the config lists the model under (required; named in progress and errors)")
+	variable := fset.String("variable", "", "the checkpoint key of the variable to export (required; no default; inferctl variables lists them)")
+	store := fset.String("store", "", "the store, redis-cluster://host:port[,host:port...] (required; no default)")
+	modelPath := fset.String("model-path", "", "the model path the config lists the model under (required; no default; named in progress and errors)")
 	restart := fset.Bool("restart", false, "write every row again instead of resuming after the rows a previous run recorded")
 	return func(ctx context.Context, _ *sidecar.Client, args []string, s stdio) error {
 		if len(args) != 1 || *variable == "" || *store == "" || *modelPath == "" {

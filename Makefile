@@ -23,7 +23,7 @@ STEP := scripts/step.sh
 TESTSUMMARY := .cache/bin/testsummary
 
 .PHONY: image print-image-tag deps-helm test-deploy
-.PHONY: all build build-pytorch deps deps-onnx deps-pytorch deps-staticcheck deps-test-servers deps-node-peer deps-wrk deps-tfjs \
+.PHONY: all build build-pytorch deps deps-onnx deps-pytorch deps-staticcheck deps-test-servers deps-node-peer deps-wrk deps-tfjs deps-redis \
 	test test-go test-pytorch testsummary bench lint proto proto-check demo fuzz models wasm clean
 
 all: build
@@ -72,7 +72,13 @@ deps-staticcheck:
 	@$(STEP) "staticcheck v0.8.2 into $$(go env GOPATH)/bin (when missing: go install from the module proxy, about 1 min cold)" \
 	  scripts/install-staticcheck.sh
 
-deps: deps-onnx deps-pytorch deps-test-servers deps-node-peer deps-tfjs deps-helm deps-staticcheck
+# deps-redis: Debian's redis-server and redis-cli, for the Redis Cluster the
+# varstore tests start on 127.0.0.1.
+deps-redis:
+	@$(STEP) "Debian's redis-server (when missing: a few MB of packages, under 1 min)" \
+	  scripts/apt-install.sh redis-server
+
+deps: deps-onnx deps-pytorch deps-test-servers deps-node-peer deps-tfjs deps-helm deps-staticcheck deps-redis
 
 # LDFLAGS stamp the commit into --version (internal/cli.Commit) for builds
 # go does not stamp itself (GOFLAGS=-buildvcs=false, git worktrees).
@@ -192,12 +198,14 @@ testsummary:
 # missing node, onnxruntime-node or wrk fails).
 BENCH_FLAGS ?= -run '^$$' -benchmem -count=1
 SERVER_PEER_DURATION ?= 10s
-bench: deps-onnx deps-pytorch deps-node-peer deps-wrk
+bench: deps-onnx deps-pytorch deps-node-peer deps-wrk deps-redis
 	$(GO) test $(BENCH_FLAGS) -bench . ./batch/
 	$(GO) test $(BENCH_FLAGS) -bench . ./runtimes/onnx/
 	$(GO) test $(BENCH_FLAGS) -bench . ./runtimes/tensorflow/benchcmp/
 	$(GO) test $(BENCH_FLAGS) -bench . -tags pytorch ./runtimes/pytorch/
 	$(GO) test $(BENCH_FLAGS) -bench 'ModelState' ./runtimes/tensorflow/
+	$(GO) test $(BENCH_FLAGS) -bench 'MappedEmbedding' -benchtime 1x ./runtimes/tensorflow/
+	$(GO) test $(BENCH_FLAGS) -bench 'Rows' -benchtime 2000x ./varstore/
 	$(GO) test $(BENCH_FLAGS) -bench PredictMLP ./sidecar/
 	$(GO) test $(BENCH_FLAGS) -bench 'InferenceLayers|ObjectArgument|JSON' -benchtime 2000x ./jsbridge/
 	$(GO) test $(BENCH_FLAGS) -bench 'V2Infer' -benchtime 2000x ./kserve/

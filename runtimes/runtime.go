@@ -242,6 +242,22 @@ func (m *Model) Stateful() bool {
 	return ok && s.Stateful()
 }
 
+// MapsFile reports whether the runtime serves the model file name of size
+// bytes from a memory mapping (driver.FileMapper) rather than the heap.
+func (r *Runtime) MapsFile(name string, size int64) bool {
+	m, ok := r.backend.(driver.FileMapper)
+	return ok && m.MapsFile(name, size)
+}
+
+// WeightMemory says how the backend holds the model's weights, when it
+// can tell (driver.WeightMemoryReporter).
+func (m *Model) WeightMemory() (driver.WeightMemory, bool) {
+	if r, ok := m.backend.(driver.WeightMemoryReporter); ok {
+		return r.WeightMemory(), true
+	}
+	return driver.WeightMemory{}, false
+}
+
 // ModelStats are a model's call counters since load.
 type ModelStats struct {
 	Calls, Failures int64

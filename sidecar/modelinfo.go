@@ -15,17 +15,19 @@ import (
 
 func modelInfoToProto(in ModelInfo) *inferencepb.ModelStatus {
 	p := &inferencepb.ModelStatus{
-		ModelPath:  in.Path,
-		State:      inferencepb.ModelState_LOADING,
-		Runtime:    in.Runtime,
-		Checksum:   in.Checksum,
-		Positional: in.Signature.Positional,
-		LoadMs:     ms(in.Load),
-		WarmUpMs:   ms(in.WarmUp),
-		Files:      int32(in.Files),
-		Bytes:      in.Bytes,
-		Inputs:     specsToProto(in.Signature.Inputs),
-		Outputs:    specsToProto(in.Signature.Outputs),
+		ModelPath:   in.Path,
+		State:       inferencepb.ModelState_LOADING,
+		Runtime:     in.Runtime,
+		Checksum:    in.Checksum,
+		Positional:  in.Signature.Positional,
+		LoadMs:      ms(in.Load),
+		WarmUpMs:    ms(in.WarmUp),
+		Files:       int32(in.Files),
+		Bytes:       in.Bytes,
+		MappedBytes: in.MappedBytes,
+		CopiedBytes: in.CopiedBytes,
+		Inputs:      specsToProto(in.Signature.Inputs),
+		Outputs:     specsToProto(in.Signature.Outputs),
 	}
 	if in.State == ModelServing {
 		p.State = inferencepb.ModelState_SERVING
@@ -38,14 +40,16 @@ func modelInfoToProto(in ModelInfo) *inferencepb.ModelStatus {
 
 func modelInfoFromProto(p *inferencepb.ModelStatus) ModelInfo {
 	in := ModelInfo{
-		Path:     p.GetModelPath(),
-		State:    ModelLoading,
-		Runtime:  p.GetRuntime(),
-		Checksum: p.GetChecksum(),
-		Load:     time.Duration(p.GetLoadMs() * float64(time.Millisecond)),
-		WarmUp:   time.Duration(p.GetWarmUpMs() * float64(time.Millisecond)),
-		Files:    int(p.GetFiles()),
-		Bytes:    p.GetBytes(),
+		Path:        p.GetModelPath(),
+		State:       ModelLoading,
+		Runtime:     p.GetRuntime(),
+		Checksum:    p.GetChecksum(),
+		Load:        time.Duration(p.GetLoadMs() * float64(time.Millisecond)),
+		WarmUp:      time.Duration(p.GetWarmUpMs() * float64(time.Millisecond)),
+		Files:       int(p.GetFiles()),
+		Bytes:       p.GetBytes(),
+		MappedBytes: p.GetMappedBytes(),
+		CopiedBytes: p.GetCopiedBytes(),
 		Signature: runtimes.Signature{
 			Inputs:     specsFromProto(p.GetInputs()),
 			Outputs:    specsFromProto(p.GetOutputs()),

@@ -18,20 +18,24 @@ type ModelStatus struct {
 	State string `json:"state"`
 	// Checksum of the serving files; ListedChecksum is the config's when
 	// it differs (an update pending or failed, or a load that failed).
-	Checksum       string             `json:"checksum,omitempty"`
-	ListedChecksum string             `json:"listed_checksum,omitempty"`
-	LoadedAt       string             `json:"loaded_at,omitempty"`
-	EvictAt        string             `json:"evict_at,omitempty"`
-	LastError      string             `json:"last_error,omitempty"`
-	LastErrorAt    string             `json:"last_error_at,omitempty"`
-	Failures       int                `json:"failures,omitempty"`
-	LoadMs         float64            `json:"load_ms,omitempty"`
-	WarmUpMs       float64            `json:"warm_up_ms,omitempty"`
-	Files          int                `json:"files,omitempty"`
-	Bytes          int64              `json:"bytes,omitempty"`
-	Positional     bool               `json:"positional_inputs,omitempty"`
-	Inputs         []StatusTensorSpec `json:"inputs,omitempty"`
-	Outputs        []StatusTensorSpec `json:"outputs,omitempty"`
+	Checksum       string  `json:"checksum,omitempty"`
+	ListedChecksum string  `json:"listed_checksum,omitempty"`
+	LoadedAt       string  `json:"loaded_at,omitempty"`
+	EvictAt        string  `json:"evict_at,omitempty"`
+	LastError      string  `json:"last_error,omitempty"`
+	LastErrorAt    string  `json:"last_error_at,omitempty"`
+	Failures       int     `json:"failures,omitempty"`
+	LoadMs         float64 `json:"load_ms,omitempty"`
+	WarmUpMs       float64 `json:"warm_up_ms,omitempty"`
+	Files          int     `json:"files,omitempty"`
+	Bytes          int64   `json:"bytes,omitempty"`
+	// MappedBytes and CopiedBytes: how the runtime holds the weights
+	// (ModelInfo), when it can tell.
+	MappedBytes int64              `json:"mapped_bytes,omitempty"`
+	CopiedBytes int64              `json:"copied_bytes,omitempty"`
+	Positional  bool               `json:"positional_inputs,omitempty"`
+	Inputs      []StatusTensorSpec `json:"inputs,omitempty"`
+	Outputs     []StatusTensorSpec `json:"outputs,omitempty"`
 }
 
 // StatusTensorSpec is one input or output of a model's signature in a
@@ -51,7 +55,7 @@ type StatusTensorSpec struct {
 // Status is in as a ModelStatus.
 func (in ModelInfo) Status() ModelStatus {
 	return ModelStatus{ModelPath: in.Path, State: string(in.State), Checksum: in.Checksum,
-		LoadedAt: StatusTime(in.LoadedAt), Files: in.Files, Bytes: in.Bytes,
+		LoadedAt: StatusTime(in.LoadedAt), Files: in.Files, Bytes: in.Bytes, MappedBytes: in.MappedBytes, CopiedBytes: in.CopiedBytes,
 		LoadMs: millis(in.Load), WarmUpMs: millis(in.WarmUp), Positional: in.Signature.Positional,
 		Inputs: statusSpecs(in.Signature.Inputs), Outputs: statusSpecs(in.Signature.Outputs)}
 }

@@ -26,8 +26,11 @@ import (
 type registry struct {
 	rt       *runtimes.Runtime
 	maxBytes int64
-	limits   batch.Limits
-	log      *slog.Logger
+	// maxMapped caps the files the runtime maps (modelLimits); 0 = none
+	// apart.
+	maxMapped int64
+	limits    batch.Limits
+	log       *slog.Logger
 
 	models atomic.Pointer[map[string]*runtimes.Model]
 
@@ -116,22 +119,21 @@ func (r *registry) paths() []string {
 }
 
 // validateModel checks a registration before anything is loaded.
-func validateModel(path string, files runtimes.Files, maxBytes int64) error {
+func validateModel(path string, files runtimes.Files, lim modelLimits) error {
 	if path == "" {
 		return inferr.Errorf(inferr.InputParsing, "register model: model_path is empty")
 	}
 	if len(files) == 0 {
 		return inferr.Errorf(inferr.InputParsing, "register model %s: no files", inferr.Quote(path))
 	}
-	var total int64
-	for name, content := range files {
+	total := tally{lim: lim}
+	for _, name := range slices.Sorted(maps.Keys(files)) {
 		if err := validateFilePath(name); err != nil {
 			return inferr.Errorf(inferr.InputParsing, "register model %s: %w", inferr.Quote(path), err)
 		}
-		total += int64(len(content))
-	}
-	if total > maxBytes {
-		return inferr.Errorf(inferr.InputParsing, "register model %s: files total %d bytes, more than the limit of %d", inferr.Quote(path), total, maxBytes)
+		if err := total.add(path, name, int64(len(files[name]))); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -169,7 +171,7 @@ func (r *registry) register(ctx context.Context, path string, files runtimes.Fil
 // registerWith is register with the registration's sequence settings (nil:
 // the runtime config's apply).
 func (r *registry) registerWith(ctx context.Context, path string, files runtimes.Files, warmUpJSON string, seq *runtimes.SequenceSettings) (registerResult, error) {
-	if err := validateModel(path, files, r.maxBytes); err != nil {
+	if err := validateModel(path, files, r.byteLimits()); err != nil {
 		return registerResult{}, err
 	}
 	return r.registerLoad(ctx, path, warmUpJSON, seq, modelLoad{
@@ -343,6 +345,10 @@ type ModelInfo struct {
 	Files        int
 	Bytes        int64
 	Signature    runtimes.Signature
+	// MappedBytes and CopiedBytes say how the runtime holds the model's
+	// weights when it can tell (driver.WeightMemory): served from a
+	// read-only memory mapping, or copied into the sidecar's heap.
+	MappedBytes, CopiedBytes int64
 }
 
 // ModelState is what the sidecar holds at a path.
@@ -366,8 +372,10 @@ func (r *registry) infos(path string) ([]ModelInfo, bool) {
 			continue
 		}
 		meta := r.meta[m]
+		wm, _ := m.WeightMemory()
 		byPath[p] = ModelInfo{Path: p, State: ModelServing, Runtime: r.rt.Name(), Checksum: meta.checksum, LoadedAt: meta.loadedAt,
-			Load: meta.load, WarmUp: meta.warmUp, Files: meta.files, Bytes: meta.bytes, Signature: m.Signature()}
+			Load: meta.load, WarmUp: meta.warmUp, Files: meta.files, Bytes: meta.bytes, Signature: m.Signature(),
+			MappedBytes: wm.MappedBytes, CopiedBytes: wm.CopiedBytes}
 	}
 	for p := range r.loading {
 		if _, serving := byPath[p]; !serving && (path == "" || p == path) {

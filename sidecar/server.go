@@ -51,8 +51,14 @@ const maxSocketPathLen = 107
 type ServerOptions struct {
 	Runtime       *runtimes.Runtime // required
 	Limits        batch.Limits
-	MaxModelBytes int64        // 0 = runtimes.DefaultMaxModelBytes (2 GiB)
-	Logger        *slog.Logger // nil = slog.Default()
+	MaxModelBytes int64 // 0 = runtimes.DefaultMaxModelBytes (2 GiB)
+	// MaxMappedModelBytes, when > 0, caps a model's files the runtime
+	// serves from a memory mapping (runtimes.Runtime.MapsFile: the
+	// TensorFlow runtime's checkpoint data shards with MapVariablesDir
+	// set) instead of MaxModelBytes, which then bounds the other files;
+	// 0 counts every file against MaxModelBytes.
+	MaxMappedModelBytes int64
+	Logger              *slog.Logger // nil = slog.Default()
 	// FastLaneSpinWait is how long a fast-lane connection polls for the
 	// client's next request before it parks; 0 =
 	// fastlane.DefaultSpinWait, < 0 = never poll (a sidecar that must
@@ -120,6 +126,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	}
 	s := &Server{opts: opts, log: opts.Logger}
 	s.reg = newRegistry(opts.Runtime, opts.MaxModelBytes, opts.Limits, opts.Logger)
+	s.reg.maxMapped = opts.MaxMappedModelBytes
 	s.grpc = grpc.NewServer(
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
 		grpc.MaxSendMsgSize(MaxMessageBytes),
@@ -553,7 +560,7 @@ func (s *Server) registered(path string, files int, size int64, res registerResu
 // them from disk where it can: runtimes.Runtime.LoadDisk); the directory
 // is removed once the registration ends.
 func (s *Server) RegisterModelStream(stream inferencepb.InferenceService_RegisterModelStreamServer) error {
-	rm, err := receiveModel(stream, s.opts.MaxModelBytes, s.opts.TempDir)
+	rm, err := receiveModel(stream, s.reg.byteLimits(), s.opts.TempDir)
 	if rm != nil {
 		defer rm.remove()
 	}
@@ -600,7 +607,7 @@ func (rm *receivedModel) remove() {
 // under tempDir ("" = os.TempDir()), which the caller removes (when the
 // returned model is not nil, failures included). Errors are INPUT_PARSING,
 // or GRPC when the stream itself fails or a file cannot be written.
-func receiveModel(stream inferencepb.InferenceService_RegisterModelStreamServer, maxBytes int64, tempDir string) (*receivedModel, error) {
+func receiveModel(stream inferencepb.InferenceService_RegisterModelStreamServer, lim modelLimits, tempDir string) (*receivedModel, error) {
 	first, err := stream.Recv()
 	if errors.Is(err, io.EOF) {
 		return nil, inferr.Errorf(inferr.InputParsing, "register model stream: ended before the header")
@@ -621,7 +628,7 @@ func receiveModel(stream inferencepb.InferenceService_RegisterModelStreamServer,
 	if len(decl) == 0 {
 		return rm, inferr.Errorf(inferr.InputParsing, "register model %q: the header declares no files", path)
 	}
-	var total int64
+	total := tally{lim: lim}
 	seen := make(map[string]bool, len(decl))
 	for i, f := range decl {
 		if err := validateFilePath(f.GetPath()); err != nil {
@@ -631,10 +638,9 @@ func receiveModel(stream inferencepb.InferenceService_RegisterModelStreamServer,
 			return rm, inferr.Errorf(inferr.InputParsing, "register model %q: files[%d]: path %q declared twice", path, i, f.GetPath())
 		}
 		seen[f.GetPath()] = true
-		if f.GetSize() < 0 || f.GetSize() > maxBytes-total {
-			return rm, inferr.Errorf(inferr.InputParsing, "register model %q: files[%d] %q declares %d bytes; the model would exceed the limit of %d bytes", path, i, f.GetPath(), f.GetSize(), maxBytes)
+		if err := total.add(path, f.GetPath(), f.GetSize()); err != nil {
+			return rm, err
 		}
-		total += f.GetSize()
 	}
 	if rm.seq, err = sequenceSettingsFromProto(path, h.GetSequenceSettings()); err != nil {
 		return rm, err
@@ -642,7 +648,7 @@ func receiveModel(stream inferencepb.InferenceService_RegisterModelStreamServer,
 	if rm.dir, err = os.MkdirTemp(tempDir, "inferbid-register-*"); err != nil { // mode 0700
 		return rm, inferr.Errorf(inferr.GRPC, "register model %q: no directory to receive the files in: %w", path, err)
 	}
-	rm.bytes = total
+	rm.bytes = total.heap + total.mapped
 	rm.files = make(runtimes.DiskFiles, len(decl))
 	digests := make(map[string]string, len(decl))
 	// file i is written to dir/i: model file names are never local paths.

@@ -14,6 +14,7 @@ import (
 	"github.com/inferbid/inferbid/codestore"
 	"github.com/inferbid/inferbid/internal/cli"
 	"github.com/inferbid/inferbid/modelstore"
+	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/sidecar"
 	"github.com/inferbid/inferbid/telemetry"
 )
@@ -36,6 +37,7 @@ type config struct {
 	ModelConfigPath    string
 	ModelFetchPeriod   time.Duration
 	ModelMaxEntries    int
+	MaxModelBytes      int64
 	LocalModels        []localModel
 	// ReadinessPolicy is --readiness_policy: what the configured models
 	// must do before the server is ready.
@@ -159,6 +161,7 @@ func newFlagSet(c *config, raw *flagText, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&c.ModelConfigPath, "inference_model_config_path", "", "the model_metadata config object in the bucket (e.g. model_config.json); no default, required with a bucket")
 	cli.DurationVar(fs, &c.ModelFetchPeriod, "inference_model_fetch_period_ms", modelstore.DefaultPeriod, "bucket poll period; 0 = the default")
 	fs.IntVar(&c.ModelMaxEntries, "inference_model_max_entries", modelstore.DefaultMaxEntries, "most model_metadata entries in the bucket's config; a config with more is rejected whole (nothing it says takes effect) with an error naming the cap; 0 = the default")
+	fs.Int64Var(&c.MaxModelBytes, "inference_max_model_bytes", runtimes.DefaultMaxModelBytes, "largest model (total file bytes) the model sync fetches; raise it for TensorFlow models whose checkpoint the sidecar memory-maps (its --max_mapped_model_bytes)")
 	fs.StringVar(&raw.local, "inference_model_local_paths", "", "comma-separated local models registered at start: LOCAL or MODEL_PATH=LOCAL; without MODEL_PATH the path is LOCAL's base name, plus a trailing / for a directory; default none")
 	fs.StringVar(&raw.readiness, "readiness_policy", string(policyAny), "when /readyz (and the v2 API's server ready, the gRPC health service) says ready, once every configured model was tried once: any = at least one model serves, all = every model serves, none = whatever the models do; failed models are named in /readyz either way")
 	fs.StringVar(&c.UDFCodePath, "udf_code_path", "", "the JavaScript bidding module defining generateBid; default: the embedded example (examples/bidding/generate_bid.js)")
@@ -240,6 +243,9 @@ func parseConfig(args []string, getenv func(string) string, stderr io.Writer) (c
 	}
 	if err := telemetry.CheckProtocol(c.OTLPProtocol); err != nil {
 		return c, fmt.Errorf("--otel_exporter_protocol: %w", err)
+	}
+	if c.MaxModelBytes <= 0 {
+		return c, fmt.Errorf("--inference_max_model_bytes must be > 0, got %d", c.MaxModelBytes)
 	}
 	if c.ModelFetchPeriod < 0 {
 		return c, fmt.Errorf("--inference_model_fetch_period_ms must be >= 0, got %s", c.ModelFetchPeriod)

@@ -33,7 +33,8 @@
 //	                       with {"error":..}
 //	GET  /v1/models        {"model_paths":[..],"inference_enabled":bool,"models":[{"model_path":..,
 //	                       "state":"loading|serving|failed|draining","checksum":..,"loaded_at":..,
-//	                       "last_error":..,"inputs":[{"name":..,"dtype":..,"shape":[..]}],"outputs":[..]},..]}
+//	                       "last_error":..,"mapped_bytes":..,"copied_bytes":..,
+//	                       "inputs":[{"name":..,"dtype":..,"shape":[..]}],"outputs":[..]},..]}
 //	                       (docs/architecture.md, "Model status over HTTP")
 //	GET  /v1/models/{path} one model of the models array (e.g. /v1/models/pctr/v1/); 404 {"error":..}
 //	GET  /v1/code          {"default":..,"versions":[{"name":..,"sha256":..,"size":..,"state":"default|serving|failed",

@@ -404,13 +404,14 @@ func syncModels(ctx context.Context, cfg config, sup modelstore.Registrar, srv *
 		// registered, or the next attempt could not register them.
 		undo := &undoRegisterer{Registerer: reg}
 		watcher, err := modelstore.NewWatcher(modelstore.WatcherOptions{
-			BucketURL:  cfg.ModelBucketName,
-			ConfigPath: cfg.ModelConfigPath,
-			Period:     cfg.ModelFetchPeriod,
-			MaxEntries: cfg.ModelMaxEntries,
-			Registrar:  sup,
-			Logger:     logger,
-			Metrics:    undo,
+			BucketURL:     cfg.ModelBucketName,
+			ConfigPath:    cfg.ModelConfigPath,
+			Period:        cfg.ModelFetchPeriod,
+			MaxEntries:    cfg.ModelMaxEntries,
+			MaxModelBytes: cfg.MaxModelBytes,
+			Registrar:     sup,
+			Logger:        logger,
+			Metrics:       undo,
 		})
 		if err == nil {
 			w = watcher

@@ -10,6 +10,11 @@
 //	                                             --server asks a bidding-server's GET /v1/models)
 //	inferctl [--socket PATH] delete --model-path P
 //	inferctl checksum LOCAL_FILE_OR_DIR
+//	inferctl variables [--json] SAVED_MODEL_DIR  (its checkpoint tensors: name, dtype, shape, bytes;
+//	                                             reads variables/variables.index only)
+//	inferctl export-variables --variable NAME --store redis-cluster://H:P[,H:P..] --model-path P [--restart] DIR
+//	                                             (writes the variable's rows to the store under the keys the
+//	                                             server reads; resumable, idempotent, progress on stderr)
 //	inferctl --version
 //
 // Flags may come before or after the command and its arguments

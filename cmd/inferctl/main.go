@@ -67,6 +67,8 @@ var commands = []command{
 	{name: "models", synopsis: "models [--server URL] [--json] [MODEL_PATH]", socketOptional: true, setup: modelsCmd},
 	{name: "delete", synopsis: "delete --model-path P", socket: true, setup: deleteCmd},
 	{name: "checksum", synopsis: "checksum LOCAL_FILE_OR_DIR", setup: checksumCmd},
+	{name: "variables", synopsis: "variables [--json] SAVED_MODEL_DIR", setup: variablesCmd},
+	{name: "export-variables", synopsis: "export-variables --variable NAME --store URL --model-path P [--restart] SAVED_MODEL_DIR", setup: exportCmd},
 }
 
 func lookup(name string) (command, bool) {

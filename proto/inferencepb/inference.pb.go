@@ -1678,7 +1678,12 @@ type ModelStatus struct {
 	Bytes int64 `protobuf:"varint,11,opt,name=bytes,proto3" json:"bytes,omitempty"`
 	// The registered name of the runtime serving the model ("tensorflow",
 	// "onnx", "pytorch"); empty while loading.
-	Runtime       string `protobuf:"bytes,12,opt,name=runtime,proto3" json:"runtime,omitempty"`
+	Runtime string `protobuf:"bytes,12,opt,name=runtime,proto3" json:"runtime,omitempty"`
+	// How the runtime holds the model's weights, when it can tell (the
+	// TensorFlow runtime's checkpoint tensors): bytes served from a
+	// read-only memory mapping, and bytes copied into its heap.
+	MappedBytes   int64 `protobuf:"varint,13,opt,name=mapped_bytes,json=mappedBytes,proto3" json:"mapped_bytes,omitempty"`
+	CopiedBytes   int64 `protobuf:"varint,14,opt,name=copied_bytes,json=copiedBytes,proto3" json:"copied_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1795,6 +1800,20 @@ func (x *ModelStatus) GetRuntime() string {
 		return x.Runtime
 	}
 	return ""
+}
+
+func (x *ModelStatus) GetMappedBytes() int64 {
+	if x != nil {
+		return x.MappedBytes
+	}
+	return 0
+}
+
+func (x *ModelStatus) GetCopiedBytes() int64 {
+	if x != nil {
+		return x.CopiedBytes
+	}
+	return 0
 }
 
 type GetModelsResponse struct {
@@ -2038,7 +2057,7 @@ const file_inference_proto_rawDesc = "" +
 	"\tdata_type\x18\x03 \x01(\x0e2\x1f.inferbid.inference.v1.DataTypeR\bdataType\x12\x14\n" +
 	"\x05shape\x18\x04 \x03(\x03R\x05shape\x12!\n" +
 	"\funknown_rank\x18\x05 \x01(\bR\vunknownRank\x12\x1a\n" +
-	"\boptional\x18\x06 \x01(\bR\boptional\"\xc7\x03\n" +
+	"\boptional\x18\x06 \x01(\bR\boptional\"\x8d\x04\n" +
 	"\vModelStatus\x12\x1d\n" +
 	"\n" +
 	"model_path\x18\x01 \x01(\tR\tmodelPath\x127\n" +
@@ -2056,7 +2075,9 @@ const file_inference_proto_rawDesc = "" +
 	"\x05files\x18\n" +
 	" \x01(\x05R\x05files\x12\x14\n" +
 	"\x05bytes\x18\v \x01(\x03R\x05bytes\x12\x18\n" +
-	"\aruntime\x18\f \x01(\tR\aruntime\"O\n" +
+	"\aruntime\x18\f \x01(\tR\aruntime\x12!\n" +
+	"\fmapped_bytes\x18\r \x01(\x03R\vmappedBytes\x12!\n" +
+	"\fcopied_bytes\x18\x0e \x01(\x03R\vcopiedBytes\"O\n" +
 	"\x11GetModelsResponse\x12:\n" +
 	"\x06models\x18\x01 \x03(\v2\".inferbid.inference.v1.ModelStatusR\x06models\"\x13\n" +
 	"\x11GetMetricsRequest\"=\n" +

@@ -89,6 +89,16 @@ type Config struct {
 	// idle sequences; nil means DefaultSequenceCleanerPollWaitMinutes, 0
 	// turns the cleaner off.
 	SequenceCleanerPollWaitMinutes *uint32 `json:"sequence_cleaner_poll_wait_minutes,omitempty"`
+	// MapVariablesDir, when set, lets the TensorFlow runtime serve
+	// checkpoint tensors from a read-only memory mapping of a copy of the
+	// checkpoint's data shards written to this directory (and unlinked
+	// at once) instead of heap copies. The sidecar sets it from its flags
+	// (--map_variables_dir); it is not part of the runtime config JSON.
+	// Other runtimes ignore it.
+	MapVariablesDir string `json:"-"`
+	// MapVariablesMinBytes is the size from which a data shard is mapped
+	// (smaller ones are copied as before); 0 maps every shard.
+	MapVariablesMinBytes int64 `json:"-"`
 }
 
 // DefaultSequenceCleanerPollWaitMinutes is sequence_cleaner_poll_wait_minutes'

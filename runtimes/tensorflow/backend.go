@@ -68,7 +68,7 @@ func (b *Backend) Load(ctx context.Context, files driver.Files) (driver.Model, e
 	if b.cfg.NumIntraopThreads < 0 {
 		return nil, fmt.Errorf("num_intraop_threads is %d, want >= 0 (0: all cores)", b.cfg.NumIntraopThreads)
 	}
-	m, err := load(files, b.cfg.ModelResetProbability)
+	m, err := loadMapped(files, b.cfg.ModelResetProbability, mapOptionsOf(b.cfg))
 	if err != nil {
 		return nil, err
 	}
@@ -241,9 +241,21 @@ type model struct {
 	vars     []*variable
 	initial  []*dense
 	callVars int
+	// maps are the model's mapped checkpoint shards (mmap.go), unmapped
+	// by Close; nil when nothing is mapped.
+	maps *mappings
 }
 
 func load(files driver.Files, resetProb float64) (*model, error) {
+	return loadMapped(files, resetProb, mapOptions{})
+}
+
+// loadMapped is load with the checkpoint's data shards mapped as mo says
+// (mmap.go).
+func loadMapped(files driver.Files, resetProb float64, mo mapOptions) (_ *model, err error) {
+	if mo.dir == "" && forceMapDir != "" {
+		mo = mapOptions{dir: forceMapDir}
+	}
 	files2, err := modelRoot(files)
 	if err != nil {
 		return nil, err
@@ -288,8 +300,22 @@ func load(files driver.Files, resetProb float64) (*model, error) {
 			return nil, err
 		}
 	}
+	maps, err := ck.mapShards(mo, checkpointAt)
+	if err != nil {
+		return nil, fmt.Errorf("memory-mapped variables: %w", err)
+	}
+	defer func() {
+		if ck != nil {
+			ck.src = nil // the caller's bytes: not kept past the load
+		}
+		if err != nil {
+			_ = maps.close()
+		} else {
+			maps.dropAll()
+		}
+	}()
 	vars := newVarStore()
-	m := &model{resetProb: resetProb}
+	m := &model{resetProb: resetProb, maps: maps}
 
 	// Restore the variables the way TensorFlow does: run the saver's
 	// restore op with the checkpoint prefix fed as the filename.
@@ -701,4 +727,7 @@ func (m *model) reset() {
 	}
 }
 
-func (m *model) Close() error { return nil }
+// Close unmaps the model's mapped checkpoint shards, if any: every call
+// has returned (driver.Model's contract) and outputs are copies, so
+// nothing reads them any more.
+func (m *model) Close() error { return m.maps.close() }

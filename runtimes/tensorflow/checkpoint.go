@@ -22,6 +22,14 @@ import (
 type checkpoint struct {
 	entries map[string]*cpb.BundleEntryProto
 	shards  [][]byte
+	// mapped[i] says shard i is a read-only mapping (mmap.go), whose
+	// tensors are views where their dtype allows; maps holds the model's
+	// mappings and counts (nil when nothing is mapped).
+	mapped []bool
+	maps   *mappings
+	// src[i] is the bytes mapped shard i was written from, while the
+	// load has them (CRCs are computed over them); nil after the load.
+	src [][]byte
 }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -113,14 +121,32 @@ func (ck *checkpoint) read(key string, want dtype) (*dense, error) {
 	if want != 0 && e.Dtype != want {
 		return nil, fmt.Errorf("%w: tensor %q is %s in the checkpoint, the graph restores it as %s", ErrCorruptCheckpoint, key, dtypeName(e.Dtype), dtypeName(want))
 	}
+	mapped := ck.mapped != nil && ck.mapped[e.ShardId]
 	shape, err := shapeOf(e.Shape)
+	if err != nil && mapped {
+		shape, err = shapeWithin(e.Shape, maxMappedElements)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: tensor %q: %v", ErrCorruptCheckpoint, key, err)
 	}
 	b := ck.shards[e.ShardId][e.Offset : e.Offset+e.Size]
+	if mapped {
+		if t, ok, err := ck.readMapped(key, e, shape, b); ok {
+			return t, err
+		}
+		if n := numElems(shape); n > maxModelElements {
+			return nil, fmt.Errorf("%w: tensor %q has %d elements of %s, which cannot be served from the mapping (dtype or alignment) and are too many to copy (more than %d)", ErrCorruptCheckpoint, key, n, dtypeName(e.Dtype), maxModelElements)
+		}
+		if ck.src != nil && ck.src[e.ShardId] != nil {
+			b = ck.src[e.ShardId][e.Offset : e.Offset+e.Size] // copy from the heap bytes
+		}
+	}
 	t, crc, err := decodeBundleTensor(e.Dtype, shape, b)
 	if err != nil {
 		return nil, fmt.Errorf("%w: tensor %q: %v", ErrCorruptCheckpoint, key, err)
+	}
+	if ck.maps != nil {
+		ck.maps.copied.Add(int64(len(b)))
 	}
 	if maskCRC(crc) != e.Crc32C {
 		return nil, fmt.Errorf("%w: tensor %q: crc32c %08x, index says %08x", ErrChecksum, key, maskCRC(crc), e.Crc32C)

@@ -35,6 +35,19 @@
 // missing fails the load only if the init op reads it; an asset name that
 // is not a clean relative name fails it always.
 //
+// Memory-mapped variables (mmap.go): with driver.Config.MapVariablesDir
+// set, a checkpoint data shard of at least MapVariablesMinBytes is written
+// to a file there (in 64 KiB writes), mapped read-only with
+// golang.org/x/sys/unix (no cgo) and unlinked at once; tensors of a
+// fixed-size dtype at an aligned offset are then slices of the mapping
+// (CRC32C checked over the received bytes), the others copied. Mapped
+// tensors may exceed the heap's element cap. Nothing writes into them
+// (restored tensors never were written; TestMappedVariablesWholeSuite runs
+// the package's tests with every shard mapped); Close unmaps. The model
+// reports mapped and copied bytes (driver.WeightMemoryReporter), and the
+// backend says which files it maps (driver.FileMapper) so the sidecar can
+// cap them apart.
+//
 // The serving_default signature is compiled once, at load, into a flat
 // schedule of kernels over numbered value slots: function calls
 // ((Stateful)PartitionedCall, nested) are inlined, only the nodes the

@@ -17,6 +17,11 @@ const maxSplatElements = 1 << 24
 
 // shapeOf converts a fully known shape.
 func shapeOf(p *shpb.TensorShapeProto) ([]int64, error) {
+	return shapeWithin(p, maxModelElements)
+}
+
+// shapeWithin is shapeOf with a bound of limit elements.
+func shapeWithin(p *shpb.TensorShapeProto, limit int64) ([]int64, error) {
 	if p == nil {
 		return []int64{}, nil
 	}
@@ -30,8 +35,8 @@ func shapeOf(p *shpb.TensorShapeProto) ([]int64, error) {
 			return nil, fmt.Errorf("dimension %d is unknown (%d)", i, d.Size)
 		}
 		s[i] = d.Size
-		if d.Size > 0 && n > maxModelElements/d.Size {
-			return nil, fmt.Errorf("shape has more than %d elements", maxModelElements)
+		if d.Size > 0 && n > limit/d.Size {
+			return nil, fmt.Errorf("shape has more than %d elements", limit)
 		}
 		n *= d.Size
 	}

@@ -85,11 +85,21 @@ func newLogger(format string, level slog.Level, w io.Writer) (*slog.Logger, erro
 	return nil, cli.Usagef("--log_format %q: want text or json", format)
 }
 
+// Defaults of the memory-mapped variables flags.
+const (
+	// DefaultMapVariablesMinBytes keeps small models' checkpoints in the
+	// heap, where nothing differs from before.
+	DefaultMapVariablesMinBytes int64 = 64 << 20
+	DefaultMaxMappedModelBytes  int64 = 64 << 30
+)
+
 // options are the sidecar's flags.
 type options struct {
 	socket, runtimeConfig, logLevel, logFormat string
 	otlpEndpoint, otlpProtocol                 string
 	maxModelBytes                              int64
+	mapDir                                     string
+	mapMinBytes, maxMappedBytes                int64
 	maxEntries, seqPerClient                   int
 	stopGrace, spinWait                        time.Duration
 	version                                    bool
@@ -103,6 +113,9 @@ func newFlagSet(prog string, o *options, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.socket, "socket", "", "Unix socket path to serve on (required, no default); its directory is created 0700 if missing")
 	fs.StringVar(&o.runtimeConfig, "runtime_config", os.Getenv("INFERENCE_SIDECAR_RUNTIME_CONFIG"), "runtime config JSON (num_interop_threads, num_intraop_threads, module_name, cpuset, ...); default $INFERENCE_SIDECAR_RUNTIME_CONFIG, else none: the runtime's defaults")
 	fs.Int64Var(&o.maxModelBytes, "max_model_bytes", runtimes.DefaultMaxModelBytes, "largest model (total file bytes) accepted")
+	fs.StringVar(&o.mapDir, "map_variables_dir", "", "directory (on disk, not tmpfs) where the TensorFlow runtime writes a copy of each large checkpoint data shard, maps it read-only and unlinks it at once; default \"\" = the socket's directory (the supervisor's private one)")
+	fs.Int64Var(&o.mapMinBytes, "map_variables_min_bytes", DefaultMapVariablesMinBytes, "TensorFlow checkpoint data shards of at least this many bytes are served from a read-only memory mapping instead of the heap; negative = never map")
+	fs.Int64Var(&o.maxMappedBytes, "max_mapped_model_bytes", DefaultMaxMappedModelBytes, "largest total of a model's memory-mapped files (TensorFlow checkpoint data shards, see --map_variables_min_bytes); they do not count against --max_model_bytes")
 	fs.IntVar(&o.maxEntries, "max_batch_entries", 0, "most entries per Predict batch; default 0 = 4096")
 	cli.DurationVar(fs, &o.stopGrace, "stop_grace", 10*time.Second, "how long a SIGTERM waits for calls in flight")
 	fs.StringVar(&o.logLevel, "log_level", "info", "debug, info, warn or error")
@@ -149,6 +162,18 @@ func serve(ctx context.Context, runtimeName string, o options, log *slog.Logger)
 			log.Warn("exporting the last spans failed", "err", err)
 		}
 	}()
+	abs, err := filepath.Abs(o.socket)
+	if err != nil {
+		return cli.Usagef("--socket: %w", err)
+	}
+	maxMapped := int64(0)
+	if o.mapMinBytes >= 0 {
+		cfg.MapVariablesDir, cfg.MapVariablesMinBytes = o.mapDir, o.mapMinBytes
+		if cfg.MapVariablesDir == "" {
+			cfg.MapVariablesDir = filepath.Dir(abs)
+		}
+		maxMapped = o.maxMappedBytes
+	}
 	rt, err := runtimes.Open(runtimeName, cfg)
 	if err != nil {
 		return &cli.UsageError{Err: err}
@@ -158,6 +183,7 @@ func serve(ctx context.Context, runtimeName string, o options, log *slog.Logger)
 		Runtime:               rt,
 		Limits:                batch.Limits{MaxElements: cfg.MaxTensorElements, MaxEntries: o.maxEntries},
 		MaxModelBytes:         o.maxModelBytes,
+		MaxMappedModelBytes:   maxMapped,
 		Logger:                log,
 		FastLaneSpinWait:      o.spinWait,
 		MaxSequencesPerClient: o.seqPerClient,
@@ -166,11 +192,6 @@ func serve(ctx context.Context, runtimeName string, o options, log *slog.Logger)
 	if err != nil {
 		return err
 	}
-	abs, err := filepath.Abs(o.socket)
-	if err != nil {
-		return cli.Usagef("--socket: %w", err)
-	}
-
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(abs) }()
 	select {

@@ -1,0 +1,105 @@
+package testhelp
+
+import (
+	"fmt"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// RedisCluster is a Redis Cluster of real redis-server processes on
+// 127.0.0.1, each a master, started for one test (Debian's redis-server;
+// `make test` installs it: deps-redis).
+type RedisCluster struct {
+	Addrs []string
+	cmds  []*exec.Cmd
+}
+
+// URL is the cluster as a varstore URL (redis-cluster://a,b,c).
+func (c *RedisCluster) URL() string { return "redis-cluster://" + strings.Join(c.Addrs, ",") }
+
+// Kill ends master i (SIGKILL), as a crash would.
+func (c *RedisCluster) Kill(i int) {
+	_ = c.cmds[i].Process.Kill()
+	_ = c.cmds[i].Wait()
+}
+
+// StartRedisCluster starts n (>= 3) masters in temp dirs with cluster mode
+// on, joins them with `redis-cli --cluster create`, and waits until the
+// cluster answers with cluster_state:ok. It skips the test when
+// redis-server is missing and never runs under -short.
+func StartRedisCluster(t testing.TB, n int) *RedisCluster {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("no redis-server (make test installs it: scripts/apt-install.sh redis-server)")
+	}
+	c := &RedisCluster{}
+	for i := 0; i < n; i++ {
+		// The cluster bus gets a port of its own (by default it is port +
+		// 10000, which may be taken or past 65535).
+		port, bus := freeTCPPort(t), freeTCPPort(t)
+		dir := t.TempDir()
+		cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--cluster-port", strconv.Itoa(bus), "--bind", "127.0.0.1",
+			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000",
+			"--dir", dir, "--save", "", "--appendonly", "no", "--protected-mode", "no")
+		var out SyncBuffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		waitTCP(t, addr, &out)
+		c.Addrs = append(c.Addrs, addr)
+		c.cmds = append(c.cmds, cmd)
+	}
+	args := append([]string{"--cluster", "create"}, c.Addrs...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
+		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for _, a := range c.Addrs {
+		host, port, _ := net.SplitHostPort(a)
+		for {
+			out, _ := exec.Command("redis-cli", "-h", host, "-p", port, "cluster", "info").Output()
+			if strings.Contains(string(out), "cluster_state:ok") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("redis cluster node %s not ok after 60 s:\n%s", a, out)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return c
+}
+
+func freeTCPPort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func waitTCP(t testing.TB, addr string, out fmt.Stringer) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redis-server on %s did not listen within 30 s: %v\n%s", addr, err, out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

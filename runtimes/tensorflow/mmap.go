@@ -1,0 +1,293 @@
+package tensorflow
+
+import (
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	cpb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
+
+	"github.com/inferbid/inferbid/runtimes/driver"
+)
+
+// Memory-mapped variables. A checkpoint data shard of at least
+// MapVariablesMinBytes is written once to a file in MapVariablesDir,
+// mapped read-only (MAP_SHARED, PROT_READ) and the file unlinked at once:
+// the mapping keeps its pages, nothing is left behind when the process
+// dies, and the disk space returns when the model is closed. Tensors whose
+// dtype has a fixed size and whose offset in the shard is aligned for it
+// are then slices of the mapping (numeric dtypes are little-endian in the
+// bundle, as on every platform Go supports here); the others (strings,
+// bools, unaligned offsets) are copied as before. After a mapped tensor's
+// CRC32C is checked, its pages are dropped from the process
+// (MADV_DONTNEED): they stay in the page cache, and the process's RSS then
+// holds only the rows requests touch.
+//
+// Nothing may write into a mapped tensor: a write faults (SIGSEGV, fatal in
+// Go). Restored tensors were already never written (variables.go: values
+// are replaced, not written in place; AssignAdd/Sub make a new tensor,
+// Assign and AssignVariableOp take a restored tensor as is, every other
+// kernel writes only its own output slots, and outputs are copied out).
+// TestMappedVariablesWholeSuite runs the package's model tests with every
+// shard mapped to keep it so.
+
+// littleEndian is true on little-endian hosts, where a bundle's numeric
+// bytes are the in-memory representation.
+var littleEndian = func() bool {
+	x := uint16(1)
+	return *(*byte)(unsafe.Pointer(&x)) == 1
+}()
+
+// maxMappedElements bounds the element count of a mapped checkpoint
+// tensor: the mapping, not the heap, holds it, so the heap's bound
+// (maxModelElements) does not apply.
+const maxMappedElements = 1 << 40
+
+// mapOptions say where and from what size shards are mapped; dir == ""
+// maps nothing.
+type mapOptions struct {
+	dir      string
+	minBytes int64
+}
+
+func mapOptionsOf(cfg driver.Config) mapOptions {
+	return mapOptions{dir: cfg.MapVariablesDir, minBytes: cfg.MapVariablesMinBytes}
+}
+
+// forceMapDir, when set (by tests only), maps every shard of every model
+// loaded with no map directory of its own.
+var forceMapDir string
+
+// mappings are a model's mapped regions; close unmaps them once.
+type mappings struct {
+	mu      sync.Mutex
+	regions [][]byte
+	// mapped and copied count the checkpoint bytes served from the
+	// mapping and those decoded into the heap.
+	mapped, copied atomic.Int64
+}
+
+func (m *mappings) add(b []byte) {
+	m.mu.Lock()
+	m.regions = append(m.regions, b)
+	m.mu.Unlock()
+}
+
+// close unmaps every region. The caller guarantees that nothing reads a
+// tensor of the model any more (driver.Model.Close's contract).
+func (m *mappings) close() error {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var errs []error
+	for _, r := range m.regions {
+		if err := unix.Munmap(r); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	m.regions = nil
+	return errors.Join(errs...)
+}
+
+// dropAll drops every mapped page from the process (dropPages): at the end
+// of a load, whatever the load read (folding, MatMul weights packed into
+// the kernels' own heap copy) leaves the RSS; serving faults in what it
+// reads.
+func (m *mappings) dropAll() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range m.regions {
+		dropPages(r)
+	}
+}
+
+// writeChunk is the size of the writes that fill a mapped shard's file.
+const writeChunk = 64 << 10
+
+// mapShard writes b to a new file in dir, maps it read-only, unlinks the
+// file and returns the mapping. An empty b is not mapped.
+func mapShard(dir, name string, b []byte) (_ []byte, err error) {
+	f, err := os.CreateTemp(dir, "tfvars-*")
+	if err != nil {
+		return nil, fmt.Errorf("mapping %s: %w", name, err)
+	}
+	defer func() {
+		if cerr := f.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("mapping %s: %w", name, cerr)
+		}
+	}()
+	// Unlinked now: the open descriptor, then the mapping, keep the file.
+	if err := os.Remove(f.Name()); err != nil {
+		return nil, fmt.Errorf("mapping %s: %w", name, err)
+	}
+	// Written in pieces of the kernel's fault-around size: one large
+	// write fills the page cache with large folios, and a read fault then
+	// maps a whole folio (up to 2 MiB) where a lookup needs one row.
+	for off := 0; off < len(b); off += writeChunk {
+		if _, err := f.Write(b[off:min(off+writeChunk, len(b))]); err != nil {
+			return nil, fmt.Errorf("mapping %s: writing %s: %w", name, f.Name(), err)
+		}
+	}
+	data, err := unix.Mmap(int(f.Fd()), 0, len(b), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mapping %s (%d bytes): mmap: %w", name, len(b), err)
+	}
+	// Lookups read rows at random: no readahead when pages come back
+	// from disk, and no huge-page mappings. (The kernel still maps the
+	// pages around a faulting one that are in the page cache: 64 KiB,
+	// its fault_around_bytes.)
+	_ = unix.Madvise(data, unix.MADV_RANDOM)
+	_ = unix.Madvise(data, unix.MADV_NOHUGEPAGE)
+	return data, nil
+}
+
+// viewMapped makes t (dtype and shape set) a view of b when t's dtype has
+// a fixed size, b is aligned for it and the host is little-endian;
+// otherwise it returns false and t is untouched.
+func viewMapped(t *dense, b []byte) bool {
+	if !littleEndian || len(b) == 0 {
+		return false
+	}
+	n := len(b) / max(elemSize(t.dt), 1)
+	p := unsafe.Pointer(unsafe.SliceData(b))
+	aligned := func(a uintptr) bool { return uintptr(p)%a == 0 }
+	switch t.dt {
+	case dtFloat:
+		if !aligned(4) {
+			return false
+		}
+		t.f32 = unsafe.Slice((*float32)(p), n)
+	case dtDouble:
+		if !aligned(8) {
+			return false
+		}
+		t.f64 = unsafe.Slice((*float64)(p), n)
+	case dtInt32:
+		if !aligned(4) {
+			return false
+		}
+		t.i32 = unsafe.Slice((*int32)(p), n)
+	case dtInt64:
+		if !aligned(8) {
+			return false
+		}
+		t.i64 = unsafe.Slice((*int64)(p), n)
+	case dtInt16:
+		if !aligned(2) {
+			return false
+		}
+		t.i16 = unsafe.Slice((*int16)(p), n)
+	case dtInt8:
+		t.i8 = unsafe.Slice((*int8)(p), n)
+	case dtUint8:
+		t.u8 = b
+	default: // strings, and bools (a byte other than 0 or 1 is no Go bool)
+		return false
+	}
+	return true
+}
+
+// dropPages tells the kernel the process no longer needs the whole pages
+// inside b (a part of a read-only file mapping): they leave the process's
+// RSS and fault back in from the page cache (or the file) when read.
+func dropPages(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	page := uintptr(os.Getpagesize())
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	end := start + uintptr(len(b))
+	lo, hi := (start+page-1)&^(page-1), end&^(page-1)
+	if hi <= lo {
+		return
+	}
+	_ = unix.Madvise(b[lo-start:hi-start], unix.MADV_DONTNEED)
+}
+
+// mapShards replaces the shards of at least opts.minBytes (all of them
+// when minBytes <= 0) with read-only mappings of a copy written to
+// opts.dir (none when dir is ""). The returned mappings belong to the
+// model and count its mapped and copied bytes; on error, nothing stays
+// mapped.
+func (ck *checkpoint) mapShards(opts mapOptions, prefix string) (*mappings, error) {
+	maps := &mappings{}
+	if ck == nil {
+		return maps, nil
+	}
+	ck.maps = maps
+	if opts.dir == "" {
+		return maps, nil
+	}
+	mapped := make([]bool, len(ck.shards))
+	src := make([][]byte, len(ck.shards))
+	for i, b := range ck.shards {
+		if len(b) == 0 || int64(len(b)) < opts.minBytes {
+			continue
+		}
+		name := fmt.Sprintf("%s.data-%05d-of-%05d", prefix, i, len(ck.shards))
+		data, err := mapShard(opts.dir, name, b)
+		if err != nil {
+			_ = maps.close()
+			return nil, err
+		}
+		maps.add(data)
+		src[i] = b
+		ck.shards[i], mapped[i] = data, true
+	}
+	ck.mapped, ck.src = mapped, src
+	return maps, nil
+}
+
+// readMapped serves the tensor under key from its mapped shard's bytes b:
+// ok is false when it cannot be a view (dtype, alignment or size), and the
+// caller decodes a copy instead.
+func (ck *checkpoint) readMapped(key string, e *cpb.BundleEntryProto, shape []int64, b []byte) (_ *dense, ok bool, _ error) {
+	// The CRC is computed over the bytes the file was written from while
+	// the load still has them, so the load does not read the mapping.
+	sum := b
+	if ck.src != nil && ck.src[e.ShardId] != nil {
+		sum = ck.src[e.ShardId][e.Offset : e.Offset+e.Size]
+	}
+	size := elemSize(e.Dtype)
+	if size == 0 || int64(len(b)) != int64(numElems(shape))*int64(size) {
+		return nil, false, nil
+	}
+	t := &dense{dt: e.Dtype, shape: shape}
+	if !viewMapped(t, b) {
+		return nil, false, nil
+	}
+	crc := crc32.Checksum(sum, crcTable)
+	if maskCRC(crc) != e.Crc32C {
+		return nil, true, fmt.Errorf("%w: tensor %q: crc32c %08x, index says %08x", ErrChecksum, key, maskCRC(crc), e.Crc32C)
+	}
+	ck.maps.mapped.Add(int64(len(b)))
+	return t, true, nil
+}
+
+// WeightMemory reports how the model's checkpoint tensors are held:
+// served from the mapping, or decoded into the heap (unmapped shards,
+// strings, bools, unaligned tensors). A model loaded without mapping
+// reports every checkpoint tensor it read as copied.
+func (m *model) WeightMemory() driver.WeightMemory {
+	return driver.WeightMemory{MappedBytes: m.maps.mapped.Load(), CopiedBytes: m.maps.copied.Load()}
+}
+
+// MapsFile reports whether a model file is a checkpoint data shard
+// (".../variables/variables.data-NNNNN-of-NNNNN") this backend maps.
+func (b *Backend) MapsFile(name string, size int64) bool {
+	if b.cfg.MapVariablesDir == "" || size < b.cfg.MapVariablesMinBytes || size == 0 {
+		return false
+	}
+	dir, base := path.Split(name)
+	return path.Base(dir) == "variables" && strings.HasPrefix(base, "variables.data-")
+}

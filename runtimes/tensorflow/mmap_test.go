@@ -1,0 +1,231 @@
+package tensorflow
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/inferbid/inferbid/runtimes/driver"
+	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
+	"github.com/inferbid/inferbid/tensor"
+)
+
+// embeddingModel is a SavedModel whose serving_default gathers rows of a
+// [rows, dim] float32 table (variable "table", by GatherV2 on its read
+// value, or ResourceGather) at int64 ids [-1]. A variable "a_prefix" of
+// prefix int8 bytes sorts before the table in the bundle, so the table's
+// offset in the data shard is prefix (mod 4: its alignment).
+func embeddingModel(t testing.TB, rows, dim, prefix int, resource bool) map[string][]byte {
+	t.Helper()
+	files, err := buildEmbeddingModel(rows, dim, prefix, resource)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+func buildEmbeddingModel(rows, dim, prefix int, resource bool) (map[string][]byte, error) {
+	b := tfsave.NewBuilder()
+	ids := b.Placeholder("serving_default_ids", tensor.Int64, []int64{-1})
+	p := make([]int8, prefix)
+	for i := range p {
+		p[i] = int8(i + 1)
+	}
+	pre := b.Variable("a_prefix", tensor.New("", []int64{int64(prefix)}, p))
+	table := make([]float32, rows*dim)
+	for i := range table {
+		table[i] = float32(i%9973)*0.25 - float32(i%7)
+	}
+	v := b.Variable("table", tensor.New("", []int64{int64(rows), int64(dim)}, table))
+	var g string
+	if resource {
+		g = b.OpNamed("lookup", "ResourceGather", []string{v.Handle, ids}, map[string]any{"dtype": tensor.Float})
+	} else {
+		g = b.OpNamed("lookup", "GatherV2", []string{v.Value, ids, tfsave.ConstOf[int32](b, "axis", []int64{}, 0)}, nil)
+	}
+	out := b.OpNamed("emb", "Identity", []string{g}, nil)
+	pc := b.OpNamed("prefix_out", "Identity", []string{pre.Value}, nil)
+	b.Signature(tfsave.ServingSignature, map[string]string{"ids": ids}, map[string]string{"emb": out, "prefix": pc})
+	return b.Files()
+}
+
+func loadWith(t *testing.T, cfg driver.Config, files map[string][]byte) *model {
+	t.Helper()
+	m, err := New(cfg).Load(context.Background(), files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.(*model)
+}
+
+func predictIDs(t *testing.T, m *model, ids ...int64) []tensor.Tensor {
+	t.Helper()
+	out, err := m.Predict(context.Background(), []tensor.Tensor{tensor.New("ids", []int64{int64(len(ids))}, ids)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestMappedVariablesServeSameAnswers(t *testing.T) {
+	for _, resource := range []bool{false, true} {
+		files := embeddingModel(t, 1000, 16, 4, resource)
+		dir := t.TempDir()
+		heap := loadWith(t, driver.Config{}, files)
+		mapped := loadWith(t, driver.Config{MapVariablesDir: dir}, files)
+		ids := []int64{0, 999, 17, 17, 500}
+		want, got := predictIDs(t, heap, ids...), predictIDs(t, mapped, ids...)
+		if !reflect.DeepEqual(want, got) {
+			t.Fatalf("resource=%v: mapped answers %v, in-heap %v", resource, got, want)
+		}
+		// The table's values, as written.
+		row := got[0].Data.([]float32)[16:32] // id 999
+		for j, v := range row {
+			i := 999*16 + j
+			if w := float32(i%9973)*0.25 - float32(i%7); math.Float32bits(v) != math.Float32bits(w) {
+				t.Fatalf("row 999[%d] = %v, want %v", j, v, w)
+			}
+		}
+		wm := mapped.WeightMemory()
+		if wm.MappedBytes < 1000*16*4 {
+			t.Errorf("resource=%v: %d bytes mapped, want at least the table's %d", resource, wm.MappedBytes, 1000*16*4)
+		}
+		if hm := heap.WeightMemory(); forceMapDir == "" && (hm.MappedBytes != 0 || hm.CopiedBytes < 1000*16*4) {
+			t.Errorf("in-heap model reports %+v", hm)
+		}
+		// The file is unlinked at once: nothing is left in the directory.
+		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+			t.Errorf("%s holds %d files after the load, want none (unlinked)", dir, len(ents))
+		}
+		if err := mapped.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := heap.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A table at an unaligned offset cannot be a []float32 view of the mapping:
+// it is copied, answers are the same, and the report says so.
+func TestMappedVariablesUnalignedFallsBackToCopy(t *testing.T) {
+	files := embeddingModel(t, 300, 8, 3, false)
+	heap := loadWith(t, driver.Config{}, files)
+	mapped := loadWith(t, driver.Config{MapVariablesDir: t.TempDir()}, files)
+	defer mapped.Close()
+	ids := []int64{299, 0, 150}
+	if want, got := predictIDs(t, heap, ids...), predictIDs(t, mapped, ids...); !reflect.DeepEqual(want, got) {
+		t.Fatalf("mapped answers %v, in-heap %v", got, want)
+	}
+	wm := mapped.WeightMemory()
+	if wm.CopiedBytes < 300*8*4 {
+		t.Errorf("unaligned table: %+v, want its %d bytes copied", wm, 300*8*4)
+	}
+	if wm.MappedBytes >= 300*8*4 {
+		t.Errorf("unaligned table: %+v, it cannot be mapped", wm)
+	}
+}
+
+// Shards under MapVariablesMinBytes stay in the heap.
+func TestMappedVariablesMinBytes(t *testing.T) {
+	files := embeddingModel(t, 100, 4, 4, false)
+	m := loadWith(t, driver.Config{MapVariablesDir: t.TempDir(), MapVariablesMinBytes: 1 << 20}, files)
+	defer m.Close()
+	if wm := m.WeightMemory(); wm.MappedBytes != 0 || wm.CopiedBytes == 0 {
+		t.Errorf("a shard smaller than the minimum: %+v, want all copied", wm)
+	}
+}
+
+// A mapped tensor's CRC32C is checked like a copied one's.
+func TestMappedVariablesChecksum(t *testing.T) {
+	files := embeddingModel(t, 256, 8, 4, false)
+	data := "variables/variables.data-00000-of-00001"
+	b := append([]byte(nil), files[data]...)
+	b[len(b)/2] ^= 0x40 // inside the table
+	files[data] = b
+	dir := t.TempDir()
+	_, err := New(driver.Config{MapVariablesDir: dir}).Load(context.Background(), files)
+	if !errors.Is(err, ErrChecksum) {
+		t.Fatalf("load of a corrupt mapped table: %v, want ErrChecksum", err)
+	}
+}
+
+// A directory the runtime cannot write fails the load naming the file.
+func TestMappedVariablesBadDir(t *testing.T) {
+	files := embeddingModel(t, 16, 4, 4, false)
+	_, err := New(driver.Config{MapVariablesDir: filepath.Join(t.TempDir(), "missing")}).Load(context.Background(), files)
+	if err == nil {
+		t.Fatal("load mapped into a missing directory succeeded")
+	}
+	t.Log(err)
+}
+
+// mapAllEnv, set to a directory, maps every checkpoint shard of every
+// model the package's tests load into it (forceMapDir):
+// TestMappedVariablesWholeSuite runs the tests so, and any kernel writing
+// into a restored tensor then faults.
+const mapAllEnv = "INFERBID_TF_TEST_MAP_ALL"
+
+func init() { forceMapDir = os.Getenv(mapAllEnv) }
+
+// TestMappedVariablesWholeSuite runs this package's tests again in a child
+// process with every checkpoint shard mapped read-only: a kernel that
+// wrote into a restored variable's memory would crash it (SIGSEGV), and
+// every answer must be what the in-heap tests expect.
+func TestMappedVariablesWholeSuite(t *testing.T) {
+	if forceMapDir != "" {
+		t.Skip("already the child")
+	}
+	if testing.Short() || raceEnabled {
+		t.Skip("runs the package's tests again (not under -short or the race detector)")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", ".", "-test.skip", "Fuzz", "-test.short")
+	dir := t.TempDir()
+	cmd.Env = append(os.Environ(), mapAllEnv+"="+dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the package's tests with every shard mapped failed: %v\n%s", err, tail(out, 4000))
+	}
+	if !bytes.Contains(out, []byte("PASS")) {
+		t.Fatalf("no PASS in the child's output:\n%s", tail(out, 4000))
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("%d files left in the mapping directory (each is unlinked once mapped)", len(ents))
+	}
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+// FuzzCheckpointTensors: any index bytes give a list or an error, never a
+// panic; seeds are the indexes of the test models.
+func FuzzCheckpointTensors(f *testing.F) {
+	for _, mk := range []func(tfsave.Options) (map[string][]byte, error){tfsave.PCTRModel, tfsave.PCVRModel, tfsave.MLP} {
+		files, err := mk(tfsave.Options{})
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(files["variables/variables.index"])
+	}
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, index []byte) {
+		ts, err := CheckpointTensors(index)
+		if err == nil {
+			for _, v := range ts {
+				if v.Name == "" && len(ts) > 1 {
+					t.Errorf("an empty name among %d tensors", len(ts))
+				}
+			}
+		}
+	})
+}

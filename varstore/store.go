@@ -1,0 +1,226 @@
+package varstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/inferbid/inferbid/inferr"
+)
+
+// Scheme is the URL scheme of a Redis Cluster store.
+const Scheme = "redis-cluster://"
+
+// DefaultCacheRows is the cache's size when Options.CacheRows is 0.
+const DefaultCacheRows = 1 << 20
+
+// Options configure a Store; the zero value means the defaults.
+type Options struct {
+	// CacheRows bounds the rows the local cache holds (0 = DefaultCacheRows,
+	// negative = no cache).
+	CacheRows int
+	// DialTimeout bounds one connection attempt (0 = 2 s). Reads and writes
+	// are bounded by the call's context.
+	DialTimeout time.Duration
+}
+
+// Store is a Redis Cluster holding variables' rows. It is safe for
+// concurrent use.
+type Store struct {
+	url          string
+	client       *redis.ClusterClient
+	cache        *lru.Cache[string, []byte]
+	hits, misses atomic.Int64
+}
+
+// ParseURL returns the seed addresses of a redis-cluster:// URL.
+func ParseURL(url string) ([]string, error) {
+	rest, ok := strings.CutPrefix(url, Scheme)
+	if !ok {
+		return nil, fmt.Errorf("store %q: want %shost:port[,host:port...]", url, Scheme)
+	}
+	if rest == "" {
+		return nil, fmt.Errorf("store %q: no host:port", url)
+	}
+	var addrs []string
+	for _, a := range strings.Split(rest, ",") {
+		host, port, err := net.SplitHostPort(a)
+		if err != nil || host == "" {
+			return nil, fmt.Errorf("store %q: %q is not host:port", url, a)
+		}
+		if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 {
+			return nil, fmt.Errorf("store %q: port %q", url, port)
+		}
+		addrs = append(addrs, a)
+	}
+	return addrs, nil
+}
+
+// Open returns a store for url; it connects lazily.
+func Open(url string, opts Options) (*Store, error) {
+	addrs, err := ParseURL(url)
+	if err != nil {
+		return nil, inferr.Errorf(inferr.InputParsing, "%v", err)
+	}
+	if opts.DialTimeout <= 0 {
+		opts.DialTimeout = 2 * time.Second
+	}
+	s := &Store{url: url, client: redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs:       addrs,
+		DialTimeout: opts.DialTimeout,
+		// Reads and writes end with the call's context.
+		ReadTimeout:           -1,
+		WriteTimeout:          -1,
+		ContextTimeoutEnabled: true,
+		MaxRedirects:          3,
+	})}
+	n := opts.CacheRows
+	if n == 0 {
+		n = DefaultCacheRows
+	}
+	if n > 0 {
+		if s.cache, err = lru.New[string, []byte](n); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// URL is the store's URL, as errors name it.
+func (s *Store) URL() string { return s.url }
+
+// Close closes the store's connections.
+func (s *Store) Close() error { return s.client.Close() }
+
+// Stats are the cache's counters since Open.
+type Stats struct{ Hits, Misses int64 }
+
+// Stats returns the cache's hit and miss counts.
+func (s *Store) Stats() Stats { return Stats{Hits: s.hits.Load(), Misses: s.misses.Load()} }
+
+// Key is the Redis key of row of variable in the model with checksum.
+func Key(checksum, variable string, row int64) string {
+	return "ib:" + checksum + ":" + variable + ":" + strconv.FormatInt(row, 10)
+}
+
+// Rows fills out (len(ids) * rowBytes bytes) with the rows ids of
+// variable in the model with checksum, in order; repeated ids are fetched
+// once, cached rows not at all. Errors are MODEL_EXECUTION and name the
+// store (and the row, when the store lacks one or holds one of the wrong
+// size).
+func (s *Store) Rows(ctx context.Context, checksum, variable string, ids []int64, rowBytes int, out []byte) error {
+	if len(out) != len(ids)*rowBytes {
+		return inferr.Errorf(inferr.ModelExecution, "variable %q: %d bytes for %d rows of %d bytes", variable, len(out), len(ids), rowBytes)
+	}
+	type want struct {
+		key string
+		cmd *redis.StringCmd
+		at  []int // positions in ids
+	}
+	var wants []*want
+	byID := map[int64]*want{}
+	for i, id := range ids {
+		if w, ok := byID[id]; ok {
+			w.at = append(w.at, i)
+			continue
+		}
+		key := Key(checksum, variable, id)
+		if s.cache != nil {
+			if row, ok := s.cache.Get(key); ok {
+				s.hits.Add(1)
+				copy(out[i*rowBytes:], row)
+				byID[id] = &want{key: key, at: []int{i}} // repeats copy from out
+				continue
+			}
+		}
+		s.misses.Add(1)
+		w := &want{key: key, at: []int{i}}
+		byID[id] = w
+		wants = append(wants, w)
+	}
+	if len(wants) > 0 {
+		pipe := s.client.Pipeline()
+		for _, w := range wants {
+			w.cmd = pipe.Get(ctx, w.key)
+		}
+		_, err := pipe.Exec(ctx)
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return inferr.Wrap(inferr.ModelExecution, err, fmt.Sprintf("variable %q: store %s did not answer for %d rows", variable, s.url, len(wants)))
+		}
+		for _, w := range wants {
+			row, err := w.cmd.Bytes()
+			switch {
+			case errors.Is(err, redis.Nil):
+				return inferr.Errorf(inferr.ModelExecution, "variable %q: store %s holds no row %s (not exported for this model version?)", variable, s.url, w.key)
+			case err != nil:
+				return inferr.Wrap(inferr.ModelExecution, err, fmt.Sprintf("variable %q: store %s, row %s", variable, s.url, w.key))
+			case len(row) != rowBytes:
+				return inferr.Errorf(inferr.ModelExecution, "variable %q: store %s: row %s has %d bytes, want %d", variable, s.url, w.key, len(row), rowBytes)
+			}
+			copy(out[w.at[0]*rowBytes:], row)
+			if s.cache != nil {
+				s.cache.Add(w.key, row)
+			}
+		}
+	}
+	for _, w := range byID {
+		src := out[w.at[0]*rowBytes : (w.at[0]+1)*rowBytes]
+		for _, i := range w.at[1:] {
+			copy(out[i*rowBytes:], src)
+		}
+	}
+	return nil
+}
+
+// PutRows writes rows first, first+1, ... of variable in the model with
+// checksum from data (a whole number of rowBytes rows), in one pipelined
+// round trip per shard. Writing the same rows again is harmless
+// (idempotent).
+func (s *Store) PutRows(ctx context.Context, checksum, variable string, first int64, data []byte, rowBytes int) error {
+	if rowBytes <= 0 || len(data)%rowBytes != 0 {
+		return inferr.Errorf(inferr.InputParsing, "variable %q: %d bytes is not a whole number of %d-byte rows", variable, len(data), rowBytes)
+	}
+	pipe := s.client.Pipeline()
+	for i := 0; i*rowBytes < len(data); i++ {
+		pipe.Set(ctx, Key(checksum, variable, first+int64(i)), data[i*rowBytes:(i+1)*rowBytes], 0)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return inferr.Wrap(inferr.ModelExecution, err, fmt.Sprintf("variable %q: writing rows %d.. to store %s", variable, first, s.url))
+	}
+	return nil
+}
+
+// progressKey holds how many rows of variable an export has written for
+// the model with checksum (inferctl export-variables resumes from it).
+func progressKey(checksum, variable string) string {
+	return "ib:" + checksum + ":" + variable + ":#exported"
+}
+
+// ExportedRows is how many rows of variable a previous export wrote (0
+// when none).
+func (s *Store) ExportedRows(ctx context.Context, checksum, variable string) (int64, error) {
+	n, err := s.client.Get(ctx, progressKey(checksum, variable)).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, inferr.Wrap(inferr.ModelExecution, err, fmt.Sprintf("variable %q: store %s: export progress", variable, s.url))
+	}
+	return n, nil
+}
+
+// SetExportedRows records that rows 0..n-1 of variable are written.
+func (s *Store) SetExportedRows(ctx context.Context, checksum, variable string, n int64) error {
+	if err := s.client.Set(ctx, progressKey(checksum, variable), n, 0).Err(); err != nil {
+		return inferr.Wrap(inferr.ModelExecution, err, fmt.Sprintf("variable %q: store %s: export progress", variable, s.url))
+	}
+	return nil
+}

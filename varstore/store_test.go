@@ -1,0 +1,123 @@
+package varstore_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/internal/testhelp"
+	"github.com/inferbid/inferbid/varstore"
+)
+
+// table is rows x dim float32s as the checkpoint encodes them.
+func table(rows, dim int, seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, 1))
+	b := make([]byte, rows*dim*4)
+	for i := 0; i < rows*dim; i++ {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(r.Float32()-0.5))
+	}
+	return b
+}
+
+func TestRowsOnRedisCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster")
+	}
+	rc := testhelp.StartRedisCluster(t, 3)
+	const rows, dim = 2000, 16
+	rowBytes := dim * 4
+	tab := table(rows, dim, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	st, err := varstore.Open(rc.URL(), varstore.Options{CacheRows: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.PutRows(ctx, "sumA", "emb", 0, tab, rowBytes); err != nil {
+		t.Fatal(err)
+	}
+	// Idempotent: writing again changes nothing.
+	if err := st.PutRows(ctx, "sumA", "emb", 0, tab[:100*rowBytes], rowBytes); err != nil {
+		t.Fatal(err)
+	}
+	// Another version of the model: other rows under its own checksum.
+	tabB := table(rows, dim, 2)
+	if err := st.PutRows(ctx, "sumB", "emb", 0, tabB, rowBytes); err != nil {
+		t.Fatal(err)
+	}
+
+	ids := []int64{5, 1999, 5, 0, 777, 5}
+	out := make([]byte, len(ids)*rowBytes)
+	for _, sum := range []string{"sumA", "sumB"} {
+		src := map[string][]byte{"sumA": tab, "sumB": tabB}[sum]
+		for round := 0; round < 2; round++ { // the second from the cache
+			if err := st.Rows(ctx, sum, "emb", ids, rowBytes, out); err != nil {
+				t.Fatal(err)
+			}
+			for i, id := range ids {
+				if !bytes.Equal(out[i*rowBytes:(i+1)*rowBytes], src[int(id)*rowBytes:int(id+1)*rowBytes]) {
+					t.Fatalf("%s round %d: row %d (entry %d) differs from the table", sum, round, id, i)
+				}
+			}
+		}
+	}
+	if s := st.Stats(); s.Hits != 8 || s.Misses != 8 {
+		t.Errorf("cache: %+v, want 8 misses (4 unique ids x 2 versions) then 8 hits", s)
+	}
+
+	// A row nobody wrote: MODEL_EXECUTION naming the store and the row.
+	err = st.Rows(ctx, "sumA", "emb", []int64{rows + 5}, rowBytes, make([]byte, rowBytes))
+	if inferr.TypeOf(err) != inferr.ModelExecution || !strings.Contains(err.Error(), rc.URL()) || !strings.Contains(err.Error(), varstore.Key("sumA", "emb", rows+5)) {
+		t.Fatalf("missing row: %v", err)
+	}
+
+	// A master killed: a batch that needs its rows fails naming the store,
+	// within the call's deadline; rows in the cache still answer.
+	rc.Kill(1)
+	cold := make([]int64, 64)
+	for i := range cold {
+		cold[i] = int64(100 + i) // spread over every shard, none cached
+	}
+	cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+	err = st.Rows(cctx, "sumA", "emb", cold, rowBytes, make([]byte, len(cold)*rowBytes))
+	ccancel()
+	if inferr.TypeOf(err) != inferr.ModelExecution || !strings.Contains(err.Error(), rc.URL()) {
+		t.Fatalf("a batch needing a killed master's rows: %v; want MODEL_EXECUTION naming %s", err, rc.URL())
+	}
+	t.Logf("with a master killed: %v", err)
+	if err := st.Rows(ctx, "sumA", "emb", []int64{5, 1999}, rowBytes, make([]byte, 2*rowBytes)); err != nil {
+		t.Errorf("cached rows with a master killed: %v", err)
+	}
+}
+
+func TestParseURL(t *testing.T) {
+	for _, bad := range []string{"redis://a:1", "redis-cluster://", "redis-cluster://a", "redis-cluster://a:0", "redis-cluster://a:1,:2", "redis-cluster://a:99999"} {
+		if _, err := varstore.ParseURL(bad); err == nil {
+			t.Errorf("ParseURL(%q) accepted", bad)
+		}
+	}
+	got, err := varstore.ParseURL("redis-cluster://127.0.0.1:7000,h:7001")
+	if err != nil || len(got) != 2 || got[1] != "h:7001" {
+		t.Errorf("ParseURL = %v, %v", got, err)
+	}
+}
+
+func FuzzParseURL(f *testing.F) {
+	for _, s := range []string{"redis-cluster://127.0.0.1:7000", "redis-cluster://a:1,b:2,[::1]:3", "redis-cluster://", "redis://x:1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		addrs, err := varstore.ParseURL(s)
+		if err == nil && len(addrs) == 0 {
+			t.Errorf("ParseURL(%q): no error and no address", s)
+		}
+	})
+}

@@ -219,8 +219,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME) ./modelstore/
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzzminimizetime 2s -fuzztime $(FUZZTIME) ./runtimes/tensorflow/
 	$(GO) test -run '^$$' -fuzz '^FuzzWalkMatchesParse$$' -fuzztime $(FUZZTIME) ./jsbridge/
-	$(GO) test -run '^$$' -fuzz '^FuzzNativeJSONParse$$' -fuzztime $(FUZZTIME) ./jsbridge/
-	$(GO) test -run '^$$' -fuzz '^FuzzNativeJSONStringify$$' -fuzztime $(FUZZTIME) ./jsbridge/
+	$(GO) test -run '^$$' -fuzz '^FuzzNativeJSONParse$$' -fuzztime $(FUZZTIME) ./jsbridge/nativejson/
+	$(GO) test -run '^$$' -fuzz '^FuzzNativeJSONStringify$$' -fuzztime $(FUZZTIME) ./jsbridge/nativejson/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRuntimeConfig$$' -fuzztime $(FUZZTIME) ./sidecar/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeInferBinary$$' -fuzztime $(FUZZTIME) ./kserve/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeTFServingJSON$$' -fuzztime $(FUZZTIME) ./kserve/

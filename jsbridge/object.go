@@ -10,6 +10,7 @@ import (
 	"github.com/dop251/goja"
 
 	"github.com/inferbid/inferbid/batch"
+	"github.com/inferbid/inferbid/jsbridge/nativejson"
 	"github.com/inferbid/inferbid/tensor"
 )
 
@@ -365,22 +366,9 @@ func number(v goja.Value) (float64, bool) {
 	return v.ToFloat(), true
 }
 
-// index returns the property name of array index i; the common ones are
-// made once.
-func index(i int) string {
-	if i < len(indexNames) {
-		return indexNames[i]
-	}
-	return strconv.Itoa(i)
-}
-
-var indexNames = func() []string {
-	s := make([]string, 4096)
-	for i := range s {
-		s[i] = strconv.Itoa(i)
-	}
-	return s
-}()
+// index returns the property name of array index i (the table of common
+// ones is shared with the native JSON.stringify).
+func index(i int) string { return nativejson.Index(i) }
 
 // absent: a missing property (nil from Get) or undefined.
 func absent(v goja.Value) bool { return v == nil || goja.IsUndefined(v) }

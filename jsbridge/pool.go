@@ -15,6 +15,7 @@ import (
 
 	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/internal/timerless"
+	"github.com/inferbid/inferbid/jsbridge/nativejson"
 )
 
 // Defaults for Options.
@@ -982,9 +983,9 @@ func (r *moduleRunner) deadline() {
 // and the host functions. Per-runtime globals belong here.
 func (p *Pool) installGlobals(v *vm) error {
 	rt := v.rt
-	// Native JSON.parse/stringify (json_native.go), installed before the
-	// module runs and captured below for the host's own use.
-	if _, err := installNativeJSON(rt); err != nil {
+	// Native JSON.parse/stringify (package nativejson), installed before
+	// the module runs and captured below for the host's own use.
+	if err := nativejson.Install(rt); err != nil {
 		return err
 	}
 	json := rt.Get("JSON").ToObject(rt)

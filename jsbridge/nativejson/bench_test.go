@@ -1,4 +1,4 @@
-package jsbridge
+package nativejson
 
 import (
 	"fmt"
@@ -43,7 +43,7 @@ func BenchmarkJSON(b *testing.B) {
 		for _, impl := range impls {
 			rt := goja.New()
 			if impl == "native" {
-				if _, err := installNativeJSON(rt); err != nil {
+				if _, err := install(rt); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -197,7 +197,7 @@ bench: deps-onnx deps-pytorch deps-node-peer deps-wrk
 	$(GO) test $(BENCH_FLAGS) -bench . -tags pytorch ./runtimes/pytorch/
 	$(GO) test $(BENCH_FLAGS) -bench 'ModelState' ./runtimes/tensorflow/
 	$(GO) test $(BENCH_FLAGS) -bench PredictMLP ./sidecar/
-	$(GO) test $(BENCH_FLAGS) -bench 'InferenceLayers|ObjectArgument|JSON' -benchtime 2000x ./jsbridge/
+	$(GO) test $(BENCH_FLAGS) -bench 'InferenceLayers|ObjectArgument|JSON' -benchtime 2000x ./jsbridge/ ./jsbridge/nativejson/
 	$(GO) test $(BENCH_FLAGS) -bench 'V2Infer' -benchtime 2000x ./kserve/
 	$(GO) test $(BENCH_FLAGS) -bench 'Isolation' -benchtime 40000x ./jsbridge/
 	$(GO) test $(BENCH_FLAGS) -bench '^BenchmarkGroup$$' -benchtime 500x ./jsbridge/

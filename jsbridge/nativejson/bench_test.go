@@ -26,7 +26,7 @@ import (
 //	           batch.AppendResponse renders it)
 //	parse_req  JSON.parse of the request's JSON text
 func BenchmarkJSON(b *testing.B) {
-	src, err := os.ReadFile("../bench/peer/request.js")
+	src, err := os.ReadFile("../../bench/peer/request.js")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -9,9 +9,9 @@
 // request (bench/peer/request.js) at batch 64 the native stringify and the
 // native parse of the response take about a third of goja's time or less
 // (BenchmarkJSON, impl=goja against impl=native, one run on the 2-core
-// development machine: stringify 96 µs against 27 µs, parse of the response
-// 43 µs against 13 µs, parse of the request 314 µs against 66 µs, the whole
-// JSON work around one runInference call 290 µs against 167 µs; the
+// development machine: stringify 65 µs against 22 µs, parse of the response
+// 27 µs against 8.5 µs, parse of the request 167 µs against 37 µs, the whole
+// JSON work around one runInference call 156 µs against 91 µs; the
 // stringify makes 73 allocations against 1791). They are built to be
 // indistinguishable from goja's by any script, and differential tests and
 // fuzz targets (FuzzNativeJSONParse, FuzzNativeJSONStringify) hold them to

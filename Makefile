@@ -207,7 +207,7 @@ bench: deps-onnx deps-pytorch deps-node-peer deps-wrk deps-redis
 	$(GO) test $(BENCH_FLAGS) -bench 'MappedEmbedding' -benchtime 1x ./runtimes/tensorflow/
 	$(GO) test $(BENCH_FLAGS) -bench 'Rows' -benchtime 2000x ./varstore/
 	$(GO) test $(BENCH_FLAGS) -bench PredictMLP ./sidecar/
-	$(GO) test $(BENCH_FLAGS) -bench 'InferenceLayers|ObjectArgument|JSON' -benchtime 2000x ./jsbridge/
+	$(GO) test $(BENCH_FLAGS) -bench 'InferenceLayers|ObjectArgument|JSON' -benchtime 2000x ./jsbridge/ ./jsbridge/nativejson/
 	$(GO) test $(BENCH_FLAGS) -bench 'V2Infer' -benchtime 2000x ./kserve/
 	$(GO) test $(BENCH_FLAGS) -bench 'Isolation' -benchtime 40000x ./jsbridge/
 	$(GO) test $(BENCH_FLAGS) -bench '^BenchmarkGroup$$' -benchtime 500x ./jsbridge/
@@ -233,8 +233,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME) ./modelstore/
 	$(GO) test -run '^$$' -fuzz '^FuzzLoad$$' -fuzzminimizetime 2s -fuzztime $(FUZZTIME) ./runtimes/tensorflow/
 	$(GO) test -run '^$$' -fuzz '^FuzzWalkMatchesParse$$' -fuzztime $(FUZZTIME) ./jsbridge/
-	$(GO) test -run '^$$' -fuzz '^FuzzNativeJSONParse$$' -fuzztime $(FUZZTIME) ./jsbridge/
-	$(GO) test -run '^$$' -fuzz '^FuzzNativeJSONStringify$$' -fuzztime $(FUZZTIME) ./jsbridge/
+	$(GO) test -run '^$$' -fuzz '^FuzzNativeJSONParse$$' -fuzztime $(FUZZTIME) ./jsbridge/nativejson/
+	$(GO) test -run '^$$' -fuzz '^FuzzNativeJSONStringify$$' -fuzztime $(FUZZTIME) ./jsbridge/nativejson/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRuntimeConfig$$' -fuzztime $(FUZZTIME) ./sidecar/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeInferBinary$$' -fuzztime $(FUZZTIME) ./kserve/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeTFServingJSON$$' -fuzztime $(FUZZTIME) ./kserve/

@@ -10,6 +10,7 @@ import (
 	"github.com/dop251/goja"
 
 	"github.com/inferbid/inferbid/batch"
+	"github.com/inferbid/inferbid/jsbridge/nativejson"
 	"github.com/inferbid/inferbid/tensor"
 )
 
@@ -56,7 +57,7 @@ func (w *walker) request(obj *goja.Object) ([]batch.Entry, bool) {
 	}
 	entries := make([]batch.Entry, n)
 	for i := range entries {
-		if entries[i], ok = w.entry(req.Get(index(i))); !ok {
+		if entries[i], ok = w.entry(req.Get(nativejson.Index(i))); !ok {
 			return nil, false
 		}
 	}
@@ -82,7 +83,7 @@ func (w *walker) entry(v goja.Value) (batch.Entry, bool) {
 	}
 	e.Tensors = make([]tensor.Tensor, nt)
 	for j := range e.Tensors {
-		if e.Tensors[j], ok = w.tensor(ts.Get(index(j))); !ok {
+		if e.Tensors[j], ok = w.tensor(ts.Get(nativejson.Index(j))); !ok {
 			return e, false
 		}
 	}
@@ -125,7 +126,7 @@ func (w *walker) tensor(v goja.Value) (tensor.Tensor, bool) {
 	}
 	t.Shape = make([]int64, rank)
 	for k := range t.Shape {
-		f, ok := number(shapeArr.Get(index(k)))
+		f, ok := number(shapeArr.Get(nativejson.Index(k)))
 		if !ok || f != math.Trunc(f) || f < 1 || f > 1<<53 {
 			return t, false
 		}
@@ -144,7 +145,7 @@ func (w *walker) tensor(v goja.Value) (tensor.Tensor, bool) {
 	}
 	data := tensor.MakeData(dt, int(n))
 	for k := range int(n) {
-		if !setElement(data, k, content.Get(index(k))) {
+		if !setElement(data, k, content.Get(nativejson.Index(k))) {
 			return t, false
 		}
 	}
@@ -364,23 +365,6 @@ func number(v goja.Value) (float64, bool) {
 	}
 	return v.ToFloat(), true
 }
-
-// index returns the property name of array index i; the common ones are
-// made once.
-func index(i int) string {
-	if i < len(indexNames) {
-		return indexNames[i]
-	}
-	return strconv.Itoa(i)
-}
-
-var indexNames = func() []string {
-	s := make([]string, 4096)
-	for i := range s {
-		s[i] = strconv.Itoa(i)
-	}
-	return s
-}()
 
 // absent: a missing property (nil from Get) or undefined.
 func absent(v goja.Value) bool { return v == nil || goja.IsUndefined(v) }

@@ -1,9 +1,7 @@
-package jsbridge
+package nativejson
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
 	"math"
 	"reflect"
 	"strconv"
@@ -12,12 +10,15 @@ import (
 	"unicode/utf16"
 
 	"github.com/dop251/goja"
-
-	"github.com/inferbid/inferbid/batch"
 )
 
+// maxCallStackSize is jsbridge.DefaultMaxCallStackSize, the call stack the
+// pool's runtimes get (this package cannot import jsbridge, which imports
+// it).
+const maxCallStackSize = 2048
+
 // jsonPair is two runtimes built alike: orig with goja's JSON, native with
-// installNativeJSON. In native, __origParse is goja's JSON.parse.
+// install. In native, __origParse is goja's JSON.parse.
 type jsonPair struct {
 	orig, native           *goja.Runtime
 	origCanon, nativeCanon *canon
@@ -26,10 +27,10 @@ type jsonPair struct {
 func newJSONPair(t testing.TB) jsonPair {
 	t.Helper()
 	p := jsonPair{orig: goja.New(), native: goja.New()}
-	p.orig.SetMaxCallStackSize(DefaultMaxCallStackSize)
-	p.native.SetMaxCallStackSize(DefaultMaxCallStackSize)
+	p.orig.SetMaxCallStackSize(maxCallStackSize)
+	p.native.SetMaxCallStackSize(maxCallStackSize)
 	origParse := p.native.Get("JSON").ToObject(p.native).Get("parse")
-	if _, err := installNativeJSON(p.native); err != nil {
+	if _, err := install(p.native); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.native.Set("__origParse", origParse); err != nil {
@@ -336,10 +337,10 @@ func TestNativeJSONParseDepth(t *testing.T) {
 	p := newJSONPair(t)
 	deep := func(n int) string { return strings.Repeat("[", n) + strings.Repeat("]", n) }
 	deepObj := func(n int) string { return strings.Repeat(`{"a":`, n) + "1" + strings.Repeat("}", n) }
-	for _, text := range []string{deep(maxJSONDepth), deepObj(maxJSONDepth)} {
+	for _, text := range []string{deep(MaxDepth), deepObj(MaxDepth)} {
 		checkParse(t, p, stringArg(text))
 	}
-	for _, text := range []string{deep(maxJSONDepth + 1), deepObj(maxJSONDepth + 1), deep(3_000_000), "[" + deep(maxJSONDepth) + "]"} {
+	for _, text := range []string{deep(MaxDepth + 1), deepObj(MaxDepth + 1), deep(3_000_000), "[" + deep(MaxDepth) + "]"} {
 		for _, reviver := range []goja.Value{nil, p.native.ToValue(func(c goja.FunctionCall) goja.Value { return c.Argument(1) })} {
 			args := []goja.Value{p.native.ToValue(text)}
 			if reviver != nil {
@@ -352,7 +353,7 @@ func TestNativeJSONParseDepth(t *testing.T) {
 		}
 	}
 	// Brackets inside strings do not count.
-	checkParse(t, p, stringArg(`["`+strings.Repeat("[", maxJSONDepth+5)+`"]`))
+	checkParse(t, p, stringArg(`["`+strings.Repeat("[", MaxDepth+5)+`"]`))
 }
 
 // TestNativeJSONFunctions: the installed functions look like goja's.
@@ -503,11 +504,11 @@ func TestNativeJSONStringifyDepth(t *testing.T) {
 	p := newJSONPair(t)
 	v, err := p.native.RunString(fmt.Sprintf(`var value = []; for (var i = 0, c = value; i < %d; i++) { var n = []; c.push(n); c = n; }
 		var ok = JSON.stringify(value).length; c.push([]);
-		try { JSON.stringify(value); "no error" } catch (e) { ok + " " + e.name }`, maxJSONDepth-1))
+		try { JSON.stringify(value); "no error" } catch (e) { ok + " " + e.name }`, MaxDepth-1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := fmt.Sprintf("%d RangeError", 2*maxJSONDepth); v.String() != want {
+	if want := fmt.Sprintf("%d RangeError", 2*MaxDepth); v.String() != want {
 		t.Errorf("got %s, want %s", v, want)
 	}
 }
@@ -535,7 +536,7 @@ RangeError = function () { called++; };
 var deep = []; for (var i = 0, c = deep; i < %d; i++) { var n = []; c.push(n); c = n; }
 var got = [describe(thrown(function () { JSON.parse(""); }), S),
            describe(thrown(function () { JSON.stringify(deep); }), R)].join(" ");
-[got === want, called, got, want].join(" | ");`, maxJSONDepth, maxJSONDepth+1))
+[got === want, called, got, want].join(" | ");`, MaxDepth, MaxDepth+1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -543,61 +544,6 @@ var got = [describe(thrown(function () { JSON.parse(""); }), S),
 		t.Errorf("the native functions' errors differ from the built-in constructors' (same | replacements called | got | want):\n%s", got)
 	}
 }
-
-// TestModuleCannotBreakHostJSON: the host parses arguments and stringifies
-// results with JSON functions captured before the module ran; a module
-// that replaces JSON or its methods does not change them.
-func TestModuleCannotBreakHostJSON(t *testing.T) {
-	const module = `
-var realParse = JSON.parse;
-JSON.parse = function () { throw new Error("module parse"); };
-JSON.stringify = function () { throw new Error("module stringify"); };
-JSON = {parse: JSON.parse, stringify: JSON.stringify};
-function echo(x) { return x; }
-function same(x) { return typeof x === "object" && x.a[1].b === "c"; }
-function logObject(x) { console.log(x); return 1; }
-function inferWith(x) { return runInference({toJSON: function () { return x; }}); }
-`
-	var logged strings.Builder
-	p, err := New("breaker.js", module, Options{Size: 1, Inference: echoInference{}, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	ctx := WithConsole(context.Background(), func(_ slog.Level, line string) { logged.WriteString(line) })
-	out, err := p.CallJSON(ctx, "echo", []byte(`{"a":[1,{"b":"c"}],"d":-0.5}`))
-	if err != nil || string(out) != `{"a":[1,{"b":"c"}],"d":-0.5}` {
-		t.Fatalf("echo: %s, %v", out, err)
-	}
-	if out, err = p.CallJSON(ctx, "same", []byte(`{"a":[1,{"b":"c"}]}`)); err != nil || string(out) != "true" {
-		t.Fatalf("same: %s, %v", out, err)
-	}
-	if _, err = p.CallJSON(ctx, "logObject", []byte(`{"logged":[1,2]}`)); err != nil {
-		t.Fatal(err)
-	}
-	if logged.String() != `{"logged":[1,2]}` {
-		t.Errorf("console.log of an object: %s", logged.String())
-	}
-	// runInference(object): the walk refuses an object with toJSON, so
-	// the host stringifies it.
-	out, err = p.CallJSON(ctx, "inferWith", []byte(batchJSON("m/", "[1,2]", "[0.5,1.5]")))
-	if err != nil || !strings.Contains(string(out), `\"model_path\":\"m/\"`) {
-		t.Fatalf("inferWith: %s, %v", out, err)
-	}
-}
-
-// echoInference answers each entry with its own tensors.
-type echoInference struct{}
-
-func (echoInference) Predict(_ context.Context, entries []batch.Entry) ([]batch.Result, error) {
-	res := make([]batch.Result, len(entries))
-	for i, e := range entries {
-		res[i] = batch.Result(e)
-	}
-	return res, nil
-}
-
-func (echoInference) ModelPaths(context.Context) ([]string, error) { return []string{"m/"}, nil }
 
 // TestNativeJSONStringsBehaveAsGoja: strings made by the native functions
 // (long ASCII and non-ASCII ones are goja's lazily scanned host strings)

@@ -1,9 +1,10 @@
-package jsbridge
+package nativejson
 
 import (
 	"fmt"
 	"math"
 	"reflect"
+	"strconv"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -14,6 +15,8 @@ import (
 
 var (
 	boolType     = reflect.TypeFor[bool]()
+	int64Type    = reflect.TypeFor[int64]()
+	float64Type  = reflect.TypeFor[float64]()
 	stringType   = reflect.TypeFor[string]()
 	mapType      = reflect.TypeFor[map[string]any]()
 	sliceType    = reflect.TypeFor[[]any]()
@@ -207,8 +210,8 @@ func (s *stringifier) object(o *goja.Object, k valueKind) bool {
 			panic(s.j.rt.NewTypeError("Converting circular structure to JSON"))
 		}
 	}
-	if len(s.stack) >= maxJSONDepth {
-		s.j.rangeError(fmt.Sprintf("JSON.stringify: value nested deeper than %d levels", maxJSONDepth))
+	if len(s.stack) >= MaxDepth {
+		s.j.rangeError(fmt.Sprintf("JSON.stringify: value nested deeper than %d levels", MaxDepth))
 	}
 	if k == kindArray {
 		s.stack = append(s.stack, o)
@@ -261,7 +264,7 @@ func (s *stringifier) array(o *goja.Object) {
 		if i > 0 {
 			s.buf = append(s.buf, ',')
 		}
-		key := index(i)
+		key := Index(i)
 		if !s.str(key, o.Get(key)) {
 			s.buf = append(s.buf, "null"...)
 		}
@@ -432,7 +435,7 @@ func (s *stringifier) delegate(key string, v goja.Value, beforeToJSON bool) bool
 		prefix := string(s.buf[mark:])
 		s.buf = s.buf[:mark]
 		if !strings.HasPrefix(text, prefix) || !strings.HasSuffix(text, "}") {
-			panic(fmt.Errorf("jsbridge: native JSON.stringify: unexpected delegated output %q for key %q", text, key))
+			panic(fmt.Errorf("nativejson: JSON.stringify: unexpected delegated output %q for key %q", text, key))
 		}
 		text = text[len(prefix) : len(text)-1]
 	}
@@ -457,3 +460,22 @@ func (j *nativeJSON) replace(call goja.FunctionCall) goja.Value {
 	}
 	return v
 }
+
+// Index returns the property name of array index i, as goja's Get expects
+// it; the common ones (below 4096) are made once. The native stringify reads
+// arrays with it, and jsbridge's walk of runInference's object argument
+// shares it.
+func Index(i int) string {
+	if i < len(indexNames) {
+		return indexNames[i]
+	}
+	return strconv.Itoa(i)
+}
+
+var indexNames = func() []string {
+	s := make([]string, 4096)
+	for i := range s {
+		s[i] = strconv.Itoa(i)
+	}
+	return s
+}()

@@ -1,4 +1,4 @@
-package jsbridge
+package nativejson
 
 import (
 	"fmt"
@@ -26,7 +26,7 @@ import (
 //	           batch.AppendResponse renders it)
 //	parse_req  JSON.parse of the request's JSON text
 func BenchmarkJSON(b *testing.B) {
-	src, err := os.ReadFile("../bench/peer/request.js")
+	src, err := os.ReadFile("../../bench/peer/request.js")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func BenchmarkJSON(b *testing.B) {
 		for _, impl := range impls {
 			rt := goja.New()
 			if impl == "native" {
-				if _, err := installNativeJSON(rt); err != nil {
+				if _, err := install(rt); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -2,6 +2,8 @@ package sidecar_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/inferbid/inferbid/internal/testhelp"
+	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/sidecar"
 )
 
@@ -20,6 +23,30 @@ import (
 // that outlasts ReplayDeadline is reported (OnSlowReplay), and every
 // replay's duration (OnReplay).
 func TestSupervisorKillDuringFirstLoad(t *testing.T) {
+	killDuringFirstLoad(t, func(ctx context.Context, sup *sidecar.Supervisor, m replayModel) error {
+		return sup.RegisterModel(ctx, m.path, m.files, "")
+	})
+}
+
+// TestSupervisorKillDuringFirstLoadFromDisk is TestSupervisorKillDuringFirstLoad
+// for models registered from local files (RegisterModelFiles: the bucket
+// watcher's downloads), which must be adopted by the replay alike.
+func TestSupervisorKillDuringFirstLoadFromDisk(t *testing.T) {
+	killDuringFirstLoad(t, func(ctx context.Context, sup *sidecar.Supervisor, m replayModel) error {
+		dir := t.TempDir()
+		disk := runtimes.DiskFiles{}
+		for name, b := range m.files {
+			p := filepath.Join(dir, strings.ReplaceAll(name, "/", "_"))
+			if err := os.WriteFile(p, b, 0o600); err != nil {
+				return err
+			}
+			disk[name] = p
+		}
+		return sup.RegisterModelFiles(ctx, m.path, disk, "", nil)
+	})
+}
+
+func killDuringFirstLoad(t *testing.T, register func(context.Context, *sidecar.Supervisor, replayModel) error) {
 	if testing.Short() {
 		t.Skip("starts and kills sidecar processes")
 	}
@@ -43,7 +70,7 @@ func TestSupervisorKillDuringFirstLoad(t *testing.T) {
 	defer cancel()
 	errs := make(chan error, len(models))
 	for _, m := range models {
-		go func() { errs <- sup.RegisterModel(ctx, m.path, m.files, "") }()
+		go func() { errs <- register(ctx, sup, m) }()
 	}
 	// Kill once the sidecar is loading all three.
 	c := sup.Client()

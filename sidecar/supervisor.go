@@ -319,13 +319,19 @@ func (s *Supervisor) RegisterModelWithSequences(ctx context.Context, modelPath s
 		return inferr.Errorf(inferr.GRPC, "sidecar supervisor: %w", err)
 	}
 	err = s.client.RegisterModelWithSequences(ctx, modelPath, files, warmUpJSON, seq)
+	return s.registered(ctx, modelPath, stored, warmUpJSON, seq, err)
+}
+
+// registered records a registration whose files are in the replay store
+// (stored) once the sidecar answered it (err), and releases replayMu,
+// which the caller holds for reading. A sidecar that died during the
+// registration (or was down when it started) has the replay after its
+// restart bring the model in, and the caller wait for it, rather than
+// fail: readiness follows a first load the sidecar died during as it
+// follows a replay.
+func (s *Supervisor) registered(ctx context.Context, modelPath string, stored *storedModel, warmUpJSON string, seq *runtimes.SequenceSettings, err error) error {
 	var adopted *adoption
 	if err != nil {
-		// A sidecar that died during the registration has the replay
-		// after its restart bring the model in (its files are in the
-		// store already), and the caller wait for it, rather than
-		// fail: readiness follows a first load the sidecar died
-		// during as it follows a replay.
 		if inferr.TypeOf(err) != inferr.GRPC || !s.gate.outage(ctx) || !s.gate.isActive() {
 			s.store.remove(stored)
 			s.replayMu.RUnlock()
@@ -369,22 +375,13 @@ func (s *Supervisor) RegisterModelFiles(ctx context.Context, modelPath string, f
 		return inferr.Errorf(inferr.InputParsing, "register model %s: no files", inferr.Quote(modelPath))
 	}
 	s.replayMu.RLock()
-	defer s.replayMu.RUnlock()
 	stored, err := s.store.putFiles(modelPath, files)
 	if err != nil {
+		s.replayMu.RUnlock()
 		return inferr.Errorf(inferr.GRPC, "sidecar supervisor: %w", err)
 	}
-	if err := s.client.registerStream(ctx, modelPath, warmUpJSON, seq, stored.headers(), stored.stream); err != nil {
-		s.store.remove(stored)
-		return err
-	}
-	s.modelsMu.Lock()
-	s.seq++
-	old := s.models[modelPath]
-	s.models[modelPath] = modelRecord{seq: s.seq, stored: stored, warmUp: warmUpJSON, sequences: seq}
-	s.modelsMu.Unlock()
-	s.store.remove(old.stored)
-	return nil
+	err = s.client.registerStream(ctx, modelPath, warmUpJSON, seq, stored.headers(), stored.stream)
+	return s.registered(ctx, modelPath, stored, warmUpJSON, seq, err)
 }
 
 // DeleteModel forgets a model for replay and deletes it from the sidecar.

@@ -2,11 +2,11 @@ package kserve
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -70,7 +70,11 @@ func (s *Server) tfServingPredict(w http.ResponseWriter, r *http.Request) (int, 
 		}
 		return writeError(w, http.StatusBadRequest, "cannot read request body: "+err.Error()), ""
 	}
-	version = s.tfServingVersion(r.Context(), name, version)
+	if n, err := strconv.ParseInt(version, 10, 64); err == nil && strings.Trim(version, "0123456789") == "" {
+		if version, err = s.tfServingVersion(r.Context(), name, n); err != nil {
+			return writeError(w, StatusOf(err), err.Error()), ""
+		}
+	}
 	res, info, err := s.model(r.Context(), name, version)
 	if err != nil {
 		return writeError(w, StatusOf(err), err.Error()), res.Path
@@ -96,22 +100,6 @@ func (s *Server) tfServingPredict(w http.ResponseWriter, r *http.Request) (int, 
 	w.WriteHeader(http.StatusOK)
 	w.Write(out)
 	return http.StatusOK, resp.ModelPath
-}
-
-// tfServingVersion maps TF Serving's numeric versions (/versions/1) to the
-// model path's version: "1" is "v1" when the name has a version "v1" and
-// no version "1" (model paths name versions pctr/v1/ or pctr/1/).
-func (s *Server) tfServingVersion(ctx context.Context, name, version string) string {
-	if version == "" || strings.Trim(version, "0123456789") != "" {
-		return version
-	}
-	if _, err := s.Resolve(ctx, name, version); err == nil {
-		return version
-	}
-	if _, err := s.Resolve(ctx, name, "v"+version); err == nil {
-		return "v" + version
-	}
-	return version
 }
 
 // decodeTFServingJSON reads the request, columnar ("inputs") or row

@@ -100,16 +100,37 @@ func (s *Server) versionOf(ctx context.Context, spec *tfservingpb.ModelSpec) (st
 	if v == nil {
 		return "", nil
 	}
-	r, err := s.Resolve(ctx, spec.GetName(), "")
+	return s.tfServingVersion(ctx, spec.GetName(), v.GetValue())
+}
+
+// tfServingVersion maps TF Serving's numeric version n (REST /versions/3,
+// gRPC model_spec.version 3) to the name's version: the one spelled "3"
+// when there is one, else the first whose number is 3 ("v3": model paths
+// name versions pctr/v1/ or pctr/1/). REST and gRPC share it.
+func (s *Server) tfServingVersion(ctx context.Context, name string, n int64) (string, error) {
+	r, err := s.Resolve(ctx, name, "")
 	if err != nil {
 		return "", err
 	}
-	for _, have := range r.Versions {
-		if n, ok := tfVersionNumber(have); ok && n == v.GetValue() {
-			return have, nil
+	if v, ok := tfVersionOf(r.Versions, n); ok {
+		return v, nil
+	}
+	return "", errorf(http.StatusNotFound, "model %q has no version %d (versions: %s)", name, n, strings.Join(r.Versions, ", "))
+}
+
+// tfVersionOf is the version among versions whose number is n: the one
+// spelled as n in decimal first, else the first of another spelling.
+func tfVersionOf(versions []string, n int64) (string, bool) {
+	exact := strconv.FormatInt(n, 10)
+	if slices.Contains(versions, exact) {
+		return exact, true
+	}
+	for _, have := range versions {
+		if m, ok := tfVersionNumber(have); ok && m == n {
+			return have, true
 		}
 	}
-	return "", errorf(http.StatusNotFound, "model %q has no version %d (versions: %s)", spec.GetName(), v.GetValue(), strings.Join(r.Versions, ", "))
+	return "", false
 }
 
 const servingDefault = "serving_default"

@@ -175,3 +175,16 @@ func TestTFServingRESTDTypes(t *testing.T) {
 	code, got = call(t, http.MethodPost, url+"/v1/models/v2types:predict", `{"instances": [{"bool_in": [1, 0], "fp16_in": [1, -2], "bytes_in": ["a", "b"]}]}`)
 	wantError(t, "bool as a number", code, got, http.StatusBadRequest, "is not true or false")
 }
+
+// REST's numeric versions resolve as gRPC's model_spec.version does (one
+// function, tfServingVersion; TestTFServingNumericVersionAndObservation has
+// pctr's /versions/1 as "v1"): affine's /versions/1 is its "1", and a
+// number no version has is gRPC's 404, naming the versions there are.
+func TestTFServingRESTNumericVersion(t *testing.T) {
+	_, _, url := tfServingServer(t)
+	if code, b := call(t, http.MethodPost, url+"/v1/models/affine/versions/1:predict", `{"instances": [[1, 2, 3]]}`); code != http.StatusOK || string(b) != `{"predictions":[[3,5,7]]}`+"\n" {
+		t.Errorf("affine /versions/1: %d %s", code, b)
+	}
+	code, b := call(t, http.MethodPost, url+"/v1/models/pctr/versions/9:predict", `{"inputs": {"ad_id": [[1]], "publisher_id": [[3]], "dense": [[0.1, 0.2, 0.3, 0.4, 0.5, 0.6]]}}`)
+	wantError(t, "pctr /versions/9", code, b, http.StatusNotFound, "no version 9 (versions: v1, v2)")
+}

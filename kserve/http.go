@@ -70,11 +70,11 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) (string, int, str
 		return rep, s.serveRepository(w, r, rep, name), ""
 	}
 	if ep == epUnknown {
-		return ep, writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s (the v2 API: /v2, /v2/health/{live,ready}, /v2/models/NAME[/versions/VERSION][/ready|/infer])", r.Method, r.URL.Path)), ""
+		return ep, httpjson.Error(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s (the v2 API: /v2, /v2/health/{live,ready}, /v2/models/NAME[/versions/VERSION][/ready|/infer])", r.Method, r.URL.Path)), ""
 	}
 	if r.Method != method && !(method == http.MethodGet && r.Method == http.MethodHead) {
 		w.Header().Set("Allow", method)
-		return ep, writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s %s: use %s", r.Method, r.URL.Path, method)), ""
+		return ep, httpjson.Error(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s %s: use %s", r.Method, r.URL.Path, method)), ""
 	}
 	ctx := r.Context()
 	switch ep {
@@ -83,12 +83,12 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) (string, int, str
 	case epReady:
 		return ep, health(w, s.ServerReady(ctx) == nil), ""
 	case epServerMetadata:
-		writeJSON(w, http.StatusOK, s.Metadata())
+		httpjson.Write(w, http.StatusOK, s.Metadata())
 		return ep, http.StatusOK, ""
 	}
 	name, version, ok := modelName(strings.TrimPrefix(path, "/v2/models/"), ep)
 	if !ok {
-		return ep, writeError(w, http.StatusNotFound, fmt.Sprintf("no model name in %s (/v2/models/NAME[/versions/VERSION]...)", r.URL.Path)), ""
+		return ep, httpjson.Error(w, http.StatusNotFound, fmt.Sprintf("no model name in %s (/v2/models/NAME[/versions/VERSION]...)", r.URL.Path)), ""
 	}
 	switch ep {
 	case epModelReady:
@@ -99,16 +99,16 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request) (string, int, str
 				code = http.StatusBadRequest // health answers are 200 or 4xx
 			}
 			// Why not ready (loading, failed to load: its error).
-			return ep, writeError(w, code, err.Error()), res.Path
+			return ep, httpjson.Error(w, code, err.Error()), res.Path
 		}
 		w.WriteHeader(http.StatusOK)
 		return ep, http.StatusOK, res.Path
 	case epModelMetadata:
 		md, err := s.ModelMetadata(ctx, name, version)
 		if err != nil {
-			return ep, writeError(w, StatusOf(err), err.Error()), ""
+			return ep, httpjson.Error(w, StatusOf(err), err.Error()), ""
 		}
-		writeJSON(w, http.StatusOK, md)
+		httpjson.Write(w, http.StatusOK, md)
 		return ep, http.StatusOK, md.ModelPath
 	}
 	code, modelPath := s.inferHTTP(w, r, name, version)
@@ -149,31 +149,31 @@ func (s *Server) inferHTTP(w http.ResponseWriter, r *http.Request, name, version
 	var body bytes.Buffer
 	if _, err := body.ReadFrom(http.MaxBytesReader(w, r.Body, s.opts.MaxRequestBytes)); err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", s.opts.MaxRequestBytes)), ""
+			return httpjson.Error(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", s.opts.MaxRequestBytes)), ""
 		}
-		return writeError(w, http.StatusBadRequest, "cannot read request body: "+err.Error()), ""
+		return httpjson.Error(w, http.StatusBadRequest, "cannot read request body: "+err.Error()), ""
 	}
 	headerLen := -1
 	if h := r.Header.Get(HeaderContentLength); h != "" {
 		n, err := strconv.Atoi(h)
 		if err != nil || n < 0 || n > body.Len() {
-			return writeError(w, http.StatusBadRequest, fmt.Sprintf("%s is %q: want the length of the JSON header, at most the body's %d bytes", HeaderContentLength, inferr.ClipN(h, 40), body.Len())), ""
+			return httpjson.Error(w, http.StatusBadRequest, fmt.Sprintf("%s is %q: want the length of the JSON header, at most the body's %d bytes", HeaderContentLength, inferr.ClipN(h, 40), body.Len())), ""
 		}
 		headerLen = n
 	}
 	req, err := s.decodeInferRequest(body.Bytes(), headerLen)
 	if err != nil {
-		return writeError(w, http.StatusBadRequest, err.Error()), ""
+		return httpjson.Error(w, http.StatusBadRequest, err.Error()), ""
 	}
 	req.ModelName, req.ModelVersion = name, version
 	req.Client = remoteHost(r.RemoteAddr)
 	resp, err := s.Infer(r.Context(), req)
 	if err != nil {
-		return writeError(w, StatusOf(err), err.Error()), resp.ModelPath
+		return httpjson.Error(w, StatusOf(err), err.Error()), resp.ModelPath
 	}
 	out, bin, err := appendInferResponseBinary(make([]byte, 0, 256), resp, req.binary)
 	if err != nil {
-		return writeError(w, http.StatusInternalServerError, fmt.Sprintf("model %q (model path %q): %v", name, resp.ModelPath, err)), resp.ModelPath
+		return httpjson.Error(w, http.StatusInternalServerError, fmt.Sprintf("model %q (model path %q): %v", name, resp.ModelPath, err)), resp.ModelPath
 	}
 	if bin == nil {
 		w.Header().Set("Content-Type", "application/json")
@@ -633,11 +633,3 @@ func appendString(b []byte, s string) []byte {
 	q, _ := json.Marshal(s)
 	return append(b, q...)
 }
-
-// writeJSON and writeError are the module's one JSON-writing helper for
-// HTTP (internal/httpjson), which kserve and cmd/bidding-server share;
-// writeError writes the error object {"error": msg}.
-var (
-	writeJSON  = httpjson.Write
-	writeError = httpjson.Error
-)

@@ -11,6 +11,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/internal/httpjson"
 )
 
 // Repository is what the model repository extension serves: the models an
@@ -76,24 +77,24 @@ func repositoryRoute(path string) (ep, name string) {
 func (s *Server) serveRepository(w http.ResponseWriter, r *http.Request, ep, name string) int {
 	repo := s.opts.Repository
 	if repo == nil {
-		return writeError(w, http.StatusNotFound, fmt.Sprintf("the model repository extension is off: %s %s is not served (bidding-server --kserve_model_repository turns it on)", r.Method, r.URL.Path))
+		return httpjson.Error(w, http.StatusNotFound, fmt.Sprintf("the model repository extension is off: %s %s is not served (bidding-server --kserve_model_repository turns it on)", r.Method, r.URL.Path))
 	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		return writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s %s: use POST", r.Method, r.URL.Path))
+		return httpjson.Error(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s %s: use POST", r.Method, r.URL.Path))
 	}
 	body, code, err := s.readBody(w, r)
 	if err != nil {
-		return writeError(w, code, err.Error())
+		return httpjson.Error(w, code, err.Error())
 	}
 	var req gjson.Result
 	if len(strings.TrimSpace(string(body))) > 0 {
 		if !gjson.ValidBytes(body) || nestingDepth(body) > maxDepth {
-			return writeError(w, http.StatusBadRequest, "request body is not a JSON object")
+			return httpjson.Error(w, http.StatusBadRequest, "request body is not a JSON object")
 		}
 		req = gjson.ParseBytes(body)
 		if !req.IsObject() {
-			return writeError(w, http.StatusBadRequest, "request body is not a JSON object")
+			return httpjson.Error(w, http.StatusBadRequest, "request body is not a JSON object")
 		}
 	}
 	ctx := r.Context()
@@ -102,13 +103,13 @@ func (s *Server) serveRepository(w http.ResponseWriter, r *http.Request, ep, nam
 		readyOnly := false
 		if v := req.Get("ready"); v.Exists() {
 			if v.Type != gjson.True && v.Type != gjson.False {
-				return writeError(w, http.StatusBadRequest, fmt.Sprintf(`"ready" is %s, want true or false`, inferr.ClipN(v.Raw, 32)))
+				return httpjson.Error(w, http.StatusBadRequest, fmt.Sprintf(`"ready" is %s, want true or false`, inferr.ClipN(v.Raw, 32)))
 			}
 			readyOnly = v.Type == gjson.True
 		}
 		models, err := repo.Index(ctx)
 		if err != nil {
-			return writeError(w, StatusOf(err), err.Error())
+			return httpjson.Error(w, StatusOf(err), err.Error())
 		}
 		out := make([]RepositoryModel, 0, len(models))
 		for _, m := range models {
@@ -116,12 +117,12 @@ func (s *Server) serveRepository(w http.ResponseWriter, r *http.Request, ep, nam
 				out = append(out, m)
 			}
 		}
-		writeJSON(w, http.StatusOK, out)
+		httpjson.Write(w, http.StatusOK, out)
 		return http.StatusOK
 	case epRepoLoad:
 		if p := req.Get("parameters"); p.Exists() {
 			if err := checkParameters("parameters", p); err != nil {
-				return writeError(w, http.StatusBadRequest, err.Error())
+				return httpjson.Error(w, http.StatusBadRequest, err.Error())
 			}
 			var bad string
 			p.ForEach(func(k, _ gjson.Result) bool {
@@ -132,7 +133,7 @@ func (s *Server) serveRepository(w http.ResponseWriter, r *http.Request, ep, nam
 				return true
 			})
 			if bad != "" {
-				return writeError(w, http.StatusBadRequest, fmt.Sprintf("parameters: %q is not supported: models load as the local paths or the bucket's config give them", bad))
+				return httpjson.Error(w, http.StatusBadRequest, fmt.Sprintf("parameters: %q is not supported: models load as the local paths or the bucket's config give them", bad))
 			}
 		}
 		err = repo.Load(ctx, name)
@@ -140,7 +141,7 @@ func (s *Server) serveRepository(w http.ResponseWriter, r *http.Request, ep, nam
 		err = repo.Unload(ctx, name)
 	}
 	if err != nil {
-		return writeError(w, StatusOf(err), err.Error())
+		return httpjson.Error(w, StatusOf(err), err.Error())
 	}
 	// The paths the sidecar holds changed: forget the cached list.
 	s.pathsMu.Lock()

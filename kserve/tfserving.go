@@ -13,6 +13,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/internal/httpjson"
 	"github.com/inferbid/inferbid/sidecar"
 	"github.com/inferbid/inferbid/tensor"
 )
@@ -47,45 +48,45 @@ func (s *Server) TFServingPredictHandler() http.Handler {
 func (s *Server) tfServingPredict(w http.ResponseWriter, r *http.Request) (int, string) {
 	rest, ok := strings.CutPrefix(r.URL.Path, "/v1/models/")
 	if !ok || r.Method != http.MethodPost {
-		return writeError(w, http.StatusNotFound, "want POST /v1/models/NAME[/versions/VERSION]:predict"), ""
+		return httpjson.Error(w, http.StatusNotFound, "want POST /v1/models/NAME[/versions/VERSION]:predict"), ""
 	}
 	for _, method := range []string{":classify", ":regress"} {
 		if strings.HasSuffix(rest, method) {
-			return writeError(w, http.StatusNotImplemented, fmt.Sprintf("%s is not supported: inferbid serves only :predict (the Classify and Regress APIs take tf.Example protos, which no inferbid runtime reads)", method)), ""
+			return httpjson.Error(w, http.StatusNotImplemented, fmt.Sprintf("%s is not supported: inferbid serves only :predict (the Classify and Regress APIs take tf.Example protos, which no inferbid runtime reads)", method)), ""
 		}
 	}
 	rest, ok = strings.CutSuffix(rest, ":predict")
 	if !ok {
-		return writeError(w, http.StatusNotFound, fmt.Sprintf("unknown path %q: want POST /v1/models/NAME[/versions/VERSION]:predict", r.URL.Path)), ""
+		return httpjson.Error(w, http.StatusNotFound, fmt.Sprintf("unknown path %q: want POST /v1/models/NAME[/versions/VERSION]:predict", r.URL.Path)), ""
 	}
 	name, version, _ := strings.Cut(rest, "/versions/")
 	if name == "" || strings.Contains(version, "/") {
-		return writeError(w, http.StatusNotFound, fmt.Sprintf("unknown path %q: want POST /v1/models/NAME[/versions/VERSION]:predict", r.URL.Path)), ""
+		return httpjson.Error(w, http.StatusNotFound, fmt.Sprintf("unknown path %q: want POST /v1/models/NAME[/versions/VERSION]:predict", r.URL.Path)), ""
 	}
 	s.wake()
 	var body bytes.Buffer
 	if _, err := body.ReadFrom(http.MaxBytesReader(w, r.Body, s.opts.MaxRequestBytes)); err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", s.opts.MaxRequestBytes)), ""
+			return httpjson.Error(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", s.opts.MaxRequestBytes)), ""
 		}
-		return writeError(w, http.StatusBadRequest, "cannot read request body: "+err.Error()), ""
+		return httpjson.Error(w, http.StatusBadRequest, "cannot read request body: "+err.Error()), ""
 	}
 	if n, err := strconv.ParseInt(version, 10, 64); err == nil && strings.Trim(version, "0123456789") == "" {
 		if version, err = s.tfServingVersion(r.Context(), name, n); err != nil {
-			return writeError(w, StatusOf(err), err.Error()), ""
+			return httpjson.Error(w, StatusOf(err), err.Error()), ""
 		}
 	}
 	res, info, err := s.model(r.Context(), name, version)
 	if err != nil {
-		return writeError(w, StatusOf(err), err.Error()), res.Path
+		return httpjson.Error(w, StatusOf(err), err.Error()), res.Path
 	}
 	inputs, rows, err := s.decodeTFServingJSON(body.Bytes(), info)
 	if err != nil {
-		return writeError(w, http.StatusBadRequest, fmt.Sprintf("model %q (model path %q): %v", name, res.Path, err)), res.Path
+		return httpjson.Error(w, http.StatusBadRequest, fmt.Sprintf("model %q (model path %q): %v", name, res.Path, err)), res.Path
 	}
 	resp, err := s.Infer(r.Context(), &InferRequest{ModelName: name, ModelVersion: version, Inputs: inputs, Client: remoteHost(r.RemoteAddr)})
 	if err != nil {
-		return writeError(w, StatusOf(err), err.Error()), resp.ModelPath
+		return httpjson.Error(w, StatusOf(err), err.Error()), resp.ModelPath
 	}
 	var out []byte
 	if rows {
@@ -94,7 +95,7 @@ func (s *Server) tfServingPredict(w http.ResponseWriter, r *http.Request) (int, 
 		out, err = appendTFServingResponse(make([]byte, 0, 256), resp.Outputs)
 	}
 	if err != nil {
-		return writeError(w, http.StatusInternalServerError, fmt.Sprintf("model %q (model path %q): %v", name, resp.ModelPath, err)), resp.ModelPath
+		return httpjson.Error(w, http.StatusInternalServerError, fmt.Sprintf("model %q (model path %q): %v", name, resp.ModelPath, err)), resp.ModelPath
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/inferbid/inferbid/batch"
+	"github.com/inferbid/inferbid/internal/httpjson"
 	"github.com/inferbid/inferbid/kserve"
 )
 
@@ -26,14 +27,14 @@ func (s *server) predict(w http.ResponseWriter, r *http.Request) int {
 		return code
 	}
 	if s.predictor == nil {
-		return writeError(w, http.StatusNotFound, "inference is disabled (no --inference_sidecar_binary_path): no batch to run")
+		return httpjson.Error(w, http.StatusNotFound, "inference is disabled (no --inference_sidecar_binary_path): no batch to run")
 	}
 	body, err := readBody(w, r, kserve.DefaultMaxRequestBytes)
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("batch is larger than %d bytes (runInference's argument limit)", kserve.DefaultMaxRequestBytes))
+			return httpjson.Error(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("batch is larger than %d bytes (runInference's argument limit)", kserve.DefaultMaxRequestBytes))
 		}
-		return writeError(w, http.StatusBadRequest, "cannot read request body: "+err.Error())
+		return httpjson.Error(w, http.StatusBadRequest, "cannot read request body: "+err.Error())
 	}
 	ctx := r.Context()
 	if s.requestTimeout > 0 {

@@ -134,7 +134,7 @@ func (s *server) started() { s.starting.Store(nil) }
 // did.
 func (s *server) notStarted(w http.ResponseWriter) (int, bool) {
 	if step := s.starting.Load(); step != nil {
-		return writeError(w, http.StatusServiceUnavailable, "the server is starting: "+*step), true
+		return httpjson.Error(w, http.StatusServiceUnavailable, "the server is starting: "+*step), true
 	}
 	return 0, false
 }
@@ -146,7 +146,7 @@ func (s *server) handler() http.Handler {
 	mux.HandleFunc("GET /v1/models", s.count("models", s.listModels))
 	mux.HandleFunc("GET /v1/models/{model_path...}", s.count("model", s.getModel))
 	mux.HandleFunc("GET /healthz", s.count("healthz", func(w http.ResponseWriter, r *http.Request) int {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		httpjson.Write(w, http.StatusOK, map[string]string{"status": "ok"})
 		return http.StatusOK
 	}))
 	mux.HandleFunc("GET /readyz", s.count("readyz", s.ready))
@@ -236,19 +236,19 @@ func (s *server) generateBids(w http.ResponseWriter, r *http.Request) int {
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			return writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", s.maxBody))
+			return httpjson.Error(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", s.maxBody))
 		}
-		return writeError(w, http.StatusBadRequest, "cannot read request body: "+err.Error())
+		return httpjson.Error(w, http.StatusBadRequest, "cannot read request body: "+err.Error())
 	}
 	var req generateBidsRequest
 	if err := json.Unmarshal(body, &req); err != nil {
-		return writeError(w, http.StatusBadRequest, "request body is not a generateBids JSON object: "+err.Error())
+		return httpjson.Error(w, http.StatusBadRequest, "request body is not a generateBids JSON object: "+err.Error())
 	}
 	if len(req.InterestGroups) == 0 {
-		return writeError(w, http.StatusBadRequest, `request has no "interest_groups" (an array of interest group objects with a "name")`)
+		return httpjson.Error(w, http.StatusBadRequest, `request has no "interest_groups" (an array of interest group objects with a "name")`)
 	}
 	if len(req.InterestGroups) > s.maxGroups {
-		return writeError(w, http.StatusBadRequest, fmt.Sprintf("request has %d interest groups, the limit is %d", len(req.InterestGroups), s.maxGroups))
+		return httpjson.Error(w, http.StatusBadRequest, fmt.Sprintf("request has %d interest groups, the limit is %d", len(req.InterestGroups), s.maxGroups))
 	}
 	trace.SpanFromContext(r.Context()).SetAttributes(attribute.Int("inferbid.interest_groups", len(req.InterestGroups)))
 	names := make([]string, len(req.InterestGroups))
@@ -257,10 +257,10 @@ func (s *server) generateBids(w http.ResponseWriter, r *http.Request) int {
 			Name *string `json:"name"`
 		}
 		if err := json.Unmarshal(ig, &head); err != nil || bytes.HasPrefix(bytes.TrimSpace(ig), []byte("null")) {
-			return writeError(w, http.StatusBadRequest, fmt.Sprintf("interest_groups[%d] is not an object", i))
+			return httpjson.Error(w, http.StatusBadRequest, fmt.Sprintf("interest_groups[%d] is not an object", i))
 		}
 		if head.Name == nil {
-			return writeError(w, http.StatusBadRequest, fmt.Sprintf(`interest_groups[%d] has no string "name"`, i))
+			return httpjson.Error(w, http.StatusBadRequest, fmt.Sprintf(`interest_groups[%d] has no string "name"`, i))
 		}
 		names[i] = *head.Name
 	}
@@ -285,7 +285,7 @@ func (s *server) generateBids(w http.ResponseWriter, r *http.Request) int {
 		CodeVersion:    req.CodeVersion,
 	}
 	if s.workers == nil && req.CodeVersion != "" && req.CodeVersion != s.module.Name {
-		return writeError(w, http.StatusBadRequest, fmt.Sprintf("code_version %q is not served: only %q (--js_in_process serves one module)", req.CodeVersion, s.module.Name))
+		return httpjson.Error(w, http.StatusBadRequest, fmt.Sprintf("code_version %q is not served: only %q (--js_in_process serves one module)", req.CodeVersion, s.module.Name))
 	}
 	for i, ig := range req.InterestGroups {
 		jreq.InterestGroups[i] = ig
@@ -297,7 +297,7 @@ func (s *server) generateBids(w http.ResponseWriter, r *http.Request) int {
 		resp = s.runInProcess(ctx, jreq)
 	}
 	if len(resp.Results) > 0 && errors.Is(resp.Results[0].Err, jsworker.ErrUnknownVersion) {
-		return writeError(w, http.StatusBadRequest, resp.Results[0].Err.Error())
+		return httpjson.Error(w, http.StatusBadRequest, resp.Results[0].Err.Error())
 	}
 	bids := make([]bidResult, len(names))
 	for i, res := range resp.Results {
@@ -322,7 +322,7 @@ func (s *server) generateBids(w http.ResponseWriter, r *http.Request) int {
 		}
 		out["debug_info"] = map[string]any{"logs": lines}
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpjson.Write(w, http.StatusOK, out)
 	return http.StatusOK
 }
 
@@ -333,10 +333,10 @@ func (s *server) listCode(w http.ResponseWriter, r *http.Request) int {
 		return code
 	}
 	if st := s.code.Load(); st != nil {
-		writeJSON(w, http.StatusOK, map[string]any{"default": st.Default(), "versions": st.Status()})
+		httpjson.Write(w, http.StatusOK, map[string]any{"default": st.Default(), "versions": st.Status()})
 		return http.StatusOK
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"default": s.module.Name, "versions": []codestore.VersionStatus{s.module}})
+	httpjson.Write(w, http.StatusOK, map[string]any{"default": s.module.Name, "versions": []codestore.VersionStatus{s.module}})
 	return http.StatusOK
 }
 
@@ -435,23 +435,23 @@ func (s *server) listModels(w http.ResponseWriter, r *http.Request) int {
 		return code
 	}
 	if s.models == nil {
-		writeJSON(w, http.StatusOK, map[string]any{"model_paths": []string{}, "models": []modelStatus{}, "inference_enabled": false})
+		httpjson.Write(w, http.StatusOK, map[string]any{"model_paths": []string{}, "models": []modelStatus{}, "inference_enabled": false})
 		return http.StatusOK
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	paths, err := s.models.ModelPaths(ctx)
 	if err != nil {
-		return writeError(w, http.StatusServiceUnavailable, "cannot list models: "+err.Error())
+		return httpjson.Error(w, http.StatusServiceUnavailable, "cannot list models: "+err.Error())
 	}
 	if paths == nil {
 		paths = []string{}
 	}
 	models, err := s.modelStatuses(ctx, "")
 	if err != nil {
-		return writeError(w, http.StatusServiceUnavailable, "cannot list models: "+err.Error())
+		return httpjson.Error(w, http.StatusServiceUnavailable, "cannot list models: "+err.Error())
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"model_paths": paths, "models": models, "inference_enabled": true})
+	httpjson.Write(w, http.StatusOK, map[string]any{"model_paths": paths, "models": models, "inference_enabled": true})
 	return http.StatusOK
 }
 
@@ -463,30 +463,30 @@ func (s *server) getModel(w http.ResponseWriter, r *http.Request) int {
 	}
 	path := r.PathValue("model_path")
 	if path == "" {
-		return writeError(w, http.StatusNotFound, "no model path: GET /v1/models/MODEL_PATH, e.g. /v1/models/pctr/v1/")
+		return httpjson.Error(w, http.StatusNotFound, "no model path: GET /v1/models/MODEL_PATH, e.g. /v1/models/pctr/v1/")
 	}
 	if s.models == nil {
-		return writeError(w, http.StatusNotFound, fmt.Sprintf("model %q is not known: inference is disabled", path))
+		return httpjson.Error(w, http.StatusNotFound, fmt.Sprintf("model %q is not known: inference is disabled", path))
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	models, err := s.modelStatuses(ctx, path)
 	if err != nil {
-		return writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("cannot describe model %q: %v", path, err))
+		return httpjson.Error(w, http.StatusServiceUnavailable, fmt.Sprintf("cannot describe model %q: %v", path, err))
 	}
 	for _, m := range models {
 		if m.ModelPath == path {
-			writeJSON(w, http.StatusOK, m)
+			httpjson.Write(w, http.StatusOK, m)
 			return http.StatusOK
 		}
 	}
 	if !strings.HasSuffix(path, "/") {
 		// A directory model's path ends in "/": pctr/v1/, not pctr/v1.
 		if dir, err := s.modelStatuses(ctx, path+"/"); err == nil && slices.ContainsFunc(dir, func(m modelStatus) bool { return m.ModelPath == path+"/" }) {
-			return writeError(w, http.StatusNotFound, fmt.Sprintf("model %q is not known; %q is (a directory model's path ends in \"/\"): GET /v1/models/%s/", path, path+"/", path))
+			return httpjson.Error(w, http.StatusNotFound, fmt.Sprintf("model %q is not known; %q is (a directory model's path ends in \"/\"): GET /v1/models/%s/", path, path+"/", path))
 		}
 	}
-	return writeError(w, http.StatusNotFound, fmt.Sprintf("model %q is not known: the sidecar has no model at this path and the model config does not list it", path))
+	return httpjson.Error(w, http.StatusNotFound, fmt.Sprintf("model %q is not known: the sidecar has no model at this path and the model config does not list it", path))
 }
 
 // modelStatuses merges what the sidecar holds with what the model sync
@@ -518,15 +518,15 @@ func (s *server) modelStatuses(ctx context.Context, path string) ([]modelStatus,
 func (s *server) ready(w http.ResponseWriter, r *http.Request) int {
 	status, problems, failed := s.readiness(r.Context())
 	if len(problems) > 0 {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": status, "problems": problems})
+		httpjson.Write(w, http.StatusServiceUnavailable, map[string]any{"status": status, "problems": problems})
 		return http.StatusServiceUnavailable
 	}
 	if len(failed) > 0 {
 		// Ready by --readiness_policy, with models that failed: by name.
-		writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "failed_models": failed})
+		httpjson.Write(w, http.StatusOK, map[string]any{"status": "ready", "failed_models": failed})
 		return http.StatusOK
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	httpjson.Write(w, http.StatusOK, map[string]string{"status": "ready"})
 	return http.StatusOK
 }
 
@@ -617,11 +617,3 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
 	return buf.Bytes(), err
 }
-
-// writeJSON and writeError are the module's one JSON-writing helper for
-// HTTP (internal/httpjson), which kserve and cmd/bidding-server share;
-// writeError writes the error object {"error": msg}.
-var (
-	writeJSON  = httpjson.Write
-	writeError = httpjson.Error
-)

@@ -41,21 +41,26 @@ type grpcService struct {
 	s *Server
 }
 
+// statusCodes is the one table between the HTTP statuses the protocol
+// gives errors and gRPC codes; anything else is 500 / Internal.
+var statusCodes = [...]struct {
+	http int
+	grpc codes.Code
+}{
+	{http.StatusBadRequest, codes.InvalidArgument},
+	{http.StatusNotFound, codes.NotFound},
+	{http.StatusRequestEntityTooLarge, codes.ResourceExhausted},
+	{http.StatusServiceUnavailable, codes.Unavailable},
+	{http.StatusConflict, codes.AlreadyExists},
+	{http.StatusPreconditionFailed, codes.FailedPrecondition},
+}
+
 // grpcCode maps the HTTP status the protocol gives an error to a gRPC code.
 func grpcCode(httpStatus int) codes.Code {
-	switch httpStatus {
-	case http.StatusBadRequest:
-		return codes.InvalidArgument
-	case http.StatusNotFound:
-		return codes.NotFound
-	case http.StatusRequestEntityTooLarge:
-		return codes.ResourceExhausted
-	case http.StatusServiceUnavailable:
-		return codes.Unavailable
-	case http.StatusConflict:
-		return codes.AlreadyExists
-	case http.StatusPreconditionFailed:
-		return codes.FailedPrecondition
+	for _, c := range statusCodes {
+		if c.http == httpStatus {
+			return c.grpc
+		}
 	}
 	return codes.Internal
 }
@@ -65,19 +70,11 @@ func httpStatusOf(err error) int {
 	if err == nil {
 		return http.StatusOK
 	}
-	switch status.Code(err) {
-	case codes.InvalidArgument:
-		return http.StatusBadRequest
-	case codes.NotFound:
-		return http.StatusNotFound
-	case codes.ResourceExhausted:
-		return http.StatusRequestEntityTooLarge
-	case codes.Unavailable:
-		return http.StatusServiceUnavailable
-	case codes.AlreadyExists:
-		return http.StatusConflict
-	case codes.FailedPrecondition:
-		return http.StatusPreconditionFailed
+	code := status.Code(err)
+	for _, c := range statusCodes {
+		if c.grpc == code {
+			return c.http
+		}
 	}
 	return http.StatusInternalServerError
 }

@@ -255,24 +255,12 @@ func (s *Server) modelPaths(ctx context.Context, b Backend, fresh bool) ([]strin
 // signature that is stale after a swap renames nothing wrongly: only names
 // it lists are renamed.
 func (s *Server) outputNames(ctx context.Context, b Backend, path string) map[string]string {
-	s.pathsMu.Lock()
-	c, ok := s.sigs[path]
-	s.pathsMu.Unlock()
-	if !ok || time.Since(c.when) >= pathsTTL {
-		infos, err := b.Models(ctx, path)
-		if err != nil || len(infos) != 1 {
-			return nil
-		}
-		c = cachedSignature{sig: infos[0].Signature, when: time.Now()}
-		s.pathsMu.Lock()
-		if s.sigs == nil || len(s.sigs) > 4096 {
-			s.sigs = map[string]cachedSignature{}
-		}
-		s.sigs[path] = c
-		s.pathsMu.Unlock()
+	sig, err := s.signature(ctx, b, path)
+	if err != nil {
+		return nil
 	}
 	var names map[string]string
-	for _, o := range c.sig.Outputs {
+	for _, o := range sig.Outputs {
 		if len(o.Aliases) > 0 {
 			if names == nil {
 				names = map[string]string{}
@@ -281,6 +269,35 @@ func (s *Server) outputNames(ctx context.Context, b Backend, path string) map[st
 		}
 	}
 	return names
+}
+
+// signature is the model path's signature as the sidecar described it,
+// asked again once pathsTTL old: the request paths that need only the
+// signature (TF Serving REST's decoding, output aliases) share one
+// GetModels a TTL, not one a request.
+func (s *Server) signature(ctx context.Context, b Backend, path string) (runtimes.Signature, error) {
+	s.pathsMu.Lock()
+	c, ok := s.sigs[path]
+	s.pathsMu.Unlock()
+	if ok && time.Since(c.when) < pathsTTL {
+		return c.sig, nil
+	}
+	infos, err := b.Models(ctx, path)
+	if err != nil {
+		return runtimes.Signature{}, fmt.Errorf("describe model %q: %w", path, err)
+	}
+	i := slices.IndexFunc(infos, func(in sidecar.ModelInfo) bool { return in.Path == path })
+	if i < 0 {
+		return runtimes.Signature{}, errorf(http.StatusNotFound, "model path %q is not known", path)
+	}
+	c = cachedSignature{sig: infos[i].Signature, when: time.Now()}
+	s.pathsMu.Lock()
+	if s.sigs == nil || len(s.sigs) > 4096 {
+		s.sigs = map[string]cachedSignature{}
+	}
+	s.sigs[path] = c
+	s.pathsMu.Unlock()
+	return c.sig, nil
 }
 
 // Resolve finds the model path of name and version (the newest version

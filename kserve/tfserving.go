@@ -76,10 +76,15 @@ func (s *Server) tfServingPredict(w http.ResponseWriter, r *http.Request) (int, 
 			return httpjson.Error(w, StatusOf(err), err.Error()), ""
 		}
 	}
-	res, info, err := s.model(r.Context(), name, version)
+	res, err := s.Resolve(r.Context(), name, version)
 	if err != nil {
 		return httpjson.Error(w, StatusOf(err), err.Error()), res.Path
 	}
+	sig, err := s.signature(r.Context(), s.getBackend(), res.Path)
+	if err != nil {
+		return httpjson.Error(w, StatusOf(err), fmt.Sprintf("model %q: %v", name, err)), res.Path
+	}
+	info := sidecar.ModelInfo{Path: res.Path, Signature: sig}
 	inputs, rows, err := s.decodeTFServingJSON(body.Bytes(), info)
 	if err != nil {
 		return httpjson.Error(w, http.StatusBadRequest, fmt.Sprintf("model %q (model path %q): %v", name, res.Path, err)), res.Path

@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/inferbid/inferbid/kserve"
 	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
@@ -187,4 +189,41 @@ func TestTFServingRESTNumericVersion(t *testing.T) {
 	}
 	code, b := call(t, http.MethodPost, url+"/v1/models/pctr/versions/9:predict", `{"inputs": {"ad_id": [[1]], "publisher_id": [[3]], "dense": [[0.1, 0.2, 0.3, 0.4, 0.5, 0.6]]}}`)
 	wantError(t, "pctr /versions/9", code, b, http.StatusNotFound, "no version 9 (versions: v1, v2)")
+}
+
+// countingBackend is the real sidecar client, counting its GetModels.
+type countingBackend struct {
+	*sidecar.Client
+	models atomic.Int64
+}
+
+func (c *countingBackend) Models(ctx context.Context, path string) ([]sidecar.ModelInfo, error) {
+	c.models.Add(1)
+	return c.Client.Models(ctx, path)
+}
+
+// TF Serving REST predict reads the model's signature from the cache
+// output aliases use (one GetModels a TTL), not from a GetModels a request.
+func TestTFServingRESTSignatureCached(t *testing.T) {
+	_, client, _ := tfServingServer(t)
+	b := &countingBackend{Client: client}
+	srv := kserve.New(kserve.Options{})
+	srv.SetBackend(b)
+	mux := http.NewServeMux()
+	mux.Handle("POST /v1/models/", srv.TFServingPredictHandler())
+	hs := httptest.NewServer(mux)
+	t.Cleanup(hs.Close)
+	const n = 20
+	start := time.Now()
+	for range n {
+		if code, out := call(t, http.MethodPost, hs.URL+"/v1/models/affine:predict", `{"instances": [[1, 2, 3]]}`); code != http.StatusOK {
+			t.Fatalf("predict: %d %s", code, out)
+		}
+	}
+	// At most one GetModels per 100 ms TTL the loop lasted (and one more
+	// for the edge), so no bound on a slow machine; a GetModels a request
+	// is n where the loop takes the few ms it does.
+	if got, most := b.models.Load(), int64(time.Since(start)/(100*time.Millisecond))+2; got > most {
+		t.Errorf("%d predicts asked GetModels %d times, want at most %d (one a TTL)", n, got, most)
+	}
 }

@@ -1,7 +1,6 @@
 package kserve
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -146,22 +145,19 @@ func health(w http.ResponseWriter, ok bool) int {
 
 func (s *Server) inferHTTP(w http.ResponseWriter, r *http.Request, name, version string) (int, string) {
 	s.wake()
-	var body bytes.Buffer
-	if _, err := body.ReadFrom(http.MaxBytesReader(w, r.Body, s.opts.MaxRequestBytes)); err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return httpjson.Error(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", s.opts.MaxRequestBytes)), ""
-		}
-		return httpjson.Error(w, http.StatusBadRequest, "cannot read request body: "+err.Error()), ""
+	body, code, err := s.readBody(w, r)
+	if err != nil {
+		return httpjson.Error(w, code, err.Error()), ""
 	}
 	headerLen := -1
 	if h := r.Header.Get(HeaderContentLength); h != "" {
 		n, err := strconv.Atoi(h)
-		if err != nil || n < 0 || n > body.Len() {
-			return httpjson.Error(w, http.StatusBadRequest, fmt.Sprintf("%s is %q: want the length of the JSON header, at most the body's %d bytes", HeaderContentLength, inferr.ClipN(h, 40), body.Len())), ""
+		if err != nil || n < 0 || n > len(body) {
+			return httpjson.Error(w, http.StatusBadRequest, fmt.Sprintf("%s is %q: want the length of the JSON header, at most the body's %d bytes", HeaderContentLength, inferr.ClipN(h, 40), len(body))), ""
 		}
 		headerLen = n
 	}
-	req, err := s.decodeInferRequest(body.Bytes(), headerLen)
+	req, err := s.decodeInferRequest(body, headerLen)
 	if err != nil {
 		return httpjson.Error(w, http.StatusBadRequest, err.Error()), ""
 	}

@@ -1,7 +1,6 @@
 package kserve
 
 import (
-	"bytes"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -64,12 +63,9 @@ func (s *Server) tfServingPredict(w http.ResponseWriter, r *http.Request) (int, 
 		return httpjson.Error(w, http.StatusNotFound, fmt.Sprintf("unknown path %q: want POST /v1/models/NAME[/versions/VERSION]:predict", r.URL.Path)), ""
 	}
 	s.wake()
-	var body bytes.Buffer
-	if _, err := body.ReadFrom(http.MaxBytesReader(w, r.Body, s.opts.MaxRequestBytes)); err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return httpjson.Error(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body is larger than %d bytes", s.opts.MaxRequestBytes)), ""
-		}
-		return httpjson.Error(w, http.StatusBadRequest, "cannot read request body: "+err.Error()), ""
+	body, code, err := s.readBody(w, r)
+	if err != nil {
+		return httpjson.Error(w, code, err.Error()), ""
 	}
 	if n, err := strconv.ParseInt(version, 10, 64); err == nil && strings.Trim(version, "0123456789") == "" {
 		if version, err = s.tfServingVersion(r.Context(), name, n); err != nil {
@@ -85,7 +81,7 @@ func (s *Server) tfServingPredict(w http.ResponseWriter, r *http.Request) (int, 
 		return httpjson.Error(w, StatusOf(err), fmt.Sprintf("model %q: %v", name, err)), res.Path
 	}
 	info := sidecar.ModelInfo{Path: res.Path, Signature: sig}
-	inputs, rows, err := s.decodeTFServingJSON(body.Bytes(), info)
+	inputs, rows, err := s.decodeTFServingJSON(body, info)
 	if err != nil {
 		return httpjson.Error(w, http.StatusBadRequest, fmt.Sprintf("model %q (model path %q): %v", name, res.Path, err)), res.Path
 	}

@@ -227,3 +227,17 @@ func TestTFServingRESTSignatureCached(t *testing.T) {
 		t.Errorf("%d predicts asked GetModels %d times, want at most %d (one a TTL)", n, got, most)
 	}
 }
+
+// TF Serving REST reads its body as the v2 API does (Server.readBody): a
+// body over MaxRequestBytes is a 413 in TF Serving's error shape.
+func TestTFServingRESTBodyLimit(t *testing.T) {
+	_, client, _ := tfServingServer(t)
+	srv := kserve.New(kserve.Options{MaxRequestBytes: 64})
+	srv.SetBackend(client)
+	mux := http.NewServeMux()
+	mux.Handle("POST /v1/models/", srv.TFServingPredictHandler())
+	hs := httptest.NewServer(mux)
+	t.Cleanup(hs.Close)
+	code, b := call(t, http.MethodPost, hs.URL+"/v1/models/affine:predict", `{"instances": [[1, 2, 3], [1, 2, 3], [1, 2, 3], [1, 2, 3], [1, 2, 3], [1, 2, 3]]}`)
+	wantError(t, "body over the limit", code, b, http.StatusRequestEntityTooLarge, "larger than 64 bytes")
+}

@@ -126,26 +126,45 @@ func (b *Bucket) List(ctx context.Context, prefix string, maxObjects int) ([]Obj
 		maxObjects = MaxModelFiles
 	}
 	var objs []Object
-	it := b.bucket.List(&blob.ListOptions{Prefix: prefix})
-	for {
-		obj, err := it.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			return objs, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("list bucket %s: %w", b.url, err)
-		}
-		if obj.IsDir || strings.HasSuffix(obj.Key, "/") {
-			continue
-		}
+	err := eachObject(ctx, b.bucket, prefix, func(err error) error {
+		return fmt.Errorf("list bucket %s: %w", b.url, err)
+	}, func(obj *blob.ListObject) error {
 		if len(objs) == maxObjects {
-			return nil, fmt.Errorf("list bucket %s: more than %d objects", b.url, maxObjects)
+			return fmt.Errorf("list bucket %s: more than %d objects", b.url, maxObjects)
 		}
 		v := strconv.FormatInt(obj.Size, 10) + "/" + strconv.FormatInt(obj.ModTime.UnixNano(), 10) + "/" + fmt.Sprintf("%x", obj.MD5)
 		if lv := listedVersion(b.scheme, obj); lv != "" {
 			v += "/" + lv
 		}
 		objs = append(objs, Object{Key: obj.Key, Size: obj.Size, Version: v})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return objs, nil
+}
+
+// eachObject calls fn on each object listed under prefix, directory
+// placeholders (some consoles create them) skipped, until the listing ends
+// or fn returns an error, which it returns as is; a listing error it
+// returns through listErr. Bucket.List and the Watcher's listModel share it.
+func eachObject(ctx context.Context, b *blob.Bucket, prefix string, listErr func(error) error, fn func(*blob.ListObject) error) error {
+	it := b.List(&blob.ListOptions{Prefix: prefix})
+	for {
+		obj, err := it.Next(ctx)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return listErr(err)
+		}
+		if obj.IsDir || strings.HasSuffix(obj.Key, "/") {
+			continue
+		}
+		if err := fn(obj); err != nil {
+			return err
+		}
 	}
 }
 

@@ -186,31 +186,26 @@ func (w *Watcher) listModel(ctx context.Context, e ModelEntry) ([]objectRef, err
 	var objs []objectRef
 	var total int64
 	if e.IsDir() {
-		it := w.bucket.List(&blob.ListOptions{Prefix: e.Path})
-		for {
-			obj, err := it.Next(ctx)
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return nil, failf(reasonList, "model %q: list objects: %w", e.Path, err)
-			}
-			if obj.IsDir || strings.HasSuffix(obj.Key, "/") {
-				continue // directory placeholders some consoles create
-			}
+		err := eachObject(ctx, w.bucket, e.Path, func(err error) error {
+			return failf(reasonList, "model %q: list objects: %w", e.Path, err)
+		}, func(obj *blob.ListObject) error {
 			rel := strings.TrimPrefix(obj.Key, e.Path)
 			if !validRelPath(rel) {
-				return nil, failf(reasonBadObject, "model %q: object %q has an unsafe relative path %q", e.Path, obj.Key, rel)
+				return failf(reasonBadObject, "model %q: object %q has an unsafe relative path %q", e.Path, obj.Key, rel)
 			}
 			total += obj.Size
 			if total > w.maxModelBytes {
-				return nil, failf(reasonTooLarge, "model %q: more than the %d-byte model size limit", e.Path, w.maxModelBytes)
+				return failf(reasonTooLarge, "model %q: more than the %d-byte model size limit", e.Path, w.maxModelBytes)
 			}
 			if len(objs) == MaxModelFiles {
-				return nil, failf(reasonTooLarge, "model %q: more than %d objects under the prefix", e.Path, MaxModelFiles)
+				return failf(reasonTooLarge, "model %q: more than %d objects under the prefix", e.Path, MaxModelFiles)
 			}
 			objs = append(objs, objectRef{key: obj.Key, rel: rel, size: obj.Size, modTime: obj.ModTime, md5: obj.MD5,
 				etag: listedVersion(w.scheme, obj)})
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 		if len(objs) == 0 {
 			return nil, failf(reasonEmpty, "model %q: no objects under the prefix", e.Path)

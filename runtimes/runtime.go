@@ -188,6 +188,9 @@ type CallObserver interface {
 // serves (before its first concurrent call), as ShareState.
 func (m *Model) SetObserver(o CallObserver) { m.observer = o }
 
+// Observer is the CallObserver SetObserver set (nil: none).
+func (m *Model) Observer() CallObserver { return m.observer }
+
 // observe records one call in the counters and the observer.
 func (m *Model) observe(inputs []tensor.Tensor, start time.Time, err error) {
 	d := time.Since(start)

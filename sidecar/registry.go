@@ -60,10 +60,9 @@ type registry struct {
 	// see sequences.go).
 	sequences sync.Map
 
-	// metrics are the per-model histograms; observers holds the published
-	// models' (*runtimes.Model -> *pathMetrics, see modelmetrics.go).
-	metrics   *modelMetrics
-	observers sync.Map
+	// metrics are the per-model histograms; a published model's
+	// *pathMetrics is its runtimes observer (see modelmetrics.go).
+	metrics *modelMetrics
 
 	// afterLookup, when set (tests only), runs between the lookup of a
 	// model and the call into it: the window a swap can close the model in.
@@ -253,7 +252,6 @@ func (r *registry) registerLoad(ctx context.Context, path, warmUpJSON string, se
 	// After the warm-up: its calls are not the model's traffic.
 	pm := r.metrics.forPath(path)
 	m.SetObserver(pm)
-	r.observers.Store(m, pm)
 	old, err := r.publishWithMeta(path, m, meta)
 	if err != nil {
 		r.closeInBackground(m)
@@ -417,7 +415,6 @@ func (r *registry) closeInBackground(m *runtimes.Model) {
 		return
 	}
 	r.stopSequences(m)
-	r.observers.Delete(m)
 	r.closing.Add(1)
 	go func() {
 		defer r.closing.Done()
@@ -452,8 +449,8 @@ func (r *registry) predictAt(ctx context.Context, path string, inputs []tensor.T
 			arrived = started
 		}
 		out, queued, err := r.call(ctx, m, inputs)
-		if v, ok := r.observers.Load(m); ok {
-			v.(*pathMetrics).entry(arrived, started, queued)
+		if pm, ok := m.Observer().(*pathMetrics); ok {
+			pm.entry(arrived, started, queued)
 		}
 		if err != nil && (errors.Is(err, runtimes.ErrClosed) || errors.Is(err, sequence.ErrClosed)) {
 			if next := r.lookup(path); next != m {

@@ -22,10 +22,12 @@ import (
 // registered, so that it can replay them after a restart without holding
 // them in memory. Each registration gets its own directory under the
 // supervisor's private one (0700); each file is written to a temporary
-// file (0600), read back and checked against the SHA-256 of what was
-// registered, then renamed into place under a number (model file names
-// are never used as paths). Replay reads the files back in chunks and
-// checks size and checksum again.
+// file (0600) and renamed into place under a number (model file names are
+// never used as paths). Files registered as bytes are read back and
+// checked against the SHA-256 of what was registered before the rename;
+// files registered from disk are checked by the stream to the sidecar that
+// reads the stored copy right after. Replay reads the files back in chunks
+// and checks size and checksum again.
 type replayStore struct {
 	dir string
 	seq atomic.Uint64
@@ -78,8 +80,8 @@ func (st *replayStore) put(modelPath string, files runtimes.Files) (*storedModel
 }
 
 // putFiles copies a registration's files from local disk, in chunks (no
-// file is held in memory), hashing them on the way; on any failure it
-// leaves nothing.
+// file is held in memory), hashing them on the way (the stream that
+// follows checks the copy); on any failure it leaves nothing.
 func (st *replayStore) putFiles(modelPath string, files runtimes.DiskFiles) (*storedModel, error) {
 	dir := filepath.Join(st.dir, strconv.FormatUint(st.seq.Add(1), 10))
 	if err := os.Mkdir(dir, 0o700); err != nil {
@@ -98,9 +100,11 @@ func (st *replayStore) putFiles(modelPath string, files runtimes.DiskFiles) (*st
 	return m, nil
 }
 
-// copyVerified copies the file at src to dir/name through a temporary file
-// that it reads back and checks against the SHA-256 of what it read from
-// src before the rename.
+// copyVerified copies the file at src to dir/name through a temporary
+// file, recording the size and SHA-256 of what it read from src. It does
+// not read the copy back: its one caller, RegisterModelFiles, streams the
+// stored copy to the sidecar at once through stream, which reads it whole
+// and checks both before the registration can complete.
 func copyVerified(dir, name, src string) (storedFile, error) {
 	sf := storedFile{blob: filepath.Join(dir, name)}
 	in, err := os.Open(src)
@@ -114,26 +118,12 @@ func copyVerified(dir, name, src string) (storedFile, error) {
 	}
 	defer os.Remove(tmp.Name()) // a no-op after the rename
 	h := sha256.New()
-	buf := make([]byte, streamChunkBytes)
-	n, werr := io.CopyBuffer(tmp, io.TeeReader(in, h), buf)
+	n, werr := io.CopyBuffer(tmp, io.TeeReader(in, h), make([]byte, streamChunkBytes))
 	if err := errors.Join(werr, tmp.Close()); err != nil {
 		return sf, err
 	}
 	sf.size = n
 	h.Sum(sf.sum[:0])
-	back, err := os.Open(tmp.Name())
-	if err != nil {
-		return sf, err
-	}
-	h.Reset()
-	n, err = io.CopyBuffer(h, back, buf)
-	back.Close()
-	if err != nil {
-		return sf, fmt.Errorf("read back: %w", err)
-	}
-	if n != sf.size || !bytes.Equal(h.Sum(nil), sf.sum[:]) {
-		return sf, fmt.Errorf("the copy written to %s (%d bytes) differs from %s (%d bytes)", tmp.Name(), n, src, sf.size)
-	}
 	return sf, os.Rename(tmp.Name(), sf.blob)
 }
 

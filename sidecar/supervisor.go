@@ -173,8 +173,6 @@ type child struct {
 	gone    bool        // guarded by Supervisor.mu: the exit was seen (the gate is active)
 	// live is set once it is healthy: the prober probes it from then on.
 	live atomic.Bool
-	// hung is set when the prober killed it for not answering.
-	hung atomic.Bool
 	// readyAt is when it began to serve (healthy, its replay over); zero
 	// if it never did. Written and read by the watcher only.
 	readyAt time.Time
@@ -774,7 +772,6 @@ func (s *Supervisor) probeOnce(ctx context.Context, c *child) {
 	}
 	s.log.Error("sidecar did not answer its liveness probe in time; killing it to restart it", "pid", pid, "transport", transport, "bound", bound)
 	s.gate.setUnavailable(fmt.Sprintf("sidecar pid %d did not answer its liveness probe (%s) within %s; it is being replaced", pid, transport, bound))
-	c.hung.Store(true)
 	s.unresponsive.Add(1)
 	if s.opts.OnUnresponsive != nil {
 		s.opts.OnUnresponsive()

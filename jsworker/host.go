@@ -806,11 +806,7 @@ func (h *Host) runChunk(p *proc, c *chunk) {
 		Consented:      r.req.Consented,
 		Function:       r.req.Function,
 		CodeVersion:    r.version,
-		// Polling (see fastlane.DefaultSpinWait) pays while a CPU is
-		// idle; with more chunks running than half the CPUs (each keeps
-		// about one busy: its worker and the sidecar take turns), a
-		// worker that polls takes a CPU another chunk needs.
-		Poll: h.busy.Load() <= int64(h.pollChunks),
+		Poll:           h.chunkMayPoll(),
 	}
 	if h.opts.OTLPEndpoint != "" {
 		req.Traceparent = telemetry.Traceparent(r.ctx)
@@ -1280,4 +1276,13 @@ func (h *Host) forwardLog(p *proc, r io.Reader) {
 		log.Debug(line)
 	}
 	_, _ = io.Copy(io.Discard, r)
+}
+
+// chunkMayPoll reports whether the chunk being sent may poll (its
+// BidsRequest.poll). Polling (see fastlane.DefaultSpinWait) pays while a
+// CPU is idle; with more chunks running than half the CPUs (each keeps
+// about one busy: its worker and the sidecar take turns), a worker that
+// polls takes a CPU another chunk needs.
+func (h *Host) chunkMayPoll() bool {
+	return h.busy.Load() <= int64(h.pollChunks)
 }

@@ -770,3 +770,23 @@ func TestScriptErrorKeepsItsPosition(t *testing.T) {
 		t.Errorf("ScriptError %+v, want the ReferenceError first, then test.js:2:10", se)
 	}
 }
+
+// TestChunkPollOnlyWhileCPUsAreFree: a chunk is sent with poll=true while
+// at most half the CPUs' worth of chunks run (this one counted), and with
+// poll=false beyond, so that polling workers never take a CPU another
+// chunk needs (BidsRequest.poll, Host.pollChunks).
+func TestChunkPollOnlyWhileCPUsAreFree(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	runtime.GOMAXPROCS(4)
+	h, _ := startHost(t, `function generateBid() { return {bid: 1}; }`, Options{})
+	if h.pollChunks != 2 {
+		t.Fatalf("GOMAXPROCS 4: pollChunks %d, want 2", h.pollChunks)
+	}
+	for busy, want := range map[int64]bool{1: true, 2: true, 3: false, 8: false} {
+		h.busy.Store(busy)
+		if got := h.chunkMayPoll(); got != want {
+			t.Errorf("%d chunks running on 4 CPUs: poll %v, want %v", busy, got, want)
+		}
+	}
+	h.busy.Store(0)
+}

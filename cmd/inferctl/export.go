@@ -38,17 +38,9 @@ func exportCmd(fset *flag.FlagSet) func(context.Context, *sidecar.Client, []stri
 			return cli.Usagef("export-variables takes one SavedModel DIR, --variable NAME, --store URL and --model-path P")
 		}
 		dir := args[0]
-		index, err := findIndex(dir)
+		index, ts, err := readIndex("export-variables", dir)
 		if err != nil {
 			return err
-		}
-		b, err := os.ReadFile(index)
-		if err != nil {
-			return inferr.Wrap(inferr.ModelNotFound, err, "export-variables "+dir)
-		}
-		ts, err := tensorflow.CheckpointTensors(b)
-		if err != nil {
-			return inferr.Wrap(inferr.InputParsing, err, index)
 		}
 		var t *tensorflow.CheckpointTensor
 		for i := range ts {

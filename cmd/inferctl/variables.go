@@ -30,24 +30,9 @@ func variablesCmd(fset *flag.FlagSet) func(context.Context, *sidecar.Client, []s
 		if len(args) != 1 {
 			return cli.Usagef("variables takes one SavedModel DIR")
 		}
-		index, err := findIndex(args[0])
+		_, ts, err := readIndex("variables", args[0])
 		if err != nil {
 			return err
-		}
-		st, err := os.Stat(index)
-		if err != nil {
-			return inferr.Wrap(inferr.ModelNotFound, err, "variables "+args[0])
-		}
-		if st.Size() > maxIndexBytes {
-			return inferr.Errorf(inferr.InputParsing, "variables %s: %s is %d bytes, more than %d", args[0], index, st.Size(), maxIndexBytes)
-		}
-		b, err := os.ReadFile(index)
-		if err != nil {
-			return inferr.Wrap(inferr.ModelNotFound, err, "variables "+args[0])
-		}
-		ts, err := tensorflow.CheckpointTensors(b)
-		if err != nil {
-			return inferr.Wrap(inferr.InputParsing, err, index)
 		}
 		if *asJSON {
 			if ts == nil {
@@ -75,6 +60,30 @@ func variablesCmd(fset *flag.FlagSet) func(context.Context, *sidecar.Client, []s
 		fmt.Fprintf(w, "(%d tensors)\t\t\t%d\n", len(ts), total)
 		return w.Flush()
 	}
+}
+
+// readIndex finds the checkpoint index of the SavedModel in dir
+// (findIndex), reads it (at most maxIndexBytes) and lists its tensors;
+// cmd names the command in errors.
+func readIndex(cmd, dir string) (index string, ts []tensorflow.CheckpointTensor, err error) {
+	if index, err = findIndex(dir); err != nil {
+		return "", nil, err
+	}
+	st, err := os.Stat(index)
+	if err != nil {
+		return "", nil, inferr.Wrap(inferr.ModelNotFound, err, cmd+" "+dir)
+	}
+	if st.Size() > maxIndexBytes {
+		return "", nil, inferr.Errorf(inferr.InputParsing, "%s %s: %s is %d bytes, more than %d", cmd, dir, index, st.Size(), maxIndexBytes)
+	}
+	b, err := os.ReadFile(index)
+	if err != nil {
+		return "", nil, inferr.Wrap(inferr.ModelNotFound, err, cmd+" "+dir)
+	}
+	if ts, err = tensorflow.CheckpointTensors(b); err != nil {
+		return "", nil, inferr.Wrap(inferr.InputParsing, err, index)
+	}
+	return index, ts, nil
 }
 
 // findIndex finds variables/variables.index in dir: at its root, or in

@@ -37,33 +37,44 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 // maskCRC is LevelDB's/TensorFlow's masked CRC32C.
 func maskCRC(c uint32) uint32 { return ((c >> 15) | (c << 17)) + 0xa282ead8 }
 
-// parseCheckpoint reads the bundle whose index is index and whose data
-// shards are named prefix + ".data-XXXXX-of-YYYYY" in files.
-func parseCheckpoint(index []byte, prefix string, files map[string][]byte) (ck *checkpoint, err error) {
+// readIndex reads a bundle's index (the LevelDB table variables.index,
+// named name in errors): its entries and its header, which it checks is
+// there. parseCheckpoint and CheckpointTensors read indexes with it.
+func readIndex(index []byte, name string) (entries map[string]*cpb.BundleEntryProto, header *cpb.BundleHeaderProto, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			ck, err = nil, fmt.Errorf("%w: %s.index: table reader failed: %v", ErrCorruptCheckpoint, prefix, r)
+			entries, header, err = nil, nil, fmt.Errorf("%w: %s: table reader failed: %v", ErrCorruptCheckpoint, name, r)
 		}
 	}()
 	if err := checkTable(index); err != nil {
-		return nil, fmt.Errorf("%w: %s.index: %v", ErrCorruptCheckpoint, prefix, err)
+		return nil, nil, fmt.Errorf("%w: %s: %v", ErrCorruptCheckpoint, name, err)
 	}
 	o := &opt.Options{Strict: opt.StrictAll}
 	r, err := table.NewReader(bytes.NewReader(index), int64(len(index)), storage.FileDesc{Type: storage.TypeTable}, nil, nil, o)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s.index: %v", ErrCorruptCheckpoint, prefix, err)
+		return nil, nil, fmt.Errorf("%w: %s: %v", ErrCorruptCheckpoint, name, err)
 	}
 	defer r.Release()
 	it := r.NewIterator(nil, nil)
 	defer it.Release()
-	ck = &checkpoint{entries: map[string]*cpb.BundleEntryProto{}}
-	var header *cpb.BundleHeaderProto
+	ck := &checkpoint{entries: map[string]*cpb.BundleEntryProto{}}
 	if err := readEntries(it, ck, &header); err != nil {
-		return nil, fmt.Errorf("%w: %s.index: %v", ErrCorruptCheckpoint, prefix, err)
+		return nil, nil, fmt.Errorf("%w: %s: %v", ErrCorruptCheckpoint, name, err)
 	}
 	if header == nil {
-		return nil, fmt.Errorf("%w: %s.index: no bundle header", ErrCorruptCheckpoint, prefix)
+		return nil, nil, fmt.Errorf("%w: %s: no bundle header", ErrCorruptCheckpoint, name)
 	}
+	return ck.entries, header, nil
+}
+
+// parseCheckpoint reads the bundle whose index is index and whose data
+// shards are named prefix + ".data-XXXXX-of-YYYYY" in files.
+func parseCheckpoint(index []byte, prefix string, files map[string][]byte) (*checkpoint, error) {
+	entries, header, err := readIndex(index, prefix+".index")
+	if err != nil {
+		return nil, err
+	}
+	ck := &checkpoint{entries: entries}
 	if header.Endianness != cpb.BundleHeaderProto_LITTLE {
 		return nil, fmt.Errorf("%w: %s.index: big-endian bundles are not supported", ErrCorruptCheckpoint, prefix)
 	}

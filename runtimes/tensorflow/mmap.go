@@ -1,6 +1,7 @@
 package tensorflow
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -290,4 +291,58 @@ func (b *Backend) MapsFile(name string, size int64) bool {
 	}
 	dir, base := path.Split(name)
 	return path.Base(dir) == "variables" && strings.HasPrefix(base, "variables.data-")
+}
+
+var _ driver.DiskLoader = (*Backend)(nil)
+
+// LoadDisk (driver.DiskLoader) is Load from the files of a streamed
+// registration: the data shards this backend maps (MapsFile) are read
+// through a temporary read-only mapping of the received file rather than
+// into the heap, so that a shard counted against the sidecar's mapped cap
+// (not its heap cap) never passes through the heap; mapShards copies it
+// into MapVariablesDir as from memory, and the temporary mappings go once
+// the load returns (the model keeps only its own). Other files are read
+// into memory, as Runtime.LoadDisk does for backends that cannot.
+func (b *Backend) LoadDisk(ctx context.Context, files driver.DiskFiles) (driver.Model, error) {
+	mem := make(driver.Files, len(files))
+	var tmp [][]byte
+	defer func() {
+		for _, r := range tmp {
+			_ = unix.Munmap(r)
+		}
+	}()
+	for name, local := range files {
+		st, err := os.Stat(local)
+		if err != nil {
+			return nil, fmt.Errorf("file %s: %w", name, err)
+		}
+		if !b.MapsFile(name, st.Size()) {
+			if mem[name], err = os.ReadFile(local); err != nil {
+				return nil, fmt.Errorf("file %s: %w", name, err)
+			}
+			continue
+		}
+		data, err := mapReadOnly(local, st.Size())
+		if err != nil {
+			return nil, fmt.Errorf("file %s: %w", name, err)
+		}
+		tmp = append(tmp, data)
+		mem[name] = data
+	}
+	return b.Load(ctx, mem)
+}
+
+// mapReadOnly maps the size bytes of the file at local read-only.
+func mapReadOnly(local string, size int64) ([]byte, error) {
+	f, err := os.Open(local)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mmap (%d bytes): %w", size, err)
+	}
+	_ = unix.Madvise(data, unix.MADV_SEQUENTIAL) // read once, in order
+	return data, nil
 }

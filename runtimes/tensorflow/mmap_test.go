@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"maps"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/inferbid/inferbid/runtimes/driver"
@@ -228,4 +230,45 @@ func FuzzCheckpointTensors(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A streamed registration's files (LoadDisk) serve the same answers, the
+// table from a mapping, and the received files can go once it returns.
+func TestMappedVariablesLoadDisk(t *testing.T) {
+	files := embeddingModel(t, 1000, 16, 4, false)
+	recv, dir := t.TempDir(), t.TempDir()
+	disk := driver.DiskFiles{}
+	for name, b := range files {
+		local := filepath.Join(recv, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(local), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(local, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		disk[name] = local
+	}
+	heap := loadWith(t, driver.Config{}, files)
+	defer heap.Close()
+	bm, err := New(driver.Config{MapVariablesDir: dir}).LoadDisk(context.Background(), disk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := bm.(*model)
+	defer m.Close()
+	missing := maps.Clone(disk)
+	missing["saved_model.pb"] = filepath.Join(recv, "gone")
+	if _, err := New(driver.Config{MapVariablesDir: dir}).LoadDisk(context.Background(), missing); err == nil || !strings.Contains(err.Error(), "saved_model.pb") {
+		t.Fatalf("LoadDisk of a missing file: %v, want an error naming it", err)
+	}
+	if err := os.RemoveAll(recv); err != nil {
+		t.Fatal(err)
+	}
+	ids := []int64{0, 999, 17, 500}
+	if want, got := predictIDs(t, heap, ids...), predictIDs(t, m, ids...); !reflect.DeepEqual(want, got) {
+		t.Fatalf("LoadDisk answers %v, Load %v", got, want)
+	}
+	if wm := m.WeightMemory(); wm.MappedBytes < 1000*16*4 {
+		t.Errorf("%d bytes mapped, want at least the table's %d", wm.MappedBytes, 1000*16*4)
+	}
 }

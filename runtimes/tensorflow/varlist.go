@@ -1,15 +1,8 @@
 package tensorflow
 
 import (
-	"bytes"
 	"fmt"
 	"sort"
-
-	"github.com/syndtr/goleveldb/leveldb/opt"
-	"github.com/syndtr/goleveldb/leveldb/storage"
-	"github.com/syndtr/goleveldb/leveldb/table"
-
-	cpb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
 )
 
 // CheckpointTensor describes one tensor of a checkpoint, as its index
@@ -33,30 +26,11 @@ func MaskCRC(c uint32) uint32 { return maskCRC(c) }
 // (variables/variables.index) is index, sorted by name. It reads only the
 // index: the data shards may be far larger than memory.
 func CheckpointTensors(index []byte) (out []CheckpointTensor, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			out, err = nil, fmt.Errorf("%w: variables.index: table reader failed: %v", ErrCorruptCheckpoint, r)
-		}
-	}()
-	if err := checkTable(index); err != nil {
-		return nil, fmt.Errorf("%w: variables.index: %v", ErrCorruptCheckpoint, err)
-	}
-	r, err := table.NewReader(bytes.NewReader(index), int64(len(index)), storage.FileDesc{Type: storage.TypeTable}, nil, nil, &opt.Options{Strict: opt.StrictAll})
+	entries, _, err := readIndex(index, "variables.index")
 	if err != nil {
-		return nil, fmt.Errorf("%w: variables.index: %v", ErrCorruptCheckpoint, err)
+		return nil, err
 	}
-	defer r.Release()
-	it := r.NewIterator(nil, nil)
-	defer it.Release()
-	ck := &checkpoint{entries: map[string]*cpb.BundleEntryProto{}}
-	var header *cpb.BundleHeaderProto
-	if err := readEntries(it, ck, &header); err != nil {
-		return nil, fmt.Errorf("%w: variables.index: %v", ErrCorruptCheckpoint, err)
-	}
-	if header == nil {
-		return nil, fmt.Errorf("%w: variables.index: no bundle header", ErrCorruptCheckpoint)
-	}
-	for name, e := range ck.entries {
+	for name, e := range entries {
 		t := CheckpointTensor{Name: name, DType: dtypeName(e.Dtype), Bytes: e.Size, Shard: e.ShardId, Offset: e.Offset, CRC32C: e.Crc32C}
 		if e.Shape != nil {
 			if t.Shape, err = shapeWithin(e.Shape, maxMappedElements); err != nil {

@@ -1,6 +1,7 @@
 package jsbridge
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -432,7 +433,10 @@ func parseWasm(b []byte, maxTable uint32) (*wasmInfo, []byte, error) {
 		sr := &wasmReader{b: body}
 		switch id {
 		case 0:
-			info.custom = append(info.custom, wasmCustom{name: sr.name(), data: body[sr.off:]})
+			// A copy: b may be the script's own ArrayBuffer, which it can
+			// overwrite after compiling, and the compiled module is cached
+			// for the pool, shared with other requests' runtimes.
+			info.custom = append(info.custom, wasmCustom{name: sr.name(), data: bytes.Clone(body[sr.off:])})
 		case 2:
 			n := sr.u32()
 			for range n {

@@ -21,8 +21,9 @@
   const LinkError = errorClass('LinkError');
   const RuntimeError = errorClass('RuntimeError');
 
-  // bytes copies a BufferSource's bytes into an ArrayBuffer of its own
-  // (a view's window of its buffer), as the JS API does.
+  // bytes is a BufferSource's bytes as an ArrayBuffer: a view's window of
+  // its buffer is copied, an ArrayBuffer is passed as it is (the Go side
+  // copies what a module keeps of it: the script may overwrite it).
   function bytes(src, where) {
     if (src instanceof ArrayBuffer) return src;
     if (ArrayBuffer.isView(src)) return src.buffer.slice(src.byteOffset, src.byteOffset + src.byteLength);

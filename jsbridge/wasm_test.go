@@ -443,3 +443,34 @@ function probe() {
 		t.Fatalf("probe() = %s, %v; want %s", out, err, want)
 	}
 }
+
+// TestWasmCustomSectionsCopied: a Module keeps its own copy of its custom
+// sections, as the JS API copies a module's bytes. Compiled modules are
+// cached per pool by content: a module compiled from a plain ArrayBuffer
+// that the script then overwrites must not change what
+// Module.customSections shows, neither in that call nor in another
+// request's call compiling the same bytes.
+func TestWasmCustomSectionsCopied(t *testing.T) {
+	// A module with one custom section "n" holding "public" (data at +12).
+	src := `
+const BYTES = [0, 97, 115, 109, 1, 0, 0, 0, 0, 8, 1, 110, 112, 117, 98, 108, 105, 99];
+function text(m) { return String.fromCharCode.apply(null, new Uint8Array(WebAssembly.Module.customSections(m, "n")[0])); }
+function write() {
+  const ab = new Uint8Array(BYTES).buffer;
+  const m = new WebAssembly.Module(ab);
+  new Uint8Array(ab).set([115, 101, 99, 114, 101, 116], 12); // "secret", one user's data
+  return text(m);
+}
+function read() { return text(new WebAssembly.Module(new Uint8Array(BYTES))); }
+`
+	p := newWasmPool(t, src, Options{Size: 2})
+	for _, fn := range []string{"write", "read"} {
+		out, err := p.CallJSON(context.Background(), fn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(out) != `"public"` {
+			t.Errorf("%s: the custom section reads %s, want \"public\" (the module's bytes as compiled)", fn, out)
+		}
+	}
+}

@@ -123,7 +123,9 @@
 //     into a slice of twice its size (a page at a time would copy it each
 //     time): a memory of N bytes may hold up to 2N while it grows.
 //   - Tables: a table declaring more than WasmMaxTableElements (10 million,
-//     V8's limit) fails to instantiate with a RangeError, and every table's
+//     V8's limit) fails to instantiate with a RangeError, so do a module's
+//     tables declaring more together (stricter than V8, which bounds each:
+//     many tables would allocate their sum in one step), and every table's
 //     maximum is lowered to it (table.grow past it returns -1), by
 //     rewriting the table section before wazero compiles it.
 //   - Nothing else is reachable: no WASI, no host module but the JS

@@ -133,7 +133,8 @@ type Options struct {
 	// it returns -1. 0 = DefaultWasmMaxMemoryBytes (1 GiB).
 	WasmMaxMemoryBytes int64
 	// WasmMaxTableElements bounds a Wasm table's elements (declared, or
-	// grown to); 0 = DefaultWasmMaxTableElements.
+	// grown to), and the declared elements of a module's tables together;
+	// 0 = DefaultWasmMaxTableElements.
 	WasmMaxTableElements int
 }
 

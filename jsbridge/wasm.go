@@ -405,7 +405,9 @@ func (r *wasmReader) limits() (lo, hi uint32, hasMax bool) {
 // parseWasm reads the imports, exports, custom sections and the memory's
 // initial size of a module, and bounds its tables: a table declaring more
 // than maxTable elements makes instantiation fail with a RangeError (as in
-// V8, whose limit is 10 million), and every table's maximum is lowered to
+// V8, whose limit is 10 million), so do tables declaring more together
+// (V8 bounds each; here a module's tables share the limit, so that one
+// instantiation cannot allocate many times it), and every table's maximum is lowered to
 // maxTable (so that
 // table.grow past it returns -1, as in V8, instead of allocating without
 // bound). It returns the bytes to compile: b, or b with the table section
@@ -466,12 +468,14 @@ func parseWasm(b []byte, maxTable uint32) (*wasmInfo, []byte, error) {
 		case 4:
 			n := sr.u32()
 			tables := uleb(n)
+			var total uint64 // initial elements of all tables
 			for range n {
 				ref := sr.byte1()
 				lo, hi, hasMax := sr.limits()
 				if sr.err != nil {
 					break
 				}
+				total += uint64(lo)
 				if lo > maxTable {
 					// As V8: the module compiles, an instance is a
 					// RangeError. What is compiled has an empty table.
@@ -484,6 +488,12 @@ func parseWasm(b []byte, maxTable uint32) (*wasmInfo, []byte, error) {
 					hi = maxTable
 				}
 				tables = append(append(append(tables, ref, 1), uleb(lo)...), uleb(hi)...)
+			}
+			if total > uint64(maxTable) && info.tooBig == "" {
+				// The limit bounds the module's tables together: each
+				// under it, many tables would allocate their sum in
+				// one instantiation.
+				info.tooBig = fmt.Sprintf("initial table sizes (%d elements in %d tables) are larger than implementation limit (%d elements)", total, n, maxTable)
 			}
 			tableSec = [2]int{start, r.off}
 			newTables = section(4, tables)

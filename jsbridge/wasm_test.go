@@ -474,3 +474,36 @@ function read() { return text(new WebAssembly.Module(new Uint8Array(BYTES))); }
 		}
 	}
 }
+
+// TestWasmTablesBoundTogether: the table limit bounds the initial elements
+// of a module's tables together, not each table: a module of many tables,
+// each just under the limit, would otherwise allocate their sum (8 bytes an
+// element, all in one instantiation, before the heap watchdog can look)
+// and could take the process past its memory.
+func TestWasmTablesBoundTogether(t *testing.T) {
+	src := `
+function tables(n, size) {
+  const lo = [size & 0x7f | 0x80, size >> 7]; // two-byte LEB128
+  let body = [n];
+  for (let i = 0; i < n; i++) body = body.concat([0x70, 0], lo);
+  const m = new WebAssembly.Module(new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 4, body.length].concat(body)));
+  try { new WebAssembly.Instance(m); return "instantiated"; } catch (e) { return e.name + ": " + e.message; }
+}
+function run() { return [tables(1, 1000), tables(2, 500), tables(3, 600)]; }
+`
+	p := newWasmPool(t, src, Options{Size: 1, WasmMaxTableElements: 1000})
+	out, err := p.CallJSON(context.Background(), "run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got[0] != "instantiated" || got[1] != "instantiated" {
+		t.Errorf("tables within the limit: %q", got[:2])
+	}
+	if want := "RangeError: WebAssembly.Instance(): initial table sizes (1800 elements in 3 tables) are larger than implementation limit (1000 elements)"; got[2] != want {
+		t.Errorf("3 tables of 600: %q, want %q", got[2], want)
+	}
+}

@@ -21,7 +21,11 @@
 // registration). From disk, initializers of 1 MiB or more are first moved
 // into a weights file as ONNX external data (external.go), which ONNX
 // Runtime maps rather than parsing and copying: a load adds no anonymous
-// memory for them. Its inputs and outputs are
+// memory for them. A model whose tensors declare external data of their
+// own (anywhere: initializers, attributes, subgraphs, functions) is refused
+// before ONNX Runtime opens it: a model is one file, so the data could
+// only be some other file of the server's, read into the weights. Its
+// inputs and outputs are
 // read from the protobuf (graph inputs that are initializers do not count);
 // inputs must be tensors of a dtype tensor.DType carries (the contract's six,
 // BOOL, UINT8-64, FLOAT16 and STRING as BYTES), symbolic dimensions are -1,

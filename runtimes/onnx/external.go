@@ -201,3 +201,150 @@ func copyRanges(src *os.File, dst string, moves []moved) error {
 	}
 	return out.Close()
 }
+
+// A model is one .onnx file (modelFile): a tensor of it that declares
+// ONNX external data names some other file, which ONNX Runtime would read
+// into the model's weights: relative to the model's directory from disk,
+// to the working directory from bytes (ONNX Runtime 1.30 refuses only
+// absolute paths and paths leaving that directory; older libraries
+// nothing), so that a file of the server's would come back in the model's
+// outputs. refuseExternalData refuses such a model before ONNX Runtime
+// sees it, wherever the tensor is: an initializer, a sparse one, a node's
+// attribute, in a subgraph, a function or training info. (The weights
+// file LoadDisk writes itself is made after this check.)
+
+// Field numbers of onnx.proto, for the walk (see also modelinfo.go).
+const (
+	modelTrainingInfo  = 20 // ModelProto.training_info (TrainingInfoProto)
+	modelFunctions     = 25 // ModelProto.functions (FunctionProto)
+	trainingInit       = 1  // TrainingInfoProto.initialization (GraphProto)
+	trainingAlgorithm  = 2  // TrainingInfoProto.algorithm (GraphProto)
+	functionNode       = 7  // FunctionProto.node
+	nodeAttribute      = 5  // NodeProto.attribute (AttributeProto)
+	attrTensor         = 5  // AttributeProto.t
+	attrGraph          = 6  // AttributeProto.g
+	attrTensors        = 10 // AttributeProto.tensors
+	attrGraphs         = 11 // AttributeProto.graphs
+	attrSparseTensor   = 22 // AttributeProto.sparse_tensor
+	attrSparseTensors  = 23 // AttributeProto.sparse_tensors
+	sparseIndices      = 2  // SparseTensorProto.indices
+	dataLocationExtern = 1  // TensorProto.DataLocation EXTERNAL
+	maxSubgraphNesting = 64 // protobuf's own parsers stop at 100 nested messages
+)
+
+// refuseExternalData returns an error naming the first tensor of the
+// model that declares external data, and its location.
+func refuseExternalData(model []byte) error {
+	return fields(model, func(num protowire.Number, typ protowire.Type, val []byte, _ uint64) error {
+		if typ != protowire.BytesType {
+			return nil
+		}
+		switch num {
+		case modelGraph:
+			return externalInGraph(val, 0)
+		case modelFunctions:
+			return fields(val, func(num protowire.Number, typ protowire.Type, val []byte, _ uint64) error {
+				if num == functionNode && typ == protowire.BytesType {
+					return externalInNode(val, 0)
+				}
+				return nil
+			})
+		case modelTrainingInfo:
+			return fields(val, func(num protowire.Number, typ protowire.Type, val []byte, _ uint64) error {
+				if (num == trainingInit || num == trainingAlgorithm) && typ == protowire.BytesType {
+					return externalInGraph(val, 0)
+				}
+				return nil
+			})
+		}
+		return nil
+	})
+}
+
+func externalInGraph(g []byte, depth int) error {
+	if depth > maxSubgraphNesting {
+		return fmt.Errorf("subgraphs nested more than %d deep", maxSubgraphNesting)
+	}
+	return fields(g, func(num protowire.Number, typ protowire.Type, val []byte, _ uint64) error {
+		if typ != protowire.BytesType {
+			return nil
+		}
+		switch num {
+		case graphNode:
+			return externalInNode(val, depth)
+		case graphInitializer:
+			return checkTensor(val, "initializer")
+		case graphSparseInitializer:
+			return externalInSparse(val, "sparse initializer")
+		}
+		return nil
+	})
+}
+
+func externalInNode(n []byte, depth int) error {
+	return fields(n, func(num protowire.Number, typ protowire.Type, val []byte, _ uint64) error {
+		if num != nodeAttribute || typ != protowire.BytesType {
+			return nil
+		}
+		return fields(val, func(num protowire.Number, typ protowire.Type, val []byte, _ uint64) error {
+			if typ != protowire.BytesType {
+				return nil
+			}
+			switch num {
+			case attrTensor, attrTensors:
+				return checkTensor(val, "attribute tensor")
+			case attrSparseTensor, attrSparseTensors:
+				return externalInSparse(val, "attribute sparse tensor")
+			case attrGraph, attrGraphs:
+				return externalInGraph(val, depth+1)
+			}
+			return nil
+		})
+	})
+}
+
+func externalInSparse(s []byte, what string) error {
+	return fields(s, func(num protowire.Number, typ protowire.Type, val []byte, _ uint64) error {
+		if (num == sparseValues || num == sparseIndices) && typ == protowire.BytesType {
+			return checkTensor(val, what)
+		}
+		return nil
+	})
+}
+
+// checkTensor refuses a TensorProto whose data_location is EXTERNAL.
+func checkTensor(t []byte, what string) error {
+	var name, location string
+	external := false
+	err := fields(t, func(num protowire.Number, typ protowire.Type, val []byte, v uint64) error {
+		switch {
+		case num == tensorName && typ == protowire.BytesType:
+			name = string(val)
+		case num == tensorDataLocation && typ == protowire.VarintType && v == dataLocationExtern:
+			external = true
+		case num == tensorExternalData && typ == protowire.BytesType:
+			var key, value string
+			if err := fields(val, func(num protowire.Number, typ protowire.Type, val []byte, _ uint64) error {
+				if typ == protowire.BytesType && num == entryKey {
+					key = string(val)
+				} else if typ == protowire.BytesType && num == entryValue {
+					value = string(val)
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+			if key == "location" {
+				location = value
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if external {
+		return fmt.Errorf("%s %q is ONNX external data (location %q): a model is one .onnx file, external data is refused", what, name, location)
+	}
+	return nil
+}

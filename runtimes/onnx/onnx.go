@@ -176,6 +176,9 @@ func (b *backend) load(ctx context.Context, name string, data []byte, newSession
 	if err != nil {
 		return nil, fmt.Errorf("onnx: %s: %w", name, err)
 	}
+	if err := refuseExternalData(data); err != nil {
+		return nil, fmt.Errorf("onnx: %s: %w", name, err)
+	}
 	sig, err := signature(info)
 	if err != nil {
 		return nil, fmt.Errorf("onnx: %s: %w", name, err)

@@ -111,10 +111,26 @@ type wasmModule struct {
 	owned bool
 
 	// hosts are the modules that serve its function imports, by import
-	// module name, made on first instantiation (see hostModules).
-	hostOnce sync.Once
-	hosts    map[string]api.Module
-	hostErr  error
+	// module name, made on first instantiation (see hostModules), and
+	// hostCompiled what they were compiled from: closed with an owned
+	// module (close), kept with a cached one.
+	hostOnce     sync.Once
+	hosts        map[string]api.Module
+	hostCompiled []wazero.CompiledModule
+	hostErr      error
+}
+
+// close closes an owned module at the end of its run: its compiled code
+// and the host modules made for its imports, which would otherwise stay
+// in the pool's wazero runtime, one set per run.
+func (m *wasmModule) close(ctx context.Context) {
+	for _, h := range m.hosts {
+		_ = h.Close(ctx)
+	}
+	for _, cm := range m.hostCompiled {
+		_ = cm.Close(ctx)
+	}
+	_ = m.compiled.Close(ctx)
 }
 
 // wasmCompileError is a module that does not compile: CompileError in JS.
@@ -265,6 +281,7 @@ func (e *wasmEngine) hostModules(m *wasmModule) (map[string]api.Module, error) {
 				m.hostErr = err
 				return
 			}
+			m.hostCompiled = append(m.hostCompiled, cm)
 			mod, err := e.rt.InstantiateModule(context.Background(), cm, wazero.NewModuleConfig().WithName("").WithStartFunctions())
 			if err != nil {
 				m.hostErr = err

@@ -284,7 +284,7 @@ func (ws *wasmState) endRun() {
 		inst.ctx = nil
 	}
 	for _, m := range ws.owned {
-		_ = m.compiled.Close(ctx)
+		m.close(ctx)
 	}
 	for _, obj := range ws.runObjs {
 		delete(ws.modules, obj)

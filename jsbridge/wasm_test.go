@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dop251/goja"
 )
 
 // wasmFile reads testdata/wasm/name.wasm (built from name.wat; see
@@ -505,5 +507,45 @@ function run() { return [tables(1, 1000), tables(2, 500), tables(3, 600)]; }
 	}
 	if want := "RangeError: WebAssembly.Instance(): initial table sizes (1800 elements in 3 tables) are larger than implementation limit (1000 elements)"; got[2] != want {
 		t.Errorf("3 tables of 600: %q, want %q", got[2], want)
+	}
+}
+
+// TestWasmOwnedModuleHostsClosed: past the cache's maxCachedWasmModules a
+// module is compiled for its run only and closed when the run ends; so
+// are the host modules serving its imports (made per compiled module),
+// which would otherwise stay in the pool's wazero runtime, compiled and
+// instantiated, one set per run, for the pool's lifetime.
+func TestWasmOwnedModuleHostsClosed(t *testing.T) {
+	src := `
+// A distinct module per i (its custom section holds i) importing env.f.
+function mod(i) {
+  return new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 0, 5, 1, 110, i & 255, (i >> 8) & 255, 7,
+    1, 4, 1, 0x60, 0, 0, 2, 9, 1, 3, 101, 110, 118, 1, 102, 0, 0]);
+}
+function fill() { for (let i = 0; i < 256; i++) new WebAssembly.Module(mod(i)); return true; }
+function owned(i) { new WebAssembly.Instance(new WebAssembly.Module(mod(i)), { env: { f() {} } }); return true; }
+`
+	p := newWasmPool(t, src, Options{Size: 1})
+	if out, err := p.CallJSON(context.Background(), "fill"); err != nil || string(out) != "true" {
+		t.Fatalf("fill: %s, %v", out, err)
+	}
+	for i := range 3 {
+		var owned []*wasmModule
+		err := p.run(context.Background(), "owned", func(v *vm, f goja.Callable) error {
+			_, err := f(goja.Undefined(), v.rt.ToValue(1000+i))
+			owned = append(owned, v.wasmState.owned...)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(owned) != 1 || len(owned[0].hosts) != 1 {
+			t.Fatalf("run %d: %d modules compiled for the run; want 1 with 1 host module", i, len(owned))
+		}
+		for name, h := range owned[0].hosts {
+			if !h.IsClosed() {
+				t.Errorf("run %d: the host module %q of a module compiled for the run outlived the run", i, name)
+			}
+		}
 	}
 }

@@ -108,7 +108,8 @@
 //     objects (memories, globals, tables, and Modules made in a call);
 //     Modules made by the module's top level stay usable in every call
 //     (compiled code holds no call's data). Past the cache's 256 modules,
-//     a module is compiled for its run only.
+//     a module is compiled for its run only (one of the top level: for
+//     its runtime, closed when the runtime is garbage).
 //   - Deadlines: instances run under the call's ctx with wazero's
 //     close-on-context-done, so that a Wasm loop stops (wazero checks at
 //     function entries and loop back-edges) when the call's deadline

@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/big"
 	"reflect"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -72,6 +73,10 @@ type wasmState struct {
 	instances []*wasmInstance
 	liveMems  []*wasmMemory
 	owned     []*wasmModule
+	// kept are the modules that the module's top level compiled for this
+	// runtime only (the pool's cache was full): its Modules stay usable
+	// in every call, so they are closed with the runtime, not the run.
+	kept *keptModules
 	// runObjs are the JS objects of the run's Wasm objects, forgotten (in
 	// the maps above) when it ends.
 	runObjs []*goja.Object
@@ -129,6 +134,9 @@ func (v *vm) wasm() (*wasmState, error) {
 		globals:  map[*goja.Object]*wasmGlobal{},
 		tables:   map[*goja.Object]*wasmTable{},
 	}
+	ws.kept = &keptModules{}
+	// The cleanup's argument refers to neither v nor ws.
+	runtime.AddCleanup(v, (*keptModules).close, ws.kept)
 	rt := v.rt
 	fnv, err := rt.RunProgram(prog)
 	if err != nil {
@@ -554,9 +562,35 @@ func (ws *wasmState) compile(b []byte, where string) *wasmModule {
 		ws.throw(ws.compileError, "%s: %v", where, err)
 	}
 	if m.owned {
-		ws.owned = append(ws.owned, m)
+		if ws.v.runs == 0 {
+			ws.kept.add(m) // a Module of the top level: kept (ownedByRun)
+		} else {
+			ws.owned = append(ws.owned, m)
+		}
 	}
 	return m
+}
+
+// keptModules are a runtime's top-level modules compiled for it only,
+// closed once the runtime is garbage.
+type keptModules struct {
+	mu   sync.Mutex
+	mods []*wasmModule
+}
+
+func (k *keptModules) add(m *wasmModule) {
+	k.mu.Lock()
+	k.mods = append(k.mods, m)
+	k.mu.Unlock()
+}
+
+func (k *keptModules) close() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, m := range k.mods {
+		m.close(context.Background())
+	}
+	k.mods = nil
 }
 
 func (ws *wasmState) jsCompile(c goja.FunctionCall) goja.Value {

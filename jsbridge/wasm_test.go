@@ -549,3 +549,56 @@ function owned(i) { new WebAssembly.Instance(new WebAssembly.Module(mod(i)), { e
 		}
 	}
 }
+
+// TestWasmTopLevelModulePastCache: a Module made by the module's top level
+// stays usable in every call (the runtime's Modules are kept), also when
+// the pool's cache was full and it was compiled for its runtime only; its
+// compiled code (and host modules) are closed once the runtime is garbage.
+func TestWasmTopLevelModulePastCache(t *testing.T) {
+	src := `
+function mod(i) {
+  return new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 0, 5, 1, 110, i & 255, (i >> 8) & 255, 7,
+    1, 4, 1, 0x60, 0, 0, 2, 9, 1, 3, 101, 110, 118, 1, 102, 0, 0]);
+}
+for (let i = 0; i < 256; i++) new WebAssembly.Module(mod(i)); // the cache is full
+const TOP = new WebAssembly.Module(mod(5000));
+function use() {
+  try { new WebAssembly.Instance(TOP, { env: { f() {} } }); return "ok"; } catch (e) { return e.name + ": " + e.message; }
+}
+`
+	p := newWasmPool(t, src, Options{Size: 1})
+	var kept []*wasmModule
+	for i := range 2 {
+		err := p.run(context.Background(), "use", func(v *vm, f goja.Callable) error {
+			out, err := f(goja.Undefined())
+			if err == nil && out.String() != "ok" {
+				err = fmt.Errorf("call %d: %s", i, out)
+			}
+			if v.wasmState != nil && v.wasmState.kept != nil {
+				kept = append(kept, v.wasmState.kept.mods...)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(kept) == 0 {
+		t.Fatal("no top-level module was compiled past the cache")
+	}
+	// Fresh runtimes: those of the calls are garbage now.
+	for range 100 {
+		runtime.GC()
+		closed := true
+		for _, m := range kept {
+			for _, h := range m.hosts {
+				closed = closed && h.IsClosed()
+			}
+		}
+		if closed {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("the top-level modules compiled past the cache were not closed with their runtimes")
+}

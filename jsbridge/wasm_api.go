@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode"
 	"unsafe"
 
 	"github.com/dop251/goja"
@@ -438,7 +439,7 @@ func (ws *wasmState) toBigInt64(val goja.Value) int64 {
 			}
 			return 0
 		case string:
-			if b, ok := new(big.Int).SetString(strings.TrimSpace(x), 0); ok {
+			if b, ok := stringToBigInt(x); ok {
 				return bigToInt64(b)
 			}
 			ws.v.throwSyntax("Cannot convert " + x + " to a BigInt")
@@ -450,6 +451,53 @@ func (ws *wasmState) toBigInt64(val goja.Value) int64 {
 	}
 	ws.typeError("Cannot convert %s to a BigInt", s)
 	return 0
+}
+
+// stringToBigInt is ECMAScript's StringToBigInt, as BigInt(string) reads
+// a string: JS white space trimmed; empty is 0; 0x, 0o or 0b and digits
+// of that base, or decimal digits with an optional sign; no separators.
+// (big.Int.SetString with base 0 also takes 1_000 and -0x10, which JS
+// refuses, and refuses the empty string, which JS reads as 0.)
+func stringToBigInt(s string) (*big.Int, bool) {
+	s = strings.TrimFunc(s, func(r rune) bool { return r == '\uFEFF' || (unicode.IsSpace(r) && r != '\u0085') })
+	if s == "" {
+		return new(big.Int), true
+	}
+	base, digits := 10, s
+	if len(s) > 2 && s[0] == '0' {
+		switch s[1] {
+		case 'x', 'X':
+			base = 16
+		case 'o', 'O':
+			base = 8
+		case 'b', 'B':
+			base = 2
+		}
+		if base != 10 {
+			s, digits = s[2:], s[2:]
+		}
+	}
+	if base == 10 && (s[0] == '+' || s[0] == '-') {
+		digits = s[1:]
+	}
+	if digits == "" {
+		return nil, false
+	}
+	for _, c := range digits {
+		d := 99
+		switch {
+		case c >= '0' && c <= '9':
+			d = int(c - '0')
+		case c >= 'a' && c <= 'f':
+			d = int(c-'a') + 10
+		case c >= 'A' && c <= 'F':
+			d = int(c-'A') + 10
+		}
+		if d >= base {
+			return nil, false
+		}
+	}
+	return new(big.Int).SetString(s, base)
 }
 
 func (v *vm) throwSyntax(msg string) {

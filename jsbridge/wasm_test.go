@@ -602,3 +602,22 @@ function use() {
 	}
 	t.Fatal("the top-level modules compiled past the cache were not closed with their runtimes")
 }
+
+// TestWasmStringToBigInt: strings passed for i64 read as BigInt() reads
+// them in V8 (TestWasmPeer compares more with Node.js, when it is there).
+func TestWasmStringToBigInt(t *testing.T) {
+	for s, want := range map[string]string{
+		"": "0", " \n": "0", "12": "12", " -12\t": "-12", "+7": "7", "0x1F": "31", "0o17": "15", "0B11": "3",
+		"\uFEFF5": "5", "\u20285\u2029": "5", "\u00a0-3": "-3",
+		"1_000": "", "-0x10": "", "+0b1": "", "0x": "", "0xg": "", "1e3": "", "1.0": "", "--1": "", "\u00855": "", "Infinity": "",
+	} {
+		b, ok := stringToBigInt(s)
+		got := ""
+		if ok {
+			got = b.String()
+		}
+		if got != want {
+			t.Errorf("%q: %q (ok %v), want %q (\"\": a SyntaxError)", s, got, ok, want)
+		}
+	}
+}

@@ -37,6 +37,9 @@ async function main() {
   out.add = [e.add(2, 3), e.add(0x7fffffff, 1), e.add(1.9, '2'), e.add(), e.add(NaN, Infinity), e.add(2 ** 32 + 5, -1)];
   out.add64 = [attempt(() => e.add64(1n, 2n)), attempt(() => e.add64(0x7fffffffffffffffn, 1n)), attempt(() => e.add64(1, 2)),
     attempt(() => e.add64(true, '5'))];
+  // Strings as BigInt() takes them (StringToBigInt): no separators, no sign before a prefix.
+  out.add64Strings = ['1_000', '', '  ', '-0x10', '+0b1', ' 12 ', '\n-12\t', '+7', '0x10', '0X1f', '0o17', '0b11', '0xg', '1e3', '1.0', '--1', '0x', 'Infinity']
+    .map((s) => attempt(() => e.add64(s, 0n)));
   out.mulf32 = [e.mulf32(0.1, 3), e.mulf32(1e30, 1e30)];
   out.divf64 = [e.divf64(1, 3), String(e.divf64(1, 0)), String(e.divf64(0, 0))];
   out.bigintToI32 = attempt(() => e.add(1n, 2));

@@ -23,7 +23,10 @@ const (
 	// maxCachedWasmModules bounds the compiled modules a pool keeps for
 	// its lifetime (see wasmEngine.compile).
 	maxCachedWasmModules = 256
-	wasmPageSize         = 1 << 16
+	// maxWasmHelperArgIndex bounds WasmHelperArg.Index: the call's
+	// arguments are filled with undefined up to it.
+	maxWasmHelperArgIndex = 64
+	wasmPageSize          = 1 << 16
 )
 
 // WasmHelperArg says which argument of which function gets the pool's Wasm
@@ -32,8 +35,8 @@ const (
 type WasmHelperArg struct {
 	// Func is the global function; "" = "generateBid".
 	Func string
-	// Index is the argument, counted from 0; used only when Func is set
-	// (the default is 4, browserSignals).
+	// Index is the argument, counted from 0, at most 64; used only when
+	// Func is set (the default is 4, browserSignals).
 	Index int
 }
 
@@ -64,6 +67,9 @@ type wasmEngine struct {
 
 // newWasmEngine makes a pool's engine and compiles the helper.
 func newWasmEngine(opts Options) (*wasmEngine, error) {
+	if a := opts.WasmHelperArg.withDefaults(); a.Index < 0 || a.Index > maxWasmHelperArgIndex {
+		return nil, fmt.Errorf("jsbridge: WasmHelperArg.Index %d of %s: want 0 to %d", a.Index, a.Func, maxWasmHelperArgIndex)
+	}
 	maxMem := uint64(opts.WasmMaxMemoryBytes)
 	if opts.WasmMaxMemoryBytes <= 0 {
 		maxMem = DefaultWasmMaxMemoryBytes

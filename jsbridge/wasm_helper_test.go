@@ -163,3 +163,21 @@ function generateBid(ig, a, p, t, bs) {
 		t.Fatalf("huge table: %v; want a RangeError", err)
 	}
 }
+
+// TestWasmHelperArgOutOfRange: an argument index that no call can have is
+// refused by New, naming it, rather than failing every call of the
+// function (a negative index panicked in the call; a huge one made
+// arguments up to it, on every call).
+func TestWasmHelperArgOutOfRange(t *testing.T) {
+	src, helper := exampleHelper(t)
+	for _, idx := range []int{-1, maxWasmHelperArgIndex + 1, 1 << 30} {
+		p, err := New("arg.js", src+"\nfunction f() { return 1; }\n", Options{Size: 1, WasmHelper: helper,
+			WasmHelperArg: WasmHelperArg{Func: "f", Index: idx}, Logger: quietLogger()})
+		if err == nil {
+			p.Close()
+		}
+		if err == nil || !strings.Contains(err.Error(), "WasmHelperArg.Index") {
+			t.Errorf("Index %d: %v; want New to refuse it", idx, err)
+		}
+	}
+}

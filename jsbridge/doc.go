@@ -92,8 +92,9 @@
 // making exports and imports, and holding the sandbox:
 //
 //   - One wazero.Runtime per pool. Compiled modules are cached per pool by
-//     content (up to 256; code holds no script data) and shared by every
-//     runtime; Options.WasmHelper is compiled once, in New, and handed to
+//     content (up to 256 modules and 64 MiB of their bytes; code holds no
+//     script data) and shared by every runtime; Options.WasmHelper is
+//     compiled once, in New, and handed to
 //     each call of WasmHelperArg's function (by default generateBid's
 //     browserSignals) as its wasmHelper property, a WebAssembly.Module.
 //     The namespace itself is made on a runtime's first read of the global
@@ -107,7 +108,7 @@
 //     RuntimeError, its buffer reads as empty. So do the run's other Wasm
 //     objects (memories, globals, tables, and Modules made in a call);
 //     Modules made by the module's top level stay usable in every call
-//     (compiled code holds no call's data). Past the cache's 256 modules,
+//     (compiled code holds no call's data). Past the cache's bounds,
 //     a module is compiled for its run only (one of the top level: for
 //     its runtime, closed when the runtime is garbage).
 //   - Deadlines: instances run under the call's ctx with wazero's

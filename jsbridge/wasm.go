@@ -21,8 +21,10 @@ const (
 	// DefaultWasmMaxTableElements bounds a table's elements (V8's limit).
 	DefaultWasmMaxTableElements = 10_000_000
 	// maxCachedWasmModules bounds the compiled modules a pool keeps for
-	// its lifetime (see wasmEngine.compile).
+	// its lifetime (see wasmEngine.compile), and maxCachedWasmBytes their
+	// bytes together.
 	maxCachedWasmModules = 256
+	maxCachedWasmBytes   = 64 << 20
 	// maxWasmHelperArgIndex bounds WasmHelperArg.Index: the call's
 	// arguments are filled with undefined up to it.
 	maxWasmHelperArgIndex = 64
@@ -60,6 +62,9 @@ type wasmEngine struct {
 
 	mu    sync.Mutex
 	cache map[[32]byte]*wasmModule
+	// cacheBytes are the cached modules' bytes, bounded by maxCacheBytes
+	// (maxCachedWasmBytes).
+	cacheBytes, maxCacheBytes int
 	// mems are the compiled one-memory modules behind new
 	// WebAssembly.Memory, by limits.
 	mems map[[2]uint32]*wasmModule
@@ -81,12 +86,13 @@ func newWasmEngine(opts Options) (*wasmEngine, error) {
 						WithMemoryLimitPages(uint32(maxMem / wasmPageSize)).
 						WithCoreFeatures(api.CoreFeaturesV2)
 	e := &wasmEngine{
-		rt:        wazero.NewRuntimeWithConfig(context.Background(), cfg),
-		maxMem:    maxMem,
-		maxTable:  DefaultWasmMaxTableElements,
-		helperArg: opts.WasmHelperArg.withDefaults(),
-		cache:     map[[32]byte]*wasmModule{},
-		mems:      map[[2]uint32]*wasmModule{},
+		rt:            wazero.NewRuntimeWithConfig(context.Background(), cfg),
+		maxMem:        maxMem,
+		maxTable:      DefaultWasmMaxTableElements,
+		helperArg:     opts.WasmHelperArg.withDefaults(),
+		cache:         map[[32]byte]*wasmModule{},
+		maxCacheBytes: maxCachedWasmBytes,
+		mems:          map[[2]uint32]*wasmModule{},
 	}
 	// The wazero runtime (compiled code in executable memory) is closed
 	// once nothing can run Wasm on it: when the pool and every runtime of
@@ -146,8 +152,9 @@ func (e *wasmCompileError) Error() string { return e.msg }
 
 // compile compiles bytes, or returns the module compiled from the same
 // bytes before. Compiled modules stay for the pool's lifetime, up to
-// maxCachedWasmModules; past that a module is compiled for its run only
-// (owned), and closed when the run ends.
+// maxCachedWasmModules and maxCacheBytes of their bytes; past that a
+// module is compiled for its run only (owned), and closed when the run
+// ends.
 func (e *wasmEngine) compile(b []byte) (*wasmModule, error) {
 	key := sha256.Sum256(b)
 	e.mu.Lock()
@@ -171,11 +178,12 @@ func (e *wasmEngine) compile(b []byte) (*wasmModule, error) {
 		cm.Close(context.Background())
 		return prev, nil
 	}
-	if len(e.cache) >= maxCachedWasmModules {
+	if len(e.cache) >= maxCachedWasmModules || e.cacheBytes+len(b) > e.maxCacheBytes {
 		m.owned = true
 		return m, nil
 	}
 	e.cache[key] = m
+	e.cacheBytes += len(b)
 	return m, nil
 }
 

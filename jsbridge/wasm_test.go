@@ -621,3 +621,36 @@ func TestWasmStringToBigInt(t *testing.T) {
 		}
 	}
 }
+
+// TestWasmCacheBoundedByBytes: the pool's cache of compiled modules, kept
+// for the pool's lifetime, is bounded by the modules' bytes as well as by
+// their number: a script compiling large modules of varying content (a
+// custom section or data segment made per call) would otherwise keep 256
+// of them, and their compiled code, whatever their size. Past the bound a
+// module is compiled for its run only.
+func TestWasmCacheBoundedByBytes(t *testing.T) {
+	src := `
+function leb(n) { const out = []; do { let b = n & 127; n >>>= 7; out.push(n ? b | 128 : b); } while (n); return out; }
+// A module of about n bytes: a custom section "n" of n bytes, the first i.
+function mod(i, n) {
+  const data = new Array(n).fill(0); data[0] = i;
+  return new Uint8Array([0, 97, 115, 109, 1, 0, 0, 0, 0].concat(leb(n + 2), [1, 110], data));
+}
+function f() { new WebAssembly.Module(mod(1, 600)); new WebAssembly.Module(mod(2, 600)); return true; }
+`
+	p := newWasmPool(t, src, Options{Size: 1})
+	e := p.wasm
+	e.mu.Lock()
+	e.maxCacheBytes = 1000
+	before := len(e.cache)
+	e.mu.Unlock()
+	if out, err := p.CallJSON(context.Background(), "f"); err != nil || string(out) != "true" {
+		t.Fatalf("%s, %v", out, err)
+	}
+	e.mu.Lock()
+	cached, bytes := len(e.cache)-before, e.cacheBytes
+	e.mu.Unlock()
+	if cached != 1 || bytes > 1000 {
+		t.Errorf("%d modules of 600 bytes cached (%d bytes); want 1 within the 1000-byte bound", cached, bytes)
+	}
+}

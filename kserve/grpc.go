@@ -53,6 +53,7 @@ var statusCodes = [...]struct {
 	{http.StatusServiceUnavailable, codes.Unavailable},
 	{http.StatusConflict, codes.AlreadyExists},
 	{http.StatusPreconditionFailed, codes.FailedPrecondition},
+	{http.StatusNotImplemented, codes.Unimplemented},
 }
 
 // grpcCode maps the HTTP status the protocol gives an error to a gRPC code.

@@ -23,6 +23,7 @@ func TestStatusCodesRoundTrip(t *testing.T) {
 		{http.StatusServiceUnavailable, codes.Unavailable},
 		{http.StatusConflict, codes.AlreadyExists},
 		{http.StatusPreconditionFailed, codes.FailedPrecondition},
+		{http.StatusNotImplemented, codes.Unimplemented},
 		{http.StatusInternalServerError, codes.Internal},
 		{http.StatusTeapot, codes.Internal},
 	} {

@@ -62,20 +62,26 @@ func (s *Server) observeGRPC(ep string, start time.Time, modelPath string, err e
 	}
 }
 
-func unsupported(method string) error {
-	return status.Errorf(codes.Unimplemented, "%s is not supported: inferbid serves Predict and GetModelMetadata (Classify, Regress and MultiInference take tf.Example protos, which no inferbid runtime reads)", method)
+// unsupported answers a tf.Example method Unimplemented and observes it as
+// the REST edge observes :classify and :regress (tfserving_predict, 501),
+// so both protocols count a refused call the same way.
+func (p *tfPredictionService) unsupported(method string) error {
+	start := time.Now()
+	err := status.Errorf(codes.Unimplemented, "%s is not supported: inferbid serves Predict and GetModelMetadata (Classify, Regress and MultiInference take tf.Example protos, which no inferbid runtime reads)", method)
+	p.s.observeGRPC(epTFPredict, start, "", err)
+	return err
 }
 
 func (p *tfPredictionService) Classify(context.Context, *tfservingpb.ClassificationRequest) (*tfservingpb.ClassificationResponse, error) {
-	return nil, unsupported("Classify")
+	return nil, p.unsupported("Classify")
 }
 
 func (p *tfPredictionService) Regress(context.Context, *tfservingpb.RegressionRequest) (*tfservingpb.RegressionResponse, error) {
-	return nil, unsupported("Regress")
+	return nil, p.unsupported("Regress")
 }
 
 func (p *tfPredictionService) MultiInference(context.Context, *tfservingpb.MultiInferenceRequest) (*tfservingpb.MultiInferenceResponse, error) {
-	return nil, unsupported("MultiInference")
+	return nil, p.unsupported("MultiInference")
 }
 
 func (m *tfModelService) HandleReloadConfigRequest(context.Context, *tfservingpb.ReloadConfigRequest) (*tfservingpb.ReloadConfigResponse, error) {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"reflect"
+	"sync"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -255,6 +256,41 @@ func TestTFServingGRPCSequences(t *testing.T) {
 		sum, id := resp.GetOutputs()["sum"].GetFloatVal(), resp.GetOutputs()["sequence_id"]
 		if len(sum) != 1 || sum[0] != s.sum || len(id.GetUint64Val()) != 1 || id.GetUint64Val()[0] != s.id {
 			t.Fatalf("step %d: %v, want sum %v and a sequence_id", i, resp, s.sum)
+		}
+	}
+}
+
+// TestTFServingUnsupportedObservedAsREST: a refused Classify, Regress or
+// MultiInference over gRPC is observed as REST's :classify and :regress are
+// (tfserving_predict, 501), so the metrics count both protocols alike.
+func TestTFServingUnsupportedObservedAsREST(t *testing.T) {
+	var mu sync.Mutex
+	var obs []kserve.Observation
+	srv := kserve.New(kserve.Options{Observe: func(o kserve.Observation) {
+		mu.Lock()
+		obs = append(obs, o)
+		mu.Unlock()
+	}})
+	conn := tfServingGRPC(t, srv)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	defer cancel()
+	pred := tfs.NewPredictionServiceClient(conn)
+	for name, call := range map[string]func() error{
+		"Classify":       func() error { _, err := pred.Classify(ctx, &tfs.ClassificationRequest{}); return err },
+		"Regress":        func() error { _, err := pred.Regress(ctx, &tfs.RegressionRequest{}); return err },
+		"MultiInference": func() error { _, err := pred.MultiInference(ctx, &tfs.MultiInferenceRequest{}); return err },
+	} {
+		wantCode(t, name, call(), codes.Unimplemented, name+" is not supported")
+		mu.Lock()
+		n := len(obs)
+		var o kserve.Observation
+		if n > 0 {
+			o = obs[n-1]
+		}
+		obs = nil
+		mu.Unlock()
+		if n != 1 || o.Protocol != "grpc" || o.Endpoint != "tfserving_predict" || o.Status != http.StatusNotImplemented {
+			t.Errorf("%s: %d observations, last %+v; want one: grpc tfserving_predict 501", name, n, o)
 		}
 	}
 }

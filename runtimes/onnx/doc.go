@@ -16,16 +16,18 @@
 // Runtime allows one environment per process: it is created once, from the
 // first library that loads.
 //
-// A model is one .onnx file, loaded from bytes (Load) or from disk
+// A model is one .onnx file (with the files of its external data, if any), loaded from bytes (Load) or from disk
 // (LoadDisk, driver.DiskLoader: what the sidecar does with a streamed
 // registration). From disk, initializers of 1 MiB or more are first moved
 // into a weights file as ONNX external data (external.go), which ONNX
 // Runtime maps rather than parsing and copying: a load adds no anonymous
-// memory for them. A model whose tensors declare external data of their
-// own (anywhere: initializers, attributes, subgraphs, functions) is refused
-// before ONNX Runtime opens it: a model is one file, so the data could
-// only be some other file of the server's, read into the weights. Its
-// inputs and outputs are
+// memory for them. A model may keep its weights as ONNX external data in
+// its other files (past protobuf's 2 GiB, it must): every location a
+// tensor names (anywhere: initializers, attributes, subgraphs, functions)
+// must be another file of the same registration, from the .onnx file's
+// directory, or the model is refused before ONNX Runtime opens it (any
+// other file would be the server's, read into the weights); those files
+// are staged beside the model for ONNX Runtime. Its inputs and outputs are
 // read from the protobuf (graph inputs that are initializers do not count);
 // inputs must be tensors of a dtype tensor.DType carries (the contract's six,
 // BOOL, UINT8-64, FLOAT16 and STRING as BYTES), symbolic dimensions are -1,

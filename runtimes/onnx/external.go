@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -81,16 +83,17 @@ type moved struct {
 
 // externalize writes, into dir, a copy of the model data (the mapped
 // content of the file src) whose top-level initializers with raw_data of
-// externalMin bytes or more are external data in dir/weights.bin, and
+// externalMin bytes or more are external data in dir/weights (a name no
+// external data of the model's own uses), and
 // returns the new model's path; "" when no initializer qualifies (load the
 // original). Anything it does not understand it leaves as it is.
-func externalize(data []byte, src *os.File, dir string) (string, error) {
+func externalize(data []byte, src *os.File, dir, weights string) (string, error) {
 	top, err := rawFields(data)
 	if err != nil {
 		return "", err
 	}
 	var moves []moved
-	var weights int64
+	var size int64
 	// offset is where b, a part of data, starts in it.
 	offset := func(b []byte) int64 {
 		return int64(uintptr(unsafe.Pointer(unsafe.SliceData(b))) - uintptr(unsafe.Pointer(unsafe.SliceData(data))))
@@ -120,16 +123,16 @@ func externalize(data []byte, src *os.File, dir string) (string, error) {
 				graph = append(graph, g.all...)
 				continue
 			}
-			at := (weights + externalAlign - 1) / externalAlign * externalAlign
+			at := (size + externalAlign - 1) / externalAlign * externalAlign
 			moves = append(moves, moved{from: offset(raw), to: at, n: int64(len(raw))})
-			weights = at + int64(len(raw))
+			size = at + int64(len(raw))
 			var t []byte
 			for _, tf := range tfields {
 				if tf.num != tensorRawData {
 					t = append(t, tf.all...)
 				}
 			}
-			for _, kv := range [][2]string{{"location", weightsName}, {"offset", strconv.FormatInt(at, 10)}, {"length", strconv.Itoa(len(raw))}} {
+			for _, kv := range [][2]string{{"location", weights}, {"offset", strconv.FormatInt(at, 10)}, {"length", strconv.Itoa(len(raw))}} {
 				var e []byte
 				e = protowire.AppendString(protowire.AppendTag(e, entryKey, protowire.BytesType), kv[0])
 				e = protowire.AppendString(protowire.AppendTag(e, entryValue, protowire.BytesType), kv[1])
@@ -143,10 +146,10 @@ func externalize(data []byte, src *os.File, dir string) (string, error) {
 	if len(moves) == 0 {
 		return "", nil
 	}
-	if err := copyRanges(src, filepath.Join(dir, weightsName), moves); err != nil {
+	if err := copyRanges(src, filepath.Join(dir, weights), moves); err != nil {
 		return "", err
 	}
-	model := filepath.Join(dir, "model.onnx")
+	model := filepath.Join(dir, stagedModelName)
 	if err := os.WriteFile(model, out, 0o600); err != nil {
 		return "", err
 	}
@@ -202,16 +205,20 @@ func copyRanges(src *os.File, dst string, moves []moved) error {
 	return out.Close()
 }
 
-// A model is one .onnx file (modelFile): a tensor of it that declares
-// ONNX external data names some other file, which ONNX Runtime would read
-// into the model's weights: relative to the model's directory from disk,
-// to the working directory from bytes (ONNX Runtime 1.30 refuses only
-// absolute paths and paths leaving that directory; older libraries
-// nothing), so that a file of the server's would come back in the model's
-// outputs. refuseExternalData refuses such a model before ONNX Runtime
-// sees it, wherever the tensor is: an initializer, a sparse one, a node's
-// attribute, in a subgraph, a function or training info. (The weights
-// file LoadDisk writes itself is made after this check.)
+// A tensor that declares ONNX external data names another file, which
+// ONNX Runtime reads into the model's weights, relative to the model's
+// directory from disk and to the working directory from bytes (ONNX
+// Runtime 1.30 refuses only absolute paths and paths leaving that
+// directory; older libraries nothing). A model larger than protobuf's
+// 2 GiB must keep its weights so, in files beside the .onnx file in the
+// bucket; any other file would be one of the server's, coming back in the
+// model's outputs. So externalData walks the whole model (initializers,
+// sparse ones, nodes' attributes, subgraphs, functions, training info) and
+// allows a location only when it names another file of the same
+// registration (externalFiles); the load then lays out exactly the model
+// and those files in a directory of its own for ONNX Runtime to read
+// (stageModel). Everything else is refused before ONNX Runtime sees it.
+// (The weights file LoadDisk writes itself is made after this check.)
 
 // Field numbers of onnx.proto, for the walk (see also modelinfo.go).
 const (
@@ -232,27 +239,38 @@ const (
 	maxSubgraphNesting = 64 // protobuf's own parsers stop at 100 nested messages
 )
 
-// refuseExternalData returns an error naming the first tensor of the
-// model that declares external data, and its location.
-func refuseExternalData(model []byte) error {
+// externalData calls visit for every tensor of the model that declares
+// external data (what it is, its name, its location) and returns the
+// first error, visit's or the walk's.
+func externalData(model []byte, visit func(what, name, location string) error) error {
+	w := externalWalk{visit}
+	return w.model(model)
+}
+
+// externalWalk is the walk of externalData.
+type externalWalk struct {
+	visit func(what, name, location string) error
+}
+
+func (w externalWalk) model(model []byte) error {
 	return fields(model, func(num protowire.Number, typ protowire.Type, val []byte, _ uint64) error {
 		if typ != protowire.BytesType {
 			return nil
 		}
 		switch num {
 		case modelGraph:
-			return externalInGraph(val, 0)
+			return w.graph(val, 0)
 		case modelFunctions:
 			return fields(val, func(num protowire.Number, typ protowire.Type, val []byte, _ uint64) error {
 				if num == functionNode && typ == protowire.BytesType {
-					return externalInNode(val, 0)
+					return w.node(val, 0)
 				}
 				return nil
 			})
 		case modelTrainingInfo:
 			return fields(val, func(num protowire.Number, typ protowire.Type, val []byte, _ uint64) error {
 				if (num == trainingInit || num == trainingAlgorithm) && typ == protowire.BytesType {
-					return externalInGraph(val, 0)
+					return w.graph(val, 0)
 				}
 				return nil
 			})
@@ -261,7 +279,7 @@ func refuseExternalData(model []byte) error {
 	})
 }
 
-func externalInGraph(g []byte, depth int) error {
+func (w externalWalk) graph(g []byte, depth int) error {
 	if depth > maxSubgraphNesting {
 		return fmt.Errorf("subgraphs nested more than %d deep", maxSubgraphNesting)
 	}
@@ -271,17 +289,17 @@ func externalInGraph(g []byte, depth int) error {
 		}
 		switch num {
 		case graphNode:
-			return externalInNode(val, depth)
+			return w.node(val, depth)
 		case graphInitializer:
-			return checkTensor(val, "initializer")
+			return w.tensor(val, "initializer")
 		case graphSparseInitializer:
-			return externalInSparse(val, "sparse initializer")
+			return w.sparse(val, "sparse initializer")
 		}
 		return nil
 	})
 }
 
-func externalInNode(n []byte, depth int) error {
+func (w externalWalk) node(n []byte, depth int) error {
 	return fields(n, func(num protowire.Number, typ protowire.Type, val []byte, _ uint64) error {
 		if num != nodeAttribute || typ != protowire.BytesType {
 			return nil
@@ -292,28 +310,28 @@ func externalInNode(n []byte, depth int) error {
 			}
 			switch num {
 			case attrTensor, attrTensors:
-				return checkTensor(val, "attribute tensor")
+				return w.tensor(val, "attribute tensor")
 			case attrSparseTensor, attrSparseTensors:
-				return externalInSparse(val, "attribute sparse tensor")
+				return w.sparse(val, "attribute sparse tensor")
 			case attrGraph, attrGraphs:
-				return externalInGraph(val, depth+1)
+				return w.graph(val, depth+1)
 			}
 			return nil
 		})
 	})
 }
 
-func externalInSparse(s []byte, what string) error {
+func (w externalWalk) sparse(s []byte, what string) error {
 	return fields(s, func(num protowire.Number, typ protowire.Type, val []byte, _ uint64) error {
 		if (num == sparseValues || num == sparseIndices) && typ == protowire.BytesType {
-			return checkTensor(val, what)
+			return w.tensor(val, what)
 		}
 		return nil
 	})
 }
 
-// checkTensor refuses a TensorProto whose data_location is EXTERNAL.
-func checkTensor(t []byte, what string) error {
+// tensor visits a TensorProto whose data_location is EXTERNAL.
+func (w externalWalk) tensor(t []byte, what string) error {
 	var name, location string
 	external := false
 	err := fields(t, func(num protowire.Number, typ protowire.Type, val []byte, v uint64) error {
@@ -344,7 +362,36 @@ func checkTensor(t []byte, what string) error {
 		return err
 	}
 	if external {
-		return fmt.Errorf("%s %q is ONNX external data (location %q): a model is one .onnx file, external data is refused", what, name, location)
+		return w.visit(what, name, location)
 	}
 	return nil
+}
+
+// externalFiles checks the external data of the model file modelPath (a
+// slash-separated path of the registration, whose file names are files)
+// and returns the files it names: location (as the model writes it) ->
+// the registration's path of that file. A location must be a local,
+// slash-separated path that, taken from modelPath's directory as ONNX
+// Runtime takes it, is another file of the registration; the error names
+// the tensor and the location otherwise.
+func externalFiles(model []byte, modelPath string, files func(path string) bool) (map[string]string, error) {
+	var refs map[string]string
+	err := externalData(model, func(what, name, location string) error {
+		if _, ok := refs[location]; ok {
+			return nil
+		}
+		if location == "" || strings.Contains(location, "\\") || !filepath.IsLocal(filepath.FromSlash(location)) || location != path.Clean(location) {
+			return fmt.Errorf("%s %q is ONNX external data at location %q: want a relative path inside the model's directory, naming a file of the model", what, name, location)
+		}
+		target := path.Join(path.Dir(modelPath), location)
+		if target == modelPath || !files(target) {
+			return fmt.Errorf("%s %q is ONNX external data at location %q (%s), which is not a file of the model: the external data must come with the model, beside its .onnx file", what, name, location, target)
+		}
+		if refs == nil {
+			refs = make(map[string]string)
+		}
+		refs[location] = target
+		return nil
+	})
+	return refs, err
 }

@@ -86,7 +86,7 @@ func TestExternalizeMovesLargeInitializers(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer f.Close()
-		path, err := externalize(c.model, f, dir)
+		path, err := externalize(c.model, f, dir, weightsName)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,6 +135,6 @@ func FuzzExternalize(f *testing.F) {
 			t.Fatal(err)
 		}
 		defer src.Close()
-		externalize(data, src, dir)
+		externalize(data, src, dir, weightsName)
 	})
 }

@@ -4,14 +4,19 @@ package onnx
 
 import (
 	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/tensor"
 )
 
 // Protobuf builders for hand-made models.
@@ -60,11 +65,19 @@ func externalDataModel(where, location string) []byte {
 	return append(append(pbVarint(1, 7), pbMsg(8, pbStr(1, ""), pbVarint(2, 13))...), graph...)
 }
 
-// TestRefuseExternalData: a tensor anywhere in the model (initializer,
+// refuseAll is externalData that refuses every tensor it visits, naming
+// it and its location.
+func refuseAll(model []byte) error {
+	return externalData(model, func(what, name, location string) error {
+		return fmt.Errorf("%s %q at %q", what, name, location)
+	})
+}
+
+// TestExternalDataWalk: a tensor anywhere in the model (initializer,
 // sparse initializer, a node's attribute, a subgraph's, a function's) that
-// declares ONNX external data is refused, naming it and its location; a
-// model without any is not.
-func TestRefuseExternalData(t *testing.T) {
+// declares ONNX external data is visited, with its name and location; a
+// model without any visits nothing.
+func TestExternalDataWalk(t *testing.T) {
 	ext := func(field protowire.Number) []byte { return externalTensor(field, "W", "../../etc/passwd") }
 	node := func(attr []byte) []byte { return pbMsg(1, pbStr(4, "Op"), pbMsg(5, pbStr(1, "a"), attr)) }
 	for _, c := range []struct {
@@ -82,15 +95,19 @@ func TestRefuseExternalData(t *testing.T) {
 		{"function", pbMsg(25, pbMsg(7, pbStr(4, "Op"), pbMsg(5, ext(5))))},
 		{"training info", pbMsg(20, pbMsg(1, ext(5)))},
 	} {
-		err := refuseExternalData(c.model)
+		err := refuseAll(c.model)
 		if err == nil || !strings.Contains(err.Error(), `"W"`) || !strings.Contains(err.Error(), `"../../etc/passwd"`) {
-			t.Errorf("%s: %v; want a refusal naming the tensor and its location", c.name, err)
+			t.Errorf("%s: %v; want the tensor visited with its location", c.name, err)
+		}
+		_, err = externalFiles(c.model, "m/model.onnx", func(string) bool { return true })
+		if err == nil || !strings.Contains(err.Error(), `"W"`) || !strings.Contains(err.Error(), "inside the model's directory") {
+			t.Errorf("%s, externalFiles: %v; want ../../etc/passwd refused", c.name, err)
 		}
 	}
-	if err := refuseExternalData(bigMatMulModel(2, 3)); err != nil {
+	if err := refuseAll(bigMatMulModel(2, 3)); err != nil {
 		t.Errorf("a model with inline data: %v", err)
 	}
-	if err := refuseExternalData(readModel(t, "affine_v1.onnx")["affine_v1.onnx"]); err != nil {
+	if err := refuseAll(readModel(t, "affine_v1.onnx")["affine_v1.onnx"]); err != nil {
 		t.Errorf("affine_v1.onnx: %v", err)
 	}
 	// Subgraphs nested past protobuf's own limit are refused, not walked.
@@ -98,17 +115,49 @@ func TestRefuseExternalData(t *testing.T) {
 	for range 200 {
 		deep = node(pbMsg(6, deep))
 	}
-	if err := refuseExternalData(pbMsg(7, deep)); err == nil || !strings.Contains(err.Error(), "nested") {
+	if err := refuseAll(pbMsg(7, deep)); err == nil || !strings.Contains(err.Error(), "nested") {
 		t.Errorf("200 nested subgraphs: %v; want an error", err)
 	}
 }
 
+// TestExternalFiles: a location is allowed only when it names another
+// file of the registration, taken from the model's directory.
+func TestExternalFiles(t *testing.T) {
+	files := map[string]bool{"m/model.onnx": true, "m/w.bin": true, "m/data/w2.bin": true, "other.bin": true}
+	has := func(p string) bool { return files[p] }
+	for _, c := range []struct {
+		location string
+		want     string // the registration's file; "" = refused
+	}{
+		{"w.bin", "m/w.bin"},
+		{"data/w2.bin", "m/data/w2.bin"},
+		{"../other.bin", ""},
+		{"/etc/passwd", ""},
+		{"secret.bin", ""},
+		{"model.onnx", ""},
+		{"./w.bin", ""},
+		{"data//w2.bin", ""},
+		{`data\w2.bin`, ""},
+		{"", ""},
+	} {
+		refs, err := externalFiles(externalDataModel("initializer", c.location), "m/model.onnx", has)
+		switch {
+		case c.want == "" && err == nil:
+			t.Errorf("location %q: allowed (%v), want refused", c.location, refs)
+		case c.want == "" && !strings.Contains(err.Error(), fmt.Sprintf("%q", c.location)):
+			t.Errorf("location %q: %v, want the location named", c.location, err)
+		case c.want != "" && (err != nil || refs[c.location] != c.want):
+			t.Errorf("location %q: %v, %v; want %s", c.location, refs, err, c.want)
+		}
+	}
+}
+
 // TestLoadRefusesExternalData: a model declaring external data at a
-// location that ONNX Runtime itself accepts (a file beside the model from
-// disk; from bytes, a file in the working directory, here the package's)
-// is refused before ONNX Runtime reads that file: a model is one .onnx
-// file, so its external data could only be another file of the server's,
-// whose bytes would come back in the model's outputs.
+// location that ONNX Runtime itself accepts, but that is no file of the
+// model (a file beside the received model on disk; from bytes, a file in
+// the working directory, here the package's), is refused before ONNX
+// Runtime reads that file: its bytes would come back in the model's
+// outputs.
 func TestLoadRefusesExternalData(t *testing.T) {
 	requireLibrary(t)
 	rt := openRuntime(t, runtimes.Config{})
@@ -138,14 +187,65 @@ func TestLoadRefusesExternalData(t *testing.T) {
 	}
 }
 
-// FuzzRefuseExternalData: any bytes are accepted or refused, never a
-// panic or a walk without end.
-func FuzzRefuseExternalData(f *testing.F) {
+// TestLoadExternalDataOfTheModel: a model whose weights are ONNX external
+// data in another file of the same registration (how ONNX keeps models
+// past protobuf's 2 GiB) serves from bytes and from disk, in a
+// subdirectory too, with the weights the file holds.
+func TestLoadExternalDataOfTheModel(t *testing.T) {
+	requireLibrary(t)
+	rt := openRuntime(t, runtimes.Config{})
+	w := []float32{1, 2, 3, 4} // W = [[1,2],[3,4]]
+	wbytes := make([]byte, 16)
+	for i, v := range w {
+		binary.LittleEndian.PutUint32(wbytes[4*i:], math.Float32bits(v))
+	}
+	check := func(what string, m *runtimes.Model, err error) {
+		t.Helper()
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+			return
+		}
+		defer m.Close()
+		out, err := m.Predict(context.Background(), []tensor.Tensor{tensor.New("x", []int64{1, 2}, []float32{1, 1})})
+		if err != nil {
+			t.Errorf("%s: predict: %v", what, err)
+			return
+		}
+		// y = x·W = [1+3, 2+4]
+		if y, _ := tensor.Data[float32](out[0]); !reflect.DeepEqual(y, []float32{4, 6}) {
+			t.Errorf("%s: y = %v, want [4 6]", what, out[0].Data)
+		}
+	}
+	for _, where := range []string{"initializer", "constant"} {
+		for _, location := range []string{"w.bin", "weights.bin", "data/w.bin"} {
+			model := externalDataModel(where, location)
+			what := where + " at " + location
+			m, err := rt.Load(context.Background(), "mem/", runtimes.Files{"m/model.onnx": model, "m/" + location: wbytes})
+			check("Load, "+what, m, err)
+			dir := t.TempDir()
+			local := map[string][]byte{"0": model, "1": wbytes}
+			for name, data := range local {
+				if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			m, err = rt.LoadDisk(context.Background(), "disk/", runtimes.DiskFiles{"m/model.onnx": filepath.Join(dir, "0"), "m/" + location: filepath.Join(dir, "1")})
+			check("LoadDisk, "+what, m, err)
+			if entries, _ := os.ReadDir(dir); len(entries) != 2 {
+				t.Errorf("LoadDisk, %s: %d entries left in the registration's directory, want its 2 files", what, len(entries))
+			}
+		}
+	}
+}
+
+// FuzzExternalFiles: any bytes are accepted or refused, never a panic or
+// a walk without end.
+func FuzzExternalFiles(f *testing.F) {
 	f.Add(bigMatMulModel(2, 3))
 	f.Add(externalDataModel("initializer", "../../etc/passwd"))
 	f.Add(externalDataModel("constant", "weights.bin"))
 	f.Add([]byte{0x3a, 0x05, 0x2a, 0x03, 0x4a, 0x01})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		refuseExternalData(data)
+		externalFiles(data, "m/model.onnx", func(p string) bool { return p == "m/weights.bin" })
 	})
 }

@@ -92,14 +92,37 @@ type backend struct {
 
 func (b *backend) Close() error { return nil } // the environment is process-wide and stays
 
-// Load creates an ONNX Runtime session from the model bytes.
+// Load creates an ONNX Runtime session from the model bytes. A model whose
+// weights are ONNX external data in its other files is staged in a
+// temporary directory instead, for ONNX Runtime to read from there.
 func (b *backend) Load(ctx context.Context, files driver.Files) (driver.Model, error) {
 	name, data, err := modelFile(files)
 	if err != nil {
 		return nil, err
 	}
+	refs, err := externalFiles(data, name, func(p string) bool { _, ok := files[p]; return ok })
+	if err != nil {
+		return nil, fmt.Errorf("onnx: %s: %w", name, err)
+	}
 	return b.load(ctx, name, data, func(opts *ort.SessionOptions, inputs, outputs []string) (*ort.DynamicAdvancedSession, error) {
-		return ort.NewDynamicAdvancedSessionWithONNXData(data, inputs, outputs, opts)
+		if len(refs) == 0 {
+			return ort.NewDynamicAdvancedSessionWithONNXData(data, inputs, outputs, opts)
+		}
+		dir, err := os.MkdirTemp("", "inferbid-onnx-*")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		model := filepath.Join(dir, stagedModelName)
+		if err := os.WriteFile(model, data, 0o600); err != nil {
+			return nil, err
+		}
+		for location, p := range refs {
+			if err := stageFile(dir, location, func(dst string) error { return os.WriteFile(dst, files[p], 0o600) }); err != nil {
+				return nil, fmt.Errorf("staging %s: %w", p, err)
+			}
+		}
+		return ort.NewDynamicAdvancedSession(model, inputs, outputs, opts)
 	})
 }
 
@@ -109,7 +132,8 @@ func (b *backend) Load(ctx context.Context, files driver.Files) (driver.Model, e
 // maps its large initializers rather than copying them (external.go). The
 // signature is read from a read-only mapping of the file, whose pages
 // stay in the page cache: only the few that hold the graph's inputs and
-// outputs are touched, never the weights.
+// outputs are touched, never the weights. External data in the model's
+// other files is linked beside it, under the locations the model names.
 func (b *backend) LoadDisk(ctx context.Context, files driver.DiskFiles) (driver.Model, error) {
 	names := make(map[string][]byte, len(files))
 	for name := range files {
@@ -130,6 +154,10 @@ func (b *backend) LoadDisk(ctx context.Context, files driver.DiskFiles) (driver.
 		return nil, fmt.Errorf("onnx: %s: %w", name, err)
 	}
 	defer unmap()
+	refs, err := externalFiles(data, name, func(p string) bool { _, ok := files[p]; return ok })
+	if err != nil {
+		return nil, fmt.Errorf("onnx: %s: %w", name, err)
+	}
 	return b.load(ctx, name, data, func(opts *ort.SessionOptions, inputs, outputs []string) (*ort.DynamicAdvancedSession, error) {
 		// The large initializers go to a weights file that ONNX Runtime
 		// maps (external.go); the directory is removed once the session
@@ -139,15 +167,61 @@ func (b *backend) LoadDisk(ctx context.Context, files driver.DiskFiles) (driver.
 			return nil, err
 		}
 		defer os.RemoveAll(dir)
-		path, err := externalize(data, f, dir)
+		weights := weightsName
+		for i := 1; refs[weights] != ""; i++ {
+			weights = fmt.Sprintf("weights-%d.bin", i)
+		}
+		path, err := externalize(data, f, dir, weights)
 		if err != nil {
 			return nil, fmt.Errorf("moving the weights out of the model: %w", err)
 		}
+		if len(refs) == 0 {
+			if path == "" {
+				path = local
+			}
+			return ort.NewDynamicAdvancedSession(path, inputs, outputs, opts)
+		}
 		if path == "" {
-			path = local
+			path = filepath.Join(dir, stagedModelName)
+			if err := linkOrSymlink(local, path); err != nil {
+				return nil, fmt.Errorf("staging %s: %w", name, err)
+			}
+		}
+		for location, p := range refs {
+			if err := stageFile(dir, location, func(dst string) error { return linkOrSymlink(files[p], dst) }); err != nil {
+				return nil, fmt.Errorf("staging %s: %w", p, err)
+			}
 		}
 		return ort.NewDynamicAdvancedSession(path, inputs, outputs, opts)
 	})
+}
+
+// stagedModelName is the model's name in a directory staged for ONNX
+// Runtime: no location can be it (externalFiles allows only the
+// registration's other files, and a registration holds one .onnx file).
+const stagedModelName = "model.onnx"
+
+// stageFile makes dir/location (a slash-separated local path) with put,
+// creating its directories.
+func stageFile(dir, location string, put func(dst string) error) error {
+	dst := filepath.Join(dir, filepath.FromSlash(location))
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return err
+	}
+	return put(dst)
+}
+
+// linkOrSymlink makes dst name src's file: a hard link (no copy, and the
+// file stays for as long as ONNX Runtime maps it), else a symbolic link.
+func linkOrSymlink(src, dst string) error {
+	if err := os.Link(src, dst); err == nil {
+		return nil
+	}
+	abs, err := filepath.Abs(src)
+	if err != nil {
+		return err
+	}
+	return os.Symlink(abs, dst)
 }
 
 // mapFile maps a file read-only (an empty file is an empty slice).
@@ -174,9 +248,6 @@ func mapFile(f *os.File) ([]byte, func(), error) {
 func (b *backend) load(ctx context.Context, name string, data []byte, newSession func(opts *ort.SessionOptions, inputs, outputs []string) (*ort.DynamicAdvancedSession, error)) (driver.Model, error) {
 	info, err := parseModelInfo(data)
 	if err != nil {
-		return nil, fmt.Errorf("onnx: %s: %w", name, err)
-	}
-	if err := refuseExternalData(data); err != nil {
 		return nil, fmt.Errorf("onnx: %s: %w", name, err)
 	}
 	sig, err := signature(info)

@@ -46,6 +46,11 @@ const (
 // weightsName is the weights file's name, beside the rewritten model.
 const weightsName = "weights.bin"
 
+// stagedModelName is the model's name in a directory staged for ONNX
+// Runtime: no location can be it (externalFiles allows only the
+// registration's other files, and a registration holds one .onnx file).
+const stagedModelName = "model.onnx"
+
 // rawField is one field of a protobuf message, as it stands in the message.
 type rawField struct {
 	num  protowire.Number

@@ -196,11 +196,6 @@ func (b *backend) LoadDisk(ctx context.Context, files driver.DiskFiles) (driver.
 	})
 }
 
-// stagedModelName is the model's name in a directory staged for ONNX
-// Runtime: no location can be it (externalFiles allows only the
-// registration's other files, and a registration holds one .onnx file).
-const stagedModelName = "model.onnx"
-
 // stageFile makes dir/location (a slash-separated local path) with put,
 // creating its directories.
 func stageFile(dir, location string, put func(dst string) error) error {

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/inferbid/inferbid/inferr"
-	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/sidecar/registry"
 )
 
 func TestParseRuntimeConfigDynamicBatching(t *testing.T) {
@@ -16,7 +16,7 @@ func TestParseRuntimeConfigDynamicBatching(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := cfg.DynamicBatching
-	for path, want := range map[string]runtimes.BatchSettings{
+	for path, want := range map[string]registry.BatchSettings{
 		"pctr/v1/":  {MaxBatchSize: 32, MaxDelayMicros: 100},
 		"pcvr/v1/":  {}, // listed: its own settings (off), nothing inherited
 		"x/":        {},

@@ -27,8 +27,8 @@ const (
 	SequenceClientName = "sequence_client"
 )
 
-// startSequences gives m a sequence manager when its settings make it
-// stateful (before m is published): the registration's own settings (its
+// startSequences gives e (its model m) a sequence manager when its
+// settings make it stateful (before e is published): the registration's own settings (its
 // model_metadata entry) when it carries them, else the runtime config's
 // stateful_models entry for path. The entry wins because it is per model.
 // A model that cannot keep one state per sequence is refused, naming the
@@ -67,8 +67,8 @@ func (r *Registry) startSequences(path string, e *entry, own *runtimes.SequenceS
 	return nil
 }
 
-// shareState applies the runtime config's shared_state_models opt-out to m,
-// before its warm-up and before it is published: its calls then share one
+// shareState applies the runtime config's shared_state_models opt-out to
+// e's model, before its warm-up and before it is published: its calls then share one
 // state, as in B&A, instead of each starting from the state after load. A
 // model the opt-out cannot apply to is refused, naming the setting: one
 // the registration serves with sequences, one without state, one of a

@@ -70,7 +70,7 @@ type ServerOptions struct {
 	// not spend CPU while idle).
 	FastLaneSpinWait time.Duration
 	// SequenceCleanerInterval is the time between two sweeps of idle
-	// sequences of stateful models; 0 = the runtime config's
+	// sequences of stateful models; 0 = Settings'
 	// sequence_cleaner_poll_wait_minutes (default 5 minutes), < 0 = off.
 	// Tests set it short.
 	SequenceCleanerInterval time.Duration

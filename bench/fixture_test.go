@@ -81,7 +81,7 @@ func newFixture(tb testing.TB) *fixture {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	rt, err := runtimes.Open(onnx.Name, cfg)
+	rt, err := runtimes.Open(onnx.Name, cfg.Config)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/inferbid/inferbid/runtimes/tensorflow"
 	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
 	"github.com/inferbid/inferbid/sidecar"
+	"github.com/inferbid/inferbid/sidecar/registry"
 	"github.com/inferbid/inferbid/sidecar/sidecartest"
 )
 
@@ -16,12 +17,12 @@ import (
 // (error.sequence_error), beside its batch error type: the running sum
 // served with sequences by a real sidecar.
 func TestRunInferenceSequenceErrorClass(t *testing.T) {
-	rt, err := runtimes.Open(tensorflow.Name, runtimes.Config{StatefulModels: map[string]runtimes.SequenceSettings{"sum/": {Stateful: true}}})
+	rt, err := runtimes.Open(tensorflow.Name, runtimes.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rt.Close() })
-	client := sidecartest.Serve(t, sidecar.ServerOptions{Runtime: rt, Logger: quietLogger(), SequenceCleanerInterval: -1}, sidecar.ClientOptions{Logger: quietLogger()})
+	client := sidecartest.Serve(t, sidecar.ServerOptions{Runtime: rt, Settings: registry.Settings{StatefulModels: map[string]runtimes.SequenceSettings{"sum/": {Stateful: true}}}, Logger: quietLogger(), SequenceCleanerInterval: -1}, sidecar.ClientOptions{Logger: quietLogger()})
 	files, err := tfsave.RunningSumModel(tfsave.Options{}, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -28,6 +28,7 @@ import (
 	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
 	"github.com/inferbid/inferbid/sequence"
 	"github.com/inferbid/inferbid/sidecar"
+	"github.com/inferbid/inferbid/sidecar/registry"
 	"github.com/inferbid/inferbid/sidecar/sidecartest"
 	"github.com/inferbid/inferbid/tensor"
 )
@@ -82,13 +83,13 @@ func statefulServer(t *testing.T, maxSeq uint32) (*kserve.Server, string) {
 // running-sum model at sum/1/.
 func statefulClient(t *testing.T, maxSeq uint32) *sidecar.Client {
 	t.Helper()
-	cfg := runtimes.Config{StatefulModels: map[string]runtimes.SequenceSettings{"sum/1/": {Stateful: true, MaxSequenceNumber: &maxSeq}}}
-	rt, err := runtimes.Open(tensorflow.Name, cfg)
+	settings := registry.Settings{StatefulModels: map[string]runtimes.SequenceSettings{"sum/1/": {Stateful: true, MaxSequenceNumber: &maxSeq}}}
+	rt, err := runtimes.Open(tensorflow.Name, runtimes.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rt.Close() })
-	client := sidecartest.Serve(t, sidecar.ServerOptions{Runtime: rt, Logger: slog.New(slog.DiscardHandler), SequenceCleanerInterval: -1}, sidecar.ClientOptions{})
+	client := sidecartest.Serve(t, sidecar.ServerOptions{Runtime: rt, Settings: settings, Logger: slog.New(slog.DiscardHandler), SequenceCleanerInterval: -1}, sidecar.ClientOptions{})
 	files, err := modelfiles.ReadLocal(statefulModelDir)
 	if err != nil {
 		t.Fatal(err)

@@ -24,14 +24,11 @@ const DefaultMaxModelBytes int64 = 2 << 30
 // The data types of the driver interface, under the names users of the
 // portable layer know them by.
 type (
-	Config           = driver.Config
-	DynamicBatching  = driver.DynamicBatching
-	BatchSettings    = driver.BatchSettings
-	SequenceSettings = driver.SequenceSettings
-	Files            = driver.Files
-	DiskFiles        = driver.DiskFiles
-	Signature        = driver.Signature
-	TensorSpec       = driver.TensorSpec
+	Config     = driver.Config
+	Files      = driver.Files
+	DiskFiles  = driver.DiskFiles
+	Signature  = driver.Signature
+	TensorSpec = driver.TensorSpec
 )
 
 // Opener opens a backend with a config.

@@ -43,7 +43,7 @@ func loadBenchMLP(b *testing.B) (runtimes.Files, *runtimes.Model, string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	rt, err := runtimes.Open(onnx.Name, rtCfg)
+	rt, err := runtimes.Open(onnx.Name, rtCfg.Config)
 	if err != nil {
 		b.Fatal(err)
 	}

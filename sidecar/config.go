@@ -12,83 +12,99 @@ import (
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/runtimes/driver"
+	"github.com/inferbid/inferbid/sidecar/registry"
 )
 
-// Bounds of the dynamic batching settings (runtimes.BatchSettings).
+// Bounds of the dynamic batching settings (registry.BatchSettings).
 const (
 	MaxBatchSizeLimit   = 1 << 16
 	MaxDelayMicrosLimit = 100_000
 )
 
+// RuntimeConfig is the sidecar's runtime config, the JSON of
+// INFERENCE_SIDECAR_RUNTIME_CONFIG, in its three parts: what the runtimes
+// read (runtimes.Config: threads, output names, library path, element cap,
+// model_reset_probability...), what the model registry reads
+// (registry.Settings: dynamic_batching, stateful_models,
+// shared_state_models, sequence_cleaner_poll_wait_minutes) and what the
+// process applies to itself (cpuset). The JSON is one flat object; the
+// zero value means defaults everywhere.
+type RuntimeConfig struct {
+	runtimes.Config
+	registry.Settings
+	// Cpuset pins the sidecar to these CPUs.
+	Cpuset []int `json:"cpuset,omitempty"`
+}
+
 // runtimeConfigJSON is the runtime config as read: dynamic_batching is
 // kept raw (it shadows the embedded field) and parsed on its own, so that
 // its errors can name the setting and the model path at fault.
 type runtimeConfigJSON struct {
-	runtimes.Config
+	RuntimeConfig
 	DynamicBatching json.RawMessage `json:"dynamic_batching"`
 }
 
 // ParseRuntimeConfig parses the JSON of INFERENCE_SIDECAR_RUNTIME_CONFIG
 // strictly: unknown fields, trailing data and out-of-range values are
 // INPUT_PARSING errors naming the field. An empty or blank string is the
-// zero Config (defaults everywhere).
-func ParseRuntimeConfig(js string) (runtimes.Config, error) {
+// zero RuntimeConfig (defaults everywhere).
+func ParseRuntimeConfig(js string) (RuntimeConfig, error) {
 	if strings.TrimSpace(js) == "" {
-		return runtimes.Config{}, nil
+		return RuntimeConfig{}, nil
 	}
 	var in runtimeConfigJSON
 	dec := json.NewDecoder(strings.NewReader(js))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
-		return runtimes.Config{}, inferr.Errorf(inferr.InputParsing, "runtime config: %w", err)
+		return RuntimeConfig{}, inferr.Errorf(inferr.InputParsing, "runtime config: %w", err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return runtimes.Config{}, inferr.Errorf(inferr.InputParsing, "runtime config: trailing data after the JSON object")
+		return RuntimeConfig{}, inferr.Errorf(inferr.InputParsing, "runtime config: trailing data after the JSON object")
 	}
 	if bytes.HasPrefix(bytes.TrimSpace([]byte(js)), []byte("null")) {
-		return runtimes.Config{}, inferr.Errorf(inferr.InputParsing, "runtime config: want a JSON object, got null")
+		return RuntimeConfig{}, inferr.Errorf(inferr.InputParsing, "runtime config: want a JSON object, got null")
 	}
-	cfg := in.Config
+	cfg := in.RuntimeConfig
 	switch {
 	case cfg.NumInteropThreads < 0:
-		return runtimes.Config{}, inferr.Errorf(inferr.InputParsing, "runtime config: num_interop_threads is %d, want >= 0", cfg.NumInteropThreads)
+		return RuntimeConfig{}, inferr.Errorf(inferr.InputParsing, "runtime config: num_interop_threads is %d, want >= 0", cfg.NumInteropThreads)
 	case cfg.NumIntraopThreads < 0:
-		return runtimes.Config{}, inferr.Errorf(inferr.InputParsing, "runtime config: num_intraop_threads is %d, want >= 0", cfg.NumIntraopThreads)
+		return RuntimeConfig{}, inferr.Errorf(inferr.InputParsing, "runtime config: num_intraop_threads is %d, want >= 0", cfg.NumIntraopThreads)
 	case cfg.ModelResetProbability < 0 || cfg.ModelResetProbability > 1:
-		return runtimes.Config{}, inferr.Errorf(inferr.InputParsing, "runtime config: model_reset_probability is %v, want 0..1", cfg.ModelResetProbability)
+		return RuntimeConfig{}, inferr.Errorf(inferr.InputParsing, "runtime config: model_reset_probability is %v, want 0..1", cfg.ModelResetProbability)
 	case cfg.MaxTensorElements < 0:
-		return runtimes.Config{}, inferr.Errorf(inferr.InputParsing, "runtime config: max_tensor_elements is %d, want >= 0", cfg.MaxTensorElements)
+		return RuntimeConfig{}, inferr.Errorf(inferr.InputParsing, "runtime config: max_tensor_elements is %d, want >= 0", cfg.MaxTensorElements)
 	case cfg.OutputNames != "" && cfg.OutputNames != driver.OutputNamesGraph && cfg.OutputNames != driver.OutputNamesSignatureKey:
-		return runtimes.Config{}, inferr.Errorf(inferr.InputParsing, "runtime config: output_names is %q, want %q or %q", cfg.OutputNames, driver.OutputNamesGraph, driver.OutputNamesSignatureKey)
+		return RuntimeConfig{}, inferr.Errorf(inferr.InputParsing, "runtime config: output_names is %q, want %q or %q", cfg.OutputNames, driver.OutputNamesGraph, driver.OutputNamesSignatureKey)
 	}
 	for i, c := range cfg.Cpuset {
 		if c < 0 || c >= 1<<16 {
-			return runtimes.Config{}, inferr.Errorf(inferr.InputParsing, "runtime config: cpuset[%d] is %d, want a CPU number", i, c)
+			return RuntimeConfig{}, inferr.Errorf(inferr.InputParsing, "runtime config: cpuset[%d] is %d, want a CPU number", i, c)
 		}
 	}
 	db, err := parseDynamicBatching(in.DynamicBatching)
 	if err != nil {
-		return runtimes.Config{}, inferr.Errorf(inferr.InputParsing, "runtime config: %w", err)
+		return RuntimeConfig{}, inferr.Errorf(inferr.InputParsing, "runtime config: %w", err)
 	}
 	cfg.DynamicBatching = db
 	for _, path := range slices.Sorted(maps.Keys(cfg.StatefulModels)) {
 		field := fmt.Sprintf("stateful_models[%q]", path)
 		if path == "" {
-			return runtimes.Config{}, inferr.Errorf(inferr.InputParsing, "runtime config: %s: the model path is empty", field)
+			return RuntimeConfig{}, inferr.Errorf(inferr.InputParsing, "runtime config: %s: the model path is empty", field)
 		}
 		if err := cfg.StatefulModels[path].Validate(); err != nil {
-			return runtimes.Config{}, inferr.Errorf(inferr.InputParsing, "runtime config: %s.%w", field, err)
+			return RuntimeConfig{}, inferr.Errorf(inferr.InputParsing, "runtime config: %s.%w", field, err)
 		}
 	}
 	for i, path := range cfg.SharedStateModels {
 		field := fmt.Sprintf("shared_state_models[%d]", i)
 		switch {
 		case path == "":
-			return runtimes.Config{}, inferr.Errorf(inferr.InputParsing, "runtime config: %s: the model path is empty", field)
+			return RuntimeConfig{}, inferr.Errorf(inferr.InputParsing, "runtime config: %s: the model path is empty", field)
 		case slices.Index(cfg.SharedStateModels, path) < i:
-			return runtimes.Config{}, inferr.Errorf(inferr.InputParsing, "runtime config: %s: %q is listed twice", field, path)
+			return RuntimeConfig{}, inferr.Errorf(inferr.InputParsing, "runtime config: %s: %q is listed twice", field, path)
 		case cfg.StatefulModels[path].Stateful:
-			return runtimes.Config{}, inferr.Errorf(inferr.InputParsing, "runtime config: %s is %q, which stateful_models[%q] serves with sequences: a model's calls share one state or keep one per sequence, not both", field, path, path)
+			return RuntimeConfig{}, inferr.Errorf(inferr.InputParsing, "runtime config: %s is %q, which stateful_models[%q] serves with sequences: a model's calls share one state or keep one per sequence, not both", field, path, path)
 		}
 	}
 	return cfg, nil
@@ -100,7 +116,7 @@ func ParseRuntimeConfig(js string) (runtimes.Config, error) {
 //
 // where SETTINGS is {"max_batch_size": N, "max_delay_us": N}. Absent or
 // null is nil (off).
-func parseDynamicBatching(raw json.RawMessage) (*runtimes.DynamicBatching, error) {
+func parseDynamicBatching(raw json.RawMessage) (*registry.DynamicBatching, error) {
 	if isNull(raw) {
 		return nil, nil
 	}
@@ -111,13 +127,13 @@ func parseDynamicBatching(raw json.RawMessage) (*runtimes.DynamicBatching, error
 	if err := decodeObject(raw, &in); err != nil {
 		return nil, fmt.Errorf("dynamic_batching: %w", err)
 	}
-	db := &runtimes.DynamicBatching{}
+	db := &registry.DynamicBatching{}
 	var err error
 	if db.Default, err = parseBatchSettings("dynamic_batching.default", in.Default); err != nil {
 		return nil, err
 	}
 	if len(in.Models) > 0 {
-		db.Models = make(map[string]runtimes.BatchSettings, len(in.Models))
+		db.Models = make(map[string]registry.BatchSettings, len(in.Models))
 	}
 	for _, path := range slices.Sorted(maps.Keys(in.Models)) {
 		field := fmt.Sprintf("dynamic_batching.models[%q]", path)
@@ -134,8 +150,8 @@ func parseDynamicBatching(raw json.RawMessage) (*runtimes.DynamicBatching, error
 // parseBatchSettings reads one SETTINGS object: both fields set turns
 // batching on, neither (or null) leaves it off, one without the other is
 // an error.
-func parseBatchSettings(field string, raw json.RawMessage) (runtimes.BatchSettings, error) {
-	var s runtimes.BatchSettings
+func parseBatchSettings(field string, raw json.RawMessage) (registry.BatchSettings, error) {
+	var s registry.BatchSettings
 	if isNull(raw) {
 		return s, nil
 	}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/inferbid/inferbid/inferr"
-	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/sidecar/registry"
 )
 
 func TestParseRuntimeConfigDynamicBatching(t *testing.T) {
@@ -16,7 +16,7 @@ func TestParseRuntimeConfigDynamicBatching(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := cfg.DynamicBatching
-	for path, want := range map[string]runtimes.BatchSettings{
+	for path, want := range map[string]registry.BatchSettings{
 		"pctr/v1/":  {MaxBatchSize: 32, MaxDelayMicros: 100},
 		"pcvr/v1/":  {}, // listed: its own settings (off), nothing inherited
 		"x/":        {},
@@ -73,5 +73,40 @@ func TestParseRuntimeConfigIntraopThreads(t *testing.T) {
 	_, err := ParseRuntimeConfig(`{"num_intraop_threads":-1}`)
 	if err == nil || inferr.TypeOf(err) != inferr.InputParsing || !strings.Contains(err.Error(), "num_intraop_threads is -1") {
 		t.Errorf("num_intraop_threads -1: %v", err)
+	}
+}
+
+// The runtime config is one flat JSON object whose keys land in three
+// parts: the runtimes' runtimes.Config, the registry's registry.Settings
+// and the process's cpuset. Every key reaches its part; an unknown key
+// (at the top level too), or a key of the mapped-variables flags, is
+// refused as before the split.
+func TestParseRuntimeConfigParts(t *testing.T) {
+	cfg, err := ParseRuntimeConfig(`{"num_interop_threads":2,"num_intraop_threads":3,"fused_multiply_add":true,
+		"output_names":"signature_key","module_name":"tensorflow","cpuset":[0,1],"model_reset_probability":0.5,
+		"shared_state_models":["s/"],"library_path":"/x.so","max_tensor_elements":99,
+		"dynamic_batching":{"default":{"max_batch_size":4,"max_delay_us":10}},
+		"stateful_models":{"q/":{"stateful":true}},"sequence_cleaner_poll_wait_minutes":2}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := cfg.Config
+	if rc.NumInteropThreads != 2 || rc.NumIntraopThreads != 3 || !rc.FusedMultiplyAdd || rc.OutputNames != "signature_key" ||
+		rc.ModuleName != "tensorflow" || rc.ModelResetProbability != 0.5 || rc.LibraryPath != "/x.so" || rc.MaxTensorElements != 99 {
+		t.Errorf("runtimes.Config = %+v", rc)
+	}
+	s := cfg.Settings
+	if len(s.SharedStateModels) != 1 || s.SharedStateModels[0] != "s/" || s.DynamicBatching.For("m/").MaxBatchSize != 4 ||
+		!s.StatefulModels["q/"].Stateful || s.SequenceCleanerPollWait() != 2*time.Minute {
+		t.Errorf("registry.Settings = %+v", s)
+	}
+	if len(cfg.Cpuset) != 2 || cfg.Cpuset[1] != 1 {
+		t.Errorf("Cpuset = %v", cfg.Cpuset)
+	}
+	for _, js := range []string{`{"cpu_set":[0]}`, `{"MapVariablesDir":"/tmp"}`, `{"map_variables_dir":"/tmp"}`, `{"Settings":{}}`, `{"Config":{}}`} {
+		_, err := ParseRuntimeConfig(js)
+		if err == nil || inferr.TypeOf(err) != inferr.InputParsing || !strings.Contains(err.Error(), "unknown field") {
+			t.Errorf("ParseRuntimeConfig(%s) = %v, want INPUT_PARSING naming the unknown field", js, err)
+		}
 	}
 }

@@ -5,14 +5,22 @@
 // missing, socket 0600, a stale socket replaced but never a live one).
 // Predict takes the B&A batch JSON or a typed batch; the entries of one
 // batch run concurrently (up to GOMAXPROCS) and each keeps its own typed
-// error. The model registry validates a registration (path, clean relative
-// file paths, total size), loads it through the runtime, runs its warm-up
-// batch (WarmUpRuns times) and only then publishes it. Readers see an
-// immutable map through an atomic pointer; a re-registration swaps the new
-// model in and closes the old one in the background once its calls in
-// flight have finished, and a call that raced the swap retries on the new
-// model, so a swap never shows MODEL_NOT_FOUND. Registrations and deletions
-// of one path are serialised (the last to arrive wins; nothing leaks).
+// error.
+//
+// The model table is package registry (sidecar/registry), which knows no
+// transport: the models by path, each one entry {model, settings, batcher,
+// sequences} published atomically, registration (validate, load, warm up,
+// publish, retire the replaced model once its calls have finished; a call
+// that raced the swap retries on the new model, so a swap never shows
+// MODEL_NOT_FOUND), dynamic batching, the sequences of stateful models and
+// the per-model histograms. This package keeps the protocol: the gRPC
+// service and the fast lane's handler are thin adapters over one predict
+// function that calls the registry; besides the servers, it holds the
+// client and the supervisor. ServerOptions.Settings is the registry's part
+// of the runtime config (ParseRuntimeConfig gives the whole config as a
+// RuntimeConfig: the runtimes' runtimes.Config, the registry's
+// registry.Settings, cpuset).
+//
 // RegisterModelStream checks the declared file sizes against the cap before
 // it writes anything, then receives the files into a private temporary
 // directory (ServerOptions.TempDir), hashing them as they arrive, and has
@@ -22,12 +30,10 @@
 // files on disk and streams its replay copy, so bidding-server never holds
 // one either.
 //
-// Dynamic batching (batcher.go, off by default): when the runtime config's
-// dynamic_batching turns it on for a path, the model published there gets
-// a batcher that merges concurrent calls into one runtime call along the
-// leading dimension and hands each caller its rows; whatever cannot be
-// merged, or a merged call that fails, runs unbatched, so every caller
-// gets the unbatched answer. Server.BatchingStats reports the counters.
+// Dynamic batching (off by default): when the runtime config's
+// dynamic_batching turns it on for a path, the registry merges concurrent
+// calls of the model there into one runtime call (see package registry).
+// Server.BatchingStats reports the counters.
 //
 // One socket, two transports: the fast lane (package fastlane) carries
 // Predict's typed batches as length-prefixed frames on pooled connections,
@@ -68,10 +74,11 @@
 // to the sidecar as the "traceparent" gRPC metadata or, on the fast lane,
 // in PredictRequest.traceparent; the server's Predict is a "sidecar.Predict"
 // span with a "model.run" child per entry. Spans name model paths, counts,
-// rows and error types, never tensors or error descriptions. The server's
-// per-model histograms (modelmetrics.go: end to end, queue and compute
-// latency, rows per runtime call) are in a registry of its own that
-// GetMetrics returns and Client.Gatherer hands to the host's /metrics.
+// rows and error types, never tensors or error descriptions. The
+// registry's per-model histograms (end to end, queue and compute latency,
+// rows per runtime call) are in a Prometheus registry of their own that
+// GetMetrics returns (modelmetrics.go) and Client.Gatherer hands to the
+// host's /metrics.
 //
 // Every error leaves the server through toStatus (status.go) and enters the
 // client through fromStatus (or travels in a fast-lane error frame, with

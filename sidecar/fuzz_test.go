@@ -11,7 +11,7 @@ import (
 
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/proto/inferencepb"
-	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/sidecar/registry"
 	"github.com/inferbid/inferbid/tensor"
 )
 
@@ -36,7 +36,7 @@ func FuzzParseRuntimeConfig(f *testing.F) {
 			t.Fatalf("accepted out-of-range config %+v", cfg)
 		}
 		if db := cfg.DynamicBatching; db != nil {
-			settings := []runtimes.BatchSettings{db.Default}
+			settings := []registry.BatchSettings{db.Default}
 			for path, s := range db.Models {
 				if path == "" {
 					t.Fatalf("accepted an empty model path in %+v", db)
@@ -45,7 +45,7 @@ func FuzzParseRuntimeConfig(f *testing.F) {
 			}
 			for _, s := range settings {
 				on := s.MaxBatchSize >= 2 && s.MaxBatchSize <= MaxBatchSizeLimit && s.MaxDelayMicros >= 1 && s.MaxDelayMicros <= MaxDelayMicrosLimit
-				if s != (runtimes.BatchSettings{}) && !on {
+				if s != (registry.BatchSettings{}) && !on {
 					t.Fatalf("accepted out-of-range batching settings %+v", s)
 				}
 			}

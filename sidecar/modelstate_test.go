@@ -16,6 +16,7 @@ import (
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/runtimes/tensorflow"
 	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
+	"github.com/inferbid/inferbid/sidecar/registry"
 	"github.com/inferbid/inferbid/tensor"
 )
 
@@ -62,12 +63,11 @@ func counts(t *testing.T, c *Client, path string, want ...int32) {
 }
 
 func TestNoStateCrossesRequestsOverTheSocket(t *testing.T) {
-	cfg := runtimes.Config{SharedStateModels: []string{"shared/"}}
-	rt, err := runtimes.Open(tensorflow.Name, cfg)
+	rt, err := runtimes.Open(tensorflow.Name, runtimes.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, c := serveOnSocket(t, ServerOptions{Runtime: rt, SequenceCleanerInterval: -1})
+	_, c := serveOnSocket(t, ServerOptions{Runtime: rt, Settings: registry.Settings{SharedStateModels: []string{"shared/"}}, SequenceCleanerInterval: -1})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	counter, err := tfsave.CounterModel(tfsave.Options{FunctionCall: true}, 1)
@@ -157,8 +157,8 @@ func TestNoStateCrossesRequestsOverTheSocket(t *testing.T) {
 	step(1, 1, 2) // ended: a new sequence 1 starts from the checkpoint
 }
 
-// shared_state_models is checked: in the config, and at registration for a
-// model it cannot apply to.
+// shared_state_models is checked in the config (and at registration for a
+// model it cannot apply to: the registry's TestSharedStateModelsRefusedAtRegistration).
 func TestSharedStateModelsRefused(t *testing.T) {
 	for js, want := range map[string]string{
 		`{"shared_state_models": [""]}`:                                                          `shared_state_models[0]: the model path is empty`,
@@ -176,112 +176,5 @@ func TestSharedStateModelsRefused(t *testing.T) {
 	}
 	if !slices.Equal(cfg.SharedStateModels, []string{"a/", "b/"}) || cfg.ModelResetProbability != 0.25 {
 		t.Fatalf("parsed %+v", cfg)
-	}
-
-	ctx := context.Background()
-	tf, err := runtimes.Open(tensorflow.Name, runtimes.Config{SharedStateModels: []string{"affine/", "counter/"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := newRegistry(tf, 1<<30, batch.Limits{}.WithDefaults(), quietLog)
-	defer r.close()
-	affine, err := tfsave.AffineModel(tfsave.Options{}, 2, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = r.register(ctx, "affine/", affine, "")
-	errType(t, "stateless TF model listed", err, inferr.InputParsing, `shared_state_models[0]`, "assigns no variables")
-	counter, err := tfsave.CounterModel(tfsave.Options{}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = r.registerWith(ctx, "counter/", counter, "", &runtimes.SequenceSettings{Stateful: true})
-	errType(t, "listed and registered with sequences", err, inferr.InputParsing, `shared_state_models[1]`, "model_metadata entry's) stateful", "not both")
-	if r.lookup("affine/") != nil || r.lookup("counter/") != nil {
-		t.Fatal("a refused model was published")
-	}
-	if _, err := r.register(ctx, "counter/", counter, ""); err != nil {
-		t.Fatal(err)
-	}
-
-	// A runtime without shared state (the affine fake, as ONNX and PyTorch).
-	fake, _ := newAffineRuntimeWith(runtimes.Config{SharedStateModels: []string{"a/"}})
-	rf := newRegistry(fake, 1<<20, batch.Limits{}.WithDefaults(), quietLog)
-	defer rf.close()
-	_, err = rf.register(ctx, "a/", affineFiles("2 1"), "")
-	errType(t, "runtime without shared state", err, inferr.InputParsing, `shared_state_models[0]`, "keeps no state shared by calls")
-}
-
-// rowSumModel assigns a variable from the rows of its batch: y = x +
-// (v + sum(x)), v restored as 0, x FLOAT [-1]. Alone, a call answers
-// x + sum(its own x). Merged with other calls (one batch) or after them
-// (shared state), the answer would hold their rows too.
-func rowSumModel(t *testing.T) runtimes.Files {
-	t.Helper()
-	b := tfsave.NewBuilder()
-	v := b.Variable("total", tensor.New("", []int64{}, []float32{0}))
-	x := b.Placeholder("serving_default_x", tensor.Float, []int64{-1})
-	axis := tfsave.ConstOf[int32](b, "axis", []int64{1}, 0)
-	sum := b.OpNamed("sum", "Sum", []string{x, axis}, nil)
-	inc := b.OpNamed("AssignAddVariableOp", "AssignAddVariableOp", []string{v.Handle, sum}, nil)
-	read := b.OpNamed("ReadVariableOp", "ReadVariableOp", []string{v.Handle, "^" + inc}, map[string]any{"dtype": tensor.Float})
-	y := b.OpNamed("y", "AddV2", []string{x, read}, nil)
-	b.Signature(tfsave.ServingSignature, map[string]string{"x": x}, map[string]string{"y": y})
-	files, err := b.Files()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return files
-}
-
-// Dynamic batching never puts one caller's rows into another's answer: a
-// model whose state mixes a batch's rows is never merged, and each call
-// starts from the load-time state. Every caller of a batch that would run
-// only when full (all of them) gets x + sum(its own x).
-func TestBatchingKeepsCallersRowsApart(t *testing.T) {
-	const callers = 12
-	rowsOf := func(i int) int { return 1 + i%4 }
-	total := 0
-	for i := range callers {
-		total += rowsOf(i)
-	}
-	rt, err := runtimes.Open(tensorflow.Name, withBatching(runtimes.Config{}, map[string]runtimes.BatchSettings{
-		"rowsum/": {MaxBatchSize: total, MaxDelayMicros: forever},
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rt.Close() })
-	r, logs := batchingRegistry(t, rt)
-	register(t, r, "rowsum/", rowSumModel(t))
-	wantLog(t, logs, `model_path=rowsum/ reason="the model is stateful"`, 1)
-	var wg sync.WaitGroup
-	for i := range callers {
-		wg.Go(func() {
-			for round := range 5 {
-				x := make([]float32, rowsOf(i))
-				var s float32
-				for j := range x {
-					x[j] = float32(1000*i + 10*round + j)
-					s += x[j]
-				}
-				out, err := r.predict(context.Background(), "rowsum/", []tensor.Tensor{tensor.New("x", []int64{int64(len(x))}, x)})
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				got := out[0].Data.([]float32)
-				for j := range x {
-					if got[j] != x[j]+s {
-						t.Errorf("caller %d round %d: %v for rows %v, want each row + %v: other calls' rows reached this answer", i, round, got, x, s)
-						return
-					}
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if st := r.batchingStats(); len(st) != 0 {
-		t.Errorf("batching stats %+v: the stateful model has a batcher", st)
 	}
 }

@@ -110,7 +110,7 @@ func BenchmarkJSONPredictHeap(b *testing.B) {
 	}
 	defer srv.Stop()
 	ctx := context.Background()
-	if _, err := srv.reg.register(ctx, "affine/", affineFiles("2 1"), ""); err != nil {
+	if _, err := srv.reg.Register(ctx, "affine/", affineFiles("2 1"), "", nil); err != nil {
 		b.Fatal(err)
 	}
 	sample := []rtmetrics.Sample{{Name: "/gc/heap/allocs:bytes"}}

@@ -10,6 +10,7 @@ import (
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/runtimes/driver"
 	"github.com/inferbid/inferbid/sequence"
+	"github.com/inferbid/inferbid/sidecar/registry"
 	"github.com/inferbid/inferbid/tensor"
 )
 
@@ -61,8 +62,9 @@ func (m *gateModel) PredictSequence(ctx context.Context, st any, in []tensor.Ten
 // socket; once the end is done the id starts afresh.
 func TestStartWhileEndingIsFailedPreconditionOverTheWire(t *testing.T) {
 	b := &gateBackend{entered: make(chan struct{}), release: make(chan struct{})}
-	rt := runtimes.NewRuntime("gate", runtimes.Config{StatefulModels: map[string]runtimes.SequenceSettings{"g/": {Stateful: true}}}, b)
-	_, c := serveOnSocket(t, ServerOptions{Runtime: rt, SequenceCleanerInterval: -1})
+	rt := runtimes.NewRuntime("gate", runtimes.Config{}, b)
+	settings := registry.Settings{StatefulModels: map[string]runtimes.SequenceSettings{"g/": {Stateful: true}}}
+	_, c := serveOnSocket(t, ServerOptions{Runtime: rt, Settings: settings, SequenceCleanerInterval: -1})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := c.RegisterModel(ctx, "g/", runtimes.Files{"m": []byte("x")}, ""); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/runtimes/onnx"
 	"github.com/inferbid/inferbid/sequence"
+	"github.com/inferbid/inferbid/sidecar/registry"
 	"github.com/inferbid/inferbid/tensor"
 )
 
@@ -23,16 +24,16 @@ func startONNXSequenceServer(t *testing.T, maxSeq uint32) (*Server, *Client) {
 	t.Helper()
 	_, err := onnx.FindLibrary("")
 	testhelp.RequireNative(t, "the ONNX Runtime library (scripts/install-onnxruntime.sh)", err)
-	cfg := runtimes.Config{StatefulModels: map[string]runtimes.SequenceSettings{
+	settings := registry.Settings{StatefulModels: map[string]runtimes.SequenceSettings{
 		"sum/":     {Stateful: true, MaxSequenceNumber: ptr(maxSeq)},
 		"dynamic/": {Stateful: true},
 		"affine/":  {Stateful: true},
 	}}
-	rt, err := runtimes.Open(onnx.Name, cfg)
+	rt, err := runtimes.Open(onnx.Name, runtimes.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, c := serveOnSocket(t, ServerOptions{Runtime: rt, SequenceCleanerInterval: -1})
+	srv, c := serveOnSocket(t, ServerOptions{Runtime: rt, Settings: settings, SequenceCleanerInterval: -1})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	files := runtimes.Files{"running_sum.onnx": testhelp.ReadFile(t, "runtimes/onnx/testdata/running_sum.onnx")}

@@ -17,6 +17,7 @@ import (
 	"github.com/inferbid/inferbid/runtimes/tensorflow"
 	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
 	"github.com/inferbid/inferbid/sequence"
+	"github.com/inferbid/inferbid/sidecar/registry"
 	"github.com/inferbid/inferbid/tensor"
 )
 
@@ -27,14 +28,14 @@ func ptr[T any](v T) *T { return &v }
 // registers the running-sum model (checkpoint 0) there.
 func startSequenceServer(t *testing.T, maxSeq uint32, cleanEvery time.Duration) (*Server, *Client, runtimes.Files) {
 	t.Helper()
-	cfg := runtimes.Config{StatefulModels: map[string]runtimes.SequenceSettings{
+	settings := registry.Settings{StatefulModels: map[string]runtimes.SequenceSettings{
 		"sum/": {Stateful: true, MaxSequenceNumber: ptr(maxSeq)},
 	}}
-	rt, err := runtimes.Open(tensorflow.Name, cfg)
+	rt, err := runtimes.Open(tensorflow.Name, runtimes.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, c := serveOnSocket(t, ServerOptions{Runtime: rt, SequenceCleanerInterval: cleanEvery})
+	srv, c := serveOnSocket(t, ServerOptions{Runtime: rt, Settings: settings, SequenceCleanerInterval: cleanEvery})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	files, err := tfsave.RunningSumModel(tfsave.Options{}, 0)
@@ -255,36 +256,8 @@ func TestStatefulSettingsRefused(t *testing.T) {
 	if s := cfg.StatefulModels["m/"]; !s.Stateful || *s.MaxSequenceNumber != 7 || *s.IdleSequenceCleanup || cfg.SequenceCleanerPollWait() != 0 {
 		t.Fatalf("parsed %+v", cfg)
 	}
-	if d := (runtimes.Config{}).SequenceCleanerPollWait(); d != 5*time.Minute {
+	if d := (registry.Settings{}).SequenceCleanerPollWait(); d != 5*time.Minute {
 		t.Fatalf("default poll wait %v, want 5m", d)
-	}
-}
-
-// A model that cannot keep per-sequence state is refused at registration,
-// naming the setting: a runtime without sequences (the affine fake), and a
-// TensorFlow model that assigns no variables.
-func TestStatefulRegistrationRefused(t *testing.T) {
-	cfg := runtimes.Config{StatefulModels: map[string]runtimes.SequenceSettings{"a/": {Stateful: true}}}
-	rt, _ := newAffineRuntimeWith(cfg)
-	r := newRegistry(rt, 1<<20, batch.Limits{}.WithDefaults(), quietLog)
-	defer r.close()
-	_, err := r.register(context.Background(), "a/", affineFiles("2 1"), "")
-	errType(t, "affine stateful", err, inferr.InputParsing, `stateful_models["a/"].stateful`, "per-sequence state")
-
-	tf, err := runtimes.Open(tensorflow.Name, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rtf := newRegistry(tf, 1<<30, batch.Limits{}.WithDefaults(), quietLog)
-	defer rtf.close()
-	files, err := tfsave.AffineModel(tfsave.Options{}, 2, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = rtf.register(context.Background(), "a/", files, "")
-	errType(t, "stateless TF model as stateful", err, inferr.InputParsing, `stateful_models["a/"].stateful`, "no state")
-	if rtf.lookup("a/") != nil {
-		t.Fatal("the refused model was published")
 	}
 }
 
@@ -406,15 +379,15 @@ func TestAssignedSequenceIDSurvivesJavaScript(t *testing.T) {
 func BenchmarkSequenceCall(b *testing.B) {
 	for _, mode := range []string{"shared", "sequence"} {
 		b.Run(mode, func(b *testing.B) {
-			cfg := runtimes.Config{}
+			var settings registry.Settings
 			if mode == "sequence" {
-				cfg.StatefulModels = map[string]runtimes.SequenceSettings{"sum/": {Stateful: true}}
+				settings.StatefulModels = map[string]runtimes.SequenceSettings{"sum/": {Stateful: true}}
 			}
-			rt, err := runtimes.Open(tensorflow.Name, cfg)
+			rt, err := runtimes.Open(tensorflow.Name, runtimes.Config{})
 			if err != nil {
 				b.Fatal(err)
 			}
-			srv, err := NewServer(ServerOptions{Runtime: rt, Logger: quietLog, SequenceCleanerInterval: -1})
+			srv, err := NewServer(ServerOptions{Runtime: rt, Settings: settings, Logger: quietLog, SequenceCleanerInterval: -1})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -490,15 +463,15 @@ func TestUnsignedSequenceFields(t *testing.T) {
 	wantSequenceError(t, "control 2^32", r, inferr.InputParsing, sequence.InvalidArgument, sequence.MsgBadControlValue)
 }
 
-// serveSum serves the running-sum model at sum/ under the runtime config
-// cfg, registered with the settings seq (nil: none).
-func serveSum(t *testing.T, cfg runtimes.Config, seq *runtimes.SequenceSettings) (*Client, error) {
+// serveSum serves the running-sum model at sum/ under the runtime config's
+// settings, registered with the settings seq (nil: none).
+func serveSum(t *testing.T, settings registry.Settings, seq *runtimes.SequenceSettings) (*Client, error) {
 	t.Helper()
-	rt, err := runtimes.Open(tensorflow.Name, cfg)
+	rt, err := runtimes.Open(tensorflow.Name, runtimes.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, c := serveOnSocket(t, ServerOptions{Runtime: rt, SequenceCleanerInterval: -1})
+	_, c := serveOnSocket(t, ServerOptions{Runtime: rt, Settings: settings, SequenceCleanerInterval: -1})
 	files, err := tfsave.RunningSumModel(tfsave.Options{}, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -513,7 +486,7 @@ func serveSum(t *testing.T, cfg runtimes.Config, seq *runtimes.SequenceSettings)
 // config's settings for the model: the entry wins, being per model.
 func TestRegistrationSequenceSettings(t *testing.T) {
 	t.Run("entry alone", func(t *testing.T) {
-		c, err := serveSum(t, runtimes.Config{}, &runtimes.SequenceSettings{Stateful: true, MaxSequenceNumber: ptr(uint32(1)), LowLatencyTransformation: ptr(true)})
+		c, err := serveSum(t, registry.Settings{}, &runtimes.SequenceSettings{Stateful: true, MaxSequenceNumber: ptr(uint32(1)), LowLatencyTransformation: ptr(true)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -521,7 +494,7 @@ func TestRegistrationSequenceSettings(t *testing.T) {
 		wantSequenceError(t, "second sequence over the entry's limit 1", predictOne(t, c, seqEntry(1, 4, 1)), inferr.ModelExecution, sequence.Unavailable, sequence.MsgLimit)
 	})
 	t.Run("entry wins over the runtime config", func(t *testing.T) {
-		cfg := runtimes.Config{StatefulModels: map[string]runtimes.SequenceSettings{"sum/": {Stateful: true, MaxSequenceNumber: ptr(uint32(10))}}}
+		cfg := registry.Settings{StatefulModels: map[string]runtimes.SequenceSettings{"sum/": {Stateful: true, MaxSequenceNumber: ptr(uint32(10))}}}
 		c, err := serveSum(t, cfg, &runtimes.SequenceSettings{Stateful: true, MaxSequenceNumber: ptr(uint32(1))})
 		if err != nil {
 			t.Fatal(err)
@@ -530,7 +503,7 @@ func TestRegistrationSequenceSettings(t *testing.T) {
 		wantSequenceError(t, "limit 1 from the entry, not 10", predictOne(t, c, seqEntry(1, 4, 1)), inferr.ModelExecution, sequence.Unavailable, sequence.MsgLimit)
 	})
 	t.Run("entry turns sequences off", func(t *testing.T) {
-		cfg := runtimes.Config{StatefulModels: map[string]runtimes.SequenceSettings{"sum/": {Stateful: true}}}
+		cfg := registry.Settings{StatefulModels: map[string]runtimes.SequenceSettings{"sum/": {Stateful: true}}}
 		c, err := serveSum(t, cfg, &runtimes.SequenceSettings{})
 		if err != nil {
 			t.Fatal(err)
@@ -557,7 +530,7 @@ func TestRegistrationSequenceSettings(t *testing.T) {
 		{"limit 0", runtimes.SequenceSettings{Stateful: true, MaxSequenceNumber: ptr(uint32(0))}, "max_sequence_number is 0"},
 	} {
 		t.Run(c.what, func(t *testing.T) {
-			_, err := serveSum(t, runtimes.Config{}, &c.seq)
+			_, err := serveSum(t, registry.Settings{}, &c.seq)
 			errType(t, c.what, err, inferr.InputParsing, `"sum/"`, "sequence_settings", c.want)
 		})
 	}

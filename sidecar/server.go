@@ -33,6 +33,7 @@ import (
 	"github.com/inferbid/inferbid/proto/inferencepb"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/sidecar/fastlane"
+	"github.com/inferbid/inferbid/sidecar/registry"
 	"github.com/inferbid/inferbid/tensor"
 )
 
@@ -49,7 +50,11 @@ const maxSocketPathLen = 107
 // ServerOptions configure a Server; the zero value of each field means its
 // default.
 type ServerOptions struct {
-	Runtime       *runtimes.Runtime // required
+	Runtime *runtimes.Runtime // required
+	// Settings are the sidecar's own runtime settings (the rest of the
+	// runtime config: RuntimeConfig.Settings): dynamic batching,
+	// sequences, shared state.
+	Settings      registry.Settings
 	Limits        batch.Limits
 	MaxModelBytes int64 // 0 = runtimes.DefaultMaxModelBytes (2 GiB)
 	// MaxMappedModelBytes, when > 0, caps a model's files the runtime
@@ -65,7 +70,7 @@ type ServerOptions struct {
 	// not spend CPU while idle).
 	FastLaneSpinWait time.Duration
 	// SequenceCleanerInterval is the time between two sweeps of idle
-	// sequences of stateful models; 0 = the runtime config's
+	// sequences of stateful models; 0 = Settings'
 	// sequence_cleaner_poll_wait_minutes (default 5 minutes), < 0 = off.
 	// Tests set it short.
 	SequenceCleanerInterval time.Duration
@@ -92,14 +97,12 @@ type Server struct {
 
 	opts   ServerOptions
 	log    *slog.Logger
-	reg    *registry
+	reg    *registry.Registry
 	grpc   *grpc.Server
 	health *health.Server
 	fast   *fastlane.Server
 
 	stopOnce sync.Once
-	// stopCleaner ends the sequence cleaner (nil when it does not run).
-	stopCleaner chan struct{}
 
 	// releasing is set while a release of memory after a large request
 	// is scheduled (see releaseMemorySoon).
@@ -125,8 +128,6 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		opts.Logger = slog.Default()
 	}
 	s := &Server{opts: opts, log: opts.Logger}
-	s.reg = newRegistry(opts.Runtime, opts.MaxModelBytes, opts.Limits, opts.Logger)
-	s.reg.maxMapped = opts.MaxMappedModelBytes
 	s.grpc = grpc.NewServer(
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
 		grpc.MaxSendMsgSize(MaxMessageBytes),
@@ -141,15 +142,11 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	if s.fast, err = newFastLaneServer(s); err != nil {
 		return nil, err
 	}
-	cleanEvery := opts.SequenceCleanerInterval
-	if cleanEvery == 0 {
-		cleanEvery = opts.Runtime.Config().SequenceCleanerPollWait()
-	}
-	s.reg.maxPerClient = opts.MaxSequencesPerClient
-	s.reg.idleAfter = max(cleanEvery, 0)
-	if cleanEvery > 0 && len(opts.Runtime.Config().StatefulModels) > 0 {
-		s.stopCleaner = make(chan struct{})
-		go s.reg.runSequenceCleaner(cleanEvery, s.stopCleaner)
+	// Last: the registry starts the sequence cleaner.
+	if s.reg, err = registry.New(registry.Options{Runtime: opts.Runtime, Settings: opts.Settings, Limits: opts.Limits,
+		MaxModelBytes: opts.MaxModelBytes, MaxMappedModelBytes: opts.MaxMappedModelBytes, Logger: opts.Logger,
+		SequenceCleanerInterval: opts.SequenceCleanerInterval, MaxSequencesPerClient: opts.MaxSequencesPerClient}); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -246,21 +243,20 @@ func (s *Server) Stop() {
 }
 
 func (s *Server) closeModels() {
-	s.stopOnce.Do(func() {
-		if s.stopCleaner != nil {
-			close(s.stopCleaner)
-		}
-		s.reg.close()
-	})
+	s.stopOnce.Do(s.reg.Close)
 }
 
 // SweepSequences removes the idle sequences of every stateful model now, as
 // the cleaner does every sequence_cleaner_poll_wait_minutes, and returns
 // how many it removed.
-func (s *Server) SweepSequences() int { return s.reg.sweepSequences() }
+func (s *Server) SweepSequences() int { return s.reg.SweepSequences() }
 
 // ModelPaths lists the registered model paths, sorted.
-func (s *Server) ModelPaths() []string { return s.reg.paths() }
+func (s *Server) ModelPaths() []string { return s.reg.Paths() }
+
+// BatchingStats returns the dynamic batching counters of every registered
+// model that batches, by model path.
+func (s *Server) BatchingStats() map[string]BatchingStats { return s.reg.BatchingStats() }
 
 // Predict runs a batch given as B&A JSON or as a typed batch.
 func (s *Server) Predict(ctx context.Context, req *inferencepb.PredictRequest) (*inferencepb.PredictResponse, error) {
@@ -441,7 +437,7 @@ func (s *Server) runEntries(ctx context.Context, entries []batch.Entry, lines []
 		if s.opts.Tracer != nil {
 			results[i].Tensors, results[i].Err = s.tracedPredict(ctx, e, arrived)
 		} else {
-			results[i].Tensors, results[i].Err = s.reg.predictAt(ctx, e.ModelPath, e.Tensors, arrived)
+			results[i].Tensors, results[i].Err = s.reg.Predict(ctx, e.ModelPath, e.Tensors, arrived)
 		}
 		if logs {
 			if err := results[i].Err; err != nil {
@@ -538,18 +534,18 @@ func (s *Server) register(ctx context.Context, path string, files runtimes.Files
 		// garbage once the model is loaded.
 		defer s.releaseMemorySoon()
 	}
-	res, err := s.reg.registerWith(ctx, path, files, warmUp, seq)
+	res, err := s.reg.Register(ctx, path, files, warmUp, seq)
 	return s.registered(path, len(files), files.Size(), res, err)
 }
 
-func (s *Server) registered(path string, files int, size int64, res registerResult, err error) (*inferencepb.RegisterModelResponse, error) {
+func (s *Server) registered(path string, files int, size int64, res registry.Result, err error) (*inferencepb.RegisterModelResponse, error) {
 	if err != nil {
 		s.log.Warn("model registration failed", "model_path", inferr.Clip(path), "err", formatErrType(err))
 		return nil, toStatus(err)
 	}
 	s.log.Info("model registered", "model_path", inferr.Clip(path), "files", files, "bytes", size,
-		"replaced", res.replaced, "load", res.load, "warm_up", res.warmUp)
-	return &inferencepb.RegisterModelResponse{Replaced: res.replaced, LoadMs: ms(res.load), WarmUpMs: ms(res.warmUp)}, nil
+		"replaced", res.Replaced, "load", res.Load, "warm_up", res.WarmUp)
+	return &inferencepb.RegisterModelResponse{Replaced: res.Replaced, LoadMs: ms(res.Load), WarmUpMs: ms(res.WarmUp)}, nil
 }
 
 // RegisterModelStream registers a model whose files arrive in chunks after
@@ -560,7 +556,7 @@ func (s *Server) registered(path string, files int, size int64, res registerResu
 // them from disk where it can: runtimes.Runtime.LoadDisk); the directory
 // is removed once the registration ends.
 func (s *Server) RegisterModelStream(stream inferencepb.InferenceService_RegisterModelStreamServer) error {
-	rm, err := receiveModel(stream, s.reg.byteLimits(), s.opts.TempDir)
+	rm, err := receiveModel(stream, s.reg.NewTally(), s.opts.TempDir)
 	if rm != nil {
 		defer rm.remove()
 	}
@@ -577,7 +573,7 @@ func (s *Server) RegisterModelStream(stream inferencepb.InferenceService_Registe
 		// garbage once the model is loaded.
 		defer s.releaseMemorySoon()
 	}
-	res, err := s.reg.registerDisk(stream.Context(), rm.path, rm.files, rm.bytes, rm.checksum, rm.warmUp, rm.seq)
+	res, err := s.reg.RegisterDisk(stream.Context(), rm.path, rm.files, rm.bytes, rm.checksum, rm.warmUp, rm.seq)
 	resp, err := s.registered(rm.path, len(rm.files), rm.bytes, res, err)
 	if err != nil {
 		return err
@@ -607,7 +603,7 @@ func (rm *receivedModel) remove() {
 // under tempDir ("" = os.TempDir()), which the caller removes (when the
 // returned model is not nil, failures included). Errors are INPUT_PARSING,
 // or GRPC when the stream itself fails or a file cannot be written.
-func receiveModel(stream inferencepb.InferenceService_RegisterModelStreamServer, lim modelLimits, tempDir string) (*receivedModel, error) {
+func receiveModel(stream inferencepb.InferenceService_RegisterModelStreamServer, total *registry.Tally, tempDir string) (*receivedModel, error) {
 	first, err := stream.Recv()
 	if errors.Is(err, io.EOF) {
 		return nil, inferr.Errorf(inferr.InputParsing, "register model stream: ended before the header")
@@ -628,17 +624,16 @@ func receiveModel(stream inferencepb.InferenceService_RegisterModelStreamServer,
 	if len(decl) == 0 {
 		return rm, inferr.Errorf(inferr.InputParsing, "register model %q: the header declares no files", path)
 	}
-	total := tally{lim: lim}
 	seen := make(map[string]bool, len(decl))
 	for i, f := range decl {
-		if err := validateFilePath(f.GetPath()); err != nil {
+		if err := registry.ValidateFilePath(f.GetPath()); err != nil {
 			return rm, inferr.Errorf(inferr.InputParsing, "register model %q: files[%d]: %w", path, i, err)
 		}
 		if seen[f.GetPath()] {
 			return rm, inferr.Errorf(inferr.InputParsing, "register model %q: files[%d]: path %q declared twice", path, i, f.GetPath())
 		}
 		seen[f.GetPath()] = true
-		if err := total.add(path, f.GetPath(), f.GetSize()); err != nil {
+		if err := total.Add(path, f.GetPath(), f.GetSize()); err != nil {
 			return rm, err
 		}
 	}
@@ -648,7 +643,7 @@ func receiveModel(stream inferencepb.InferenceService_RegisterModelStreamServer,
 	if rm.dir, err = os.MkdirTemp(tempDir, "inferbid-register-*"); err != nil { // mode 0700
 		return rm, inferr.Errorf(inferr.GRPC, "register model %q: no directory to receive the files in: %w", path, err)
 	}
-	rm.bytes = total.heap + total.mapped
+	rm.bytes = total.Bytes()
 	rm.files = make(runtimes.DiskFiles, len(decl))
 	digests := make(map[string]string, len(decl))
 	// file i is written to dir/i: model file names are never local paths.
@@ -751,7 +746,7 @@ func decl0(decl []*inferencepb.FileHeader, cur int) int64 {
 
 // DeleteModel unpublishes a model; calls in flight finish on it.
 func (s *Server) DeleteModel(ctx context.Context, req *inferencepb.DeleteModelRequest) (*inferencepb.DeleteModelResponse, error) {
-	if err := s.reg.delete(req.GetModelPath()); err != nil {
+	if err := s.reg.Delete(req.GetModelPath()); err != nil {
 		return nil, toStatus(err)
 	}
 	s.log.Info("model deleted", "model_path", inferr.Clip(req.GetModelPath()))
@@ -760,25 +755,29 @@ func (s *Server) DeleteModel(ctx context.Context, req *inferencepb.DeleteModelRe
 
 // GetModelPaths lists the registered model paths, sorted.
 func (s *Server) GetModelPaths(ctx context.Context, req *inferencepb.GetModelPathsRequest) (*inferencepb.GetModelPathsResponse, error) {
-	return &inferencepb.GetModelPathsResponse{ModelPaths: s.reg.paths()}, nil
+	return &inferencepb.GetModelPathsResponse{ModelPaths: s.reg.Paths()}, nil
 }
 
 // Models describes the models serving or loading, sorted by path.
 func (s *Server) Models() []ModelInfo {
-	infos, _ := s.reg.infos("")
-	return infos
+	infos, _ := s.reg.Models("")
+	out := make([]ModelInfo, len(infos))
+	for i, in := range infos {
+		out[i] = ModelInfo(in)
+	}
+	return out
 }
 
 // GetModels describes the registered models, or the one at model_path
 // (MODEL_NOT_FOUND when nothing is there).
 func (s *Server) GetModels(ctx context.Context, req *inferencepb.GetModelsRequest) (*inferencepb.GetModelsResponse, error) {
-	infos, ok := s.reg.infos(req.GetModelPath())
+	infos, ok := s.reg.Models(req.GetModelPath())
 	if !ok {
 		return nil, toStatus(inferr.Errorf(inferr.ModelNotFound, "model %s is not registered", inferr.Quote(req.GetModelPath())))
 	}
 	resp := &inferencepb.GetModelsResponse{Models: make([]*inferencepb.ModelStatus, len(infos))}
 	for i, in := range infos {
-		resp.Models[i] = modelInfoToProto(in)
+		resp.Models[i] = modelInfoToProto(ModelInfo(in))
 	}
 	return resp, nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/internal/affine"
 	"github.com/inferbid/inferbid/internal/testhelp"
 	"github.com/inferbid/inferbid/proto/inferencepb"
 	"github.com/inferbid/inferbid/runtimes"
@@ -31,7 +32,7 @@ type testServer struct {
 	srv     *Server
 	socket  string
 	client  *Client
-	backend *affineBackend
+	backend *affine.Backend
 	served  chan error
 }
 
@@ -64,7 +65,7 @@ func startServer(t *testing.T, opts ServerOptions) *testServer {
 		if err := <-ts.served; err != nil {
 			t.Errorf("Serve returned %v after GracefulStop", err)
 		}
-		if n := b.live.Load(); n != 0 {
+		if n := b.Live.Load(); n != 0 {
 			t.Errorf("%d models open after the server stopped", n)
 		}
 	})
@@ -369,7 +370,7 @@ func TestRegisterStreamCorrupt(t *testing.T) {
 	for _, c := range cases {
 		errType(t, c.name, streamRaw(t, ts, c.msgs...), inferr.InputParsing, c.fragments...)
 	}
-	if n := ts.backend.loads.Load(); n != 0 {
+	if n := ts.backend.Loads.Load(); n != 0 {
 		t.Errorf("corrupt streams loaded %d models", n)
 	}
 	// Files split across chunks, with an empty file, arrive whole.

@@ -100,7 +100,7 @@ func (s *Server) tracedPredict(ctx context.Context, e batch.Entry, arrived time.
 		attribute.String("inferbid.model_path", e.ModelPath),
 		attribute.Int("inferbid.rows", rows),
 		attribute.Int("inferbid.tensors", len(e.Tensors))))
-	out, err := s.reg.predictAt(ctx, e.ModelPath, e.Tensors, arrived)
+	out, err := s.reg.Predict(ctx, e.ModelPath, e.Tensors, arrived)
 	endSpan(span, err)
 	return out, err
 }

@@ -369,7 +369,7 @@ func TestTransportsGracefulStop(t *testing.T) {
 			}()
 		}
 	}
-	for b.calls.Load() < 4 {
+	for b.Calls.Load() < 4 {
 		time.Sleep(time.Millisecond)
 	}
 	srv.GracefulStop()
@@ -381,7 +381,7 @@ func TestTransportsGracefulStop(t *testing.T) {
 	if err := <-ts.served; err != nil {
 		t.Errorf("Serve after GracefulStop: %v", err)
 	}
-	if n := b.live.Load(); n != 0 {
+	if n := b.Live.Load(); n != 0 {
 		t.Errorf("%d models open after GracefulStop", n)
 	}
 	_, err = ts.clientFor(t, TransportFastLane).Predict(context.Background(), []batch.Entry{{ModelPath: "slow/", Tensors: x3(1, 2, 3)}})

@@ -30,7 +30,7 @@ const (
 // anything.
 var Excluded = []string{
 	"bench", "examples", "scripts",
-	"internal/benchlat", "internal/cmd", "internal/pkggraph", "internal/repotest", "internal/testhelp", "internal/testsummary",
+	"internal/affine", "internal/benchlat", "internal/cmd", "internal/pkggraph", "internal/repotest", "internal/testhelp", "internal/testsummary",
 	"modelstore/storetest", "runtimes/tensorflow/benchcmp", "runtimes/tensorflow/tfsave/cmd",
 }
 

@@ -12,4 +12,9 @@
 // it returns plain errors, wrapping ErrInvalidInput or ErrInvalidOutput when
 // the fault is the caller's input or an output it cannot return, and runtimes
 // classifies the rest (see runtimes.ErrorType).
+//
+// Config holds what the runtimes read of the sidecar's runtime config and
+// nothing else: how the sidecar serves models (dynamic batching, sequences,
+// shared state) is package sidecar/registry's Settings, which no backend
+// sees.
 package driver

@@ -3,8 +3,6 @@ package driver
 import (
 	"context"
 	"errors"
-	"fmt"
-	"time"
 
 	"github.com/inferbid/inferbid/tensor"
 )
@@ -30,8 +28,11 @@ const (
 	OutputNamesSignatureKey = "signature_key"
 )
 
-// Config is the sidecar's runtime config, the JSON of
-// INFERENCE_SIDECAR_RUNTIME_CONFIG. The zero value means defaults everywhere.
+// Config is what the runtimes read of the sidecar's runtime config (the
+// JSON of INFERENCE_SIDECAR_RUNTIME_CONFIG): the rest of that JSON, how the
+// sidecar serves the models (dynamic batching, sequences, shared state,
+// cpuset), is package sidecar/registry's Settings and package sidecar's
+// RuntimeConfig. The zero value means defaults everywhere.
 type Config struct {
 	// NumInteropThreads and NumIntraopThreads size the runtime's thread
 	// pools; 0 lets the runtime choose.
@@ -58,37 +59,19 @@ type Config struct {
 	// ModuleName names the runtime the config is meant for ("tensorflow",
 	// "pytorch", "onnx"); when set it must match the sidecar's runtime.
 	ModuleName string `json:"module_name,omitempty"`
-	// Cpuset pins the sidecar to these CPUs.
-	Cpuset []int `json:"cpuset,omitempty"`
 	// ModelResetProbability is the chance per inference that the state of
-	// a model served with shared state (SharedStateModels) is restored from
+	// a model served with shared state (SharedStateModel; the sidecar's
+	// shared_state_models) is restored from
 	// its checkpoint first: defence in depth for that opt-out. Every other
 	// model keeps no state between calls, so there is nothing to reset.
 	// The default, 0, is B&A's.
 	ModelResetProbability float64 `json:"model_reset_probability,omitempty"`
-	// SharedStateModels lists the model paths whose calls share one state
-	// (SharedStateModel): what one call assigns, every later call of any
-	// client sees. Unlisted, a stateful model's calls each start from the
-	// state it had after load. An explicit opt-out, for reproducing B&A's
-	// behaviour; per-client state belongs in sequences (StatefulModels).
-	SharedStateModels []string `json:"shared_state_models,omitempty"`
 	// LibraryPath points a runtime at its native library (ONNX Runtime);
 	// empty means the runtime's default location.
 	LibraryPath string `json:"library_path,omitempty"`
 	// MaxTensorElements bounds the element count of any one input tensor;
 	// 0 means tensor.DefaultMaxElements.
 	MaxTensorElements int64 `json:"max_tensor_elements,omitempty"`
-	// DynamicBatching lets the sidecar merge concurrent calls of one model
-	// into one runtime call; nil (the default) means off for every model.
-	// Backends never see its effect other than as larger batches.
-	DynamicBatching *DynamicBatching `json:"dynamic_batching,omitempty"`
-	// StatefulModels holds the sequence settings of each model path served
-	// as a stateful model with sequences; a path not listed is not.
-	StatefulModels map[string]SequenceSettings `json:"stateful_models,omitempty"`
-	// SequenceCleanerPollWaitMinutes is the time between two sweeps of
-	// idle sequences; nil means DefaultSequenceCleanerPollWaitMinutes, 0
-	// turns the cleaner off.
-	SequenceCleanerPollWaitMinutes *uint32 `json:"sequence_cleaner_poll_wait_minutes,omitempty"`
 	// MapVariablesDir, when set, lets the TensorFlow runtime serve
 	// checkpoint tensors from a read-only memory mapping of a copy of the
 	// checkpoint's data shards written to this directory (and unlinked
@@ -99,73 +82,6 @@ type Config struct {
 	// MapVariablesMinBytes is the size from which a data shard is mapped
 	// (smaller ones are copied as before); 0 maps every shard.
 	MapVariablesMinBytes int64 `json:"-"`
-}
-
-// DefaultSequenceCleanerPollWaitMinutes is sequence_cleaner_poll_wait_minutes'
-// default, as in OpenVINO Model Server.
-const DefaultSequenceCleanerPollWaitMinutes = 5
-
-// SequenceCleanerPollWait is the time between two sweeps of idle sequences;
-// 0 means off.
-func (c Config) SequenceCleanerPollWait() time.Duration {
-	if c.SequenceCleanerPollWaitMinutes == nil {
-		return DefaultSequenceCleanerPollWaitMinutes * time.Minute
-	}
-	return time.Duration(*c.SequenceCleanerPollWaitMinutes) * time.Minute
-}
-
-// SequenceSettings are OpenVINO Model Server's per-model settings of a
-// stateful model. Pointers tell absent (the default) from set; every field
-// but Stateful is refused unless Stateful is true.
-type SequenceSettings struct {
-	// Stateful serves the model with one state per sequence.
-	Stateful bool `json:"stateful,omitempty"`
-	// MaxSequenceNumber bounds the live sequences; nil means 500.
-	MaxSequenceNumber *uint32 `json:"max_sequence_number,omitempty"`
-	// IdleSequenceCleanup subjects the model to the cleaner; nil means true.
-	IdleSequenceCleanup *bool `json:"idle_sequence_cleanup,omitempty"`
-	// LowLatencyTransformation is accepted and has no effect: it is an
-	// OpenVINO graph rewrite (TensorIterator to memory layers) with nothing
-	// to rewrite in the runtimes inferbid has.
-	LowLatencyTransformation *bool `json:"low_latency_transformation,omitempty"`
-}
-
-// DynamicBatching holds the dynamic batching settings per model path: a
-// path listed in Models takes its own settings (all of them: nothing is
-// inherited from Default), every other path takes Default.
-type DynamicBatching struct {
-	Default BatchSettings            `json:"default,omitzero"`
-	Models  map[string]BatchSettings `json:"models,omitempty"`
-}
-
-// For returns the settings of the model at path. d may be nil (off).
-func (d *DynamicBatching) For(path string) BatchSettings {
-	if d == nil {
-		return BatchSettings{}
-	}
-	if s, ok := d.Models[path]; ok {
-		return s
-	}
-	return d.Default
-}
-
-// BatchSettings turn dynamic batching on for a model when both fields are
-// set; the zero value is off.
-type BatchSettings struct {
-	// MaxBatchSize is the most rows (summed over the merged calls' leading
-	// dimensions) one merged call takes.
-	MaxBatchSize int `json:"max_batch_size,omitempty"`
-	// MaxDelayMicros is how long the first call of a batch waits for
-	// others, in microseconds.
-	MaxDelayMicros int `json:"max_delay_us,omitempty"`
-}
-
-// On reports whether the settings turn batching on.
-func (s BatchSettings) On() bool { return s.MaxBatchSize > 0 && s.MaxDelayMicros > 0 }
-
-// MaxDelay is MaxDelayMicros as a duration.
-func (s BatchSettings) MaxDelay() time.Duration {
-	return time.Duration(s.MaxDelayMicros) * time.Microsecond
 }
 
 // Files are the files of one model: slash-separated paths relative to the
@@ -274,30 +190,6 @@ type SequenceModel interface {
 	// does on the shared state, and leaves the updated state in st. The
 	// caller never runs two calls with the same st at once.
 	PredictSequence(ctx context.Context, st any, inputs []tensor.Tensor) ([]tensor.Tensor, error)
-}
-
-// Validate checks the settings; errors name the field (unprefixed, e.g.
-// "max_sequence_number is set but stateful is not true").
-func (s SequenceSettings) Validate() error {
-	if !s.Stateful {
-		for _, f := range []struct {
-			name string
-			set  bool
-		}{
-			{"max_sequence_number", s.MaxSequenceNumber != nil},
-			{"idle_sequence_cleanup", s.IdleSequenceCleanup != nil},
-			{"low_latency_transformation", s.LowLatencyTransformation != nil},
-		} {
-			if f.set {
-				return fmt.Errorf("%s is set but stateful is not true; it applies to stateful models only", f.name)
-			}
-		}
-		return nil
-	}
-	if s.MaxSequenceNumber != nil && *s.MaxSequenceNumber == 0 {
-		return fmt.Errorf("max_sequence_number is 0, want at least 1 (absent means 500)")
-	}
-	return nil
 }
 
 // DiskFiles are the files of one model on local disk: the same

@@ -174,13 +174,14 @@ func serve(ctx context.Context, runtimeName string, o options, log *slog.Logger)
 		}
 		maxMapped = o.maxMappedBytes
 	}
-	rt, err := runtimes.Open(runtimeName, cfg)
+	rt, err := runtimes.Open(runtimeName, cfg.Config)
 	if err != nil {
 		return &cli.UsageError{Err: err}
 	}
 	defer rt.Close()
 	srv, err := sidecar.NewServer(sidecar.ServerOptions{
 		Runtime:               rt,
+		Settings:              cfg.Settings,
 		Limits:                batch.Limits{MaxElements: cfg.MaxTensorElements, MaxEntries: o.maxEntries},
 		MaxModelBytes:         o.maxModelBytes,
 		MaxMappedModelBytes:   maxMapped,

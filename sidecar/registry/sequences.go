@@ -1,4 +1,4 @@
-package sidecar
+package registry
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/inferbid/inferbid/inferr"
-	"github.com/inferbid/inferbid/proto/inferencepb"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/sequence"
 	"github.com/inferbid/inferbid/tensor"
@@ -28,14 +27,15 @@ const (
 	SequenceClientName = "sequence_client"
 )
 
-// startSequences gives m a sequence manager when its settings make it
-// stateful (before m is published): the registration's own settings (its
+// startSequences gives e (its model m) a sequence manager when its
+// settings make it stateful (before e is published): the registration's own settings (its
 // model_metadata entry) when it carries them, else the runtime config's
 // stateful_models entry for path. The entry wins because it is per model.
 // A model that cannot keep one state per sequence is refused, naming the
 // setting.
-func (r *registry) startSequences(path string, m *runtimes.Model, own *runtimes.SequenceSettings) error {
-	set, ok := r.rt.Config().StatefulModels[path]
+func (r *Registry) startSequences(path string, e *entry, own *runtimes.SequenceSettings) error {
+	m := e.model
+	set, ok := r.settings.StatefulModels[path]
 	field := fmt.Sprintf("runtime config stateful_models[%q].stateful", path)
 	if own != nil {
 		set, ok = *own, true
@@ -62,18 +62,19 @@ func (r *registry) startSequences(path string, m *runtimes.Model, own *runtimes.
 	opts.NoIdleCleanup = set.IdleSequenceCleanup != nil && !*set.IdleSequenceCleanup
 	opts.MaxPerClient = r.maxPerClient
 	opts.IdleAfter = r.idleAfter
-	r.sequences.Store(m, sequence.NewManager(opts, m.NewSequenceState))
+	e.settings.sequences = set
+	e.sequences = sequence.NewManager(opts, m.NewSequenceState)
 	return nil
 }
 
-// shareState applies the runtime config's shared_state_models opt-out to m,
-// before its warm-up and before it is published: its calls then share one
+// shareState applies the runtime config's shared_state_models opt-out to
+// e's model, before its warm-up and before it is published: its calls then share one
 // state, as in B&A, instead of each starting from the state after load. A
 // model the opt-out cannot apply to is refused, naming the setting: one
 // the registration serves with sequences, one without state, one of a
 // runtime with no shared state.
-func (r *registry) shareState(path string, m *runtimes.Model, own *runtimes.SequenceSettings) error {
-	i := slices.Index(r.rt.Config().SharedStateModels, path)
+func (r *Registry) shareState(path string, e *entry, own *runtimes.SequenceSettings) error {
+	i := slices.Index(r.settings.SharedStateModels, path)
 	if i < 0 {
 		return nil
 	}
@@ -81,51 +82,31 @@ func (r *registry) shareState(path string, m *runtimes.Model, own *runtimes.Sequ
 	if own != nil && own.Stateful {
 		return inferr.Errorf(inferr.InputParsing, "register model %s: %s lists it, but the registration's (model_metadata entry's) stateful serves it with sequences: its calls share one state or keep one per sequence, not both", inferr.Quote(path), field)
 	}
-	if err := m.ShareState(); err != nil {
+	if err := e.model.ShareState(); err != nil {
 		return inferr.Errorf(inferr.InputParsing, "register model %s: %s lists it, but the %s runtime cannot share its state: %w", inferr.Quote(path), field, r.rt.Name(), err)
 	}
 	r.log.Warn("model serves every call on one shared state (shared_state_models): what a call assigns, later calls of any client see",
 		"model_path", path, "model_reset_probability", r.rt.Config().ModelResetProbability)
+	e.settings.sharedState = true
 	return nil
 }
 
-// sequenceSettingsFromProto reads a registration's sequence settings (nil
-// when it has none) and validates them as the runtime config's are.
-func sequenceSettingsFromProto(path string, p *inferencepb.SequenceSettings) (*runtimes.SequenceSettings, error) {
-	if p == nil {
-		return nil, nil
-	}
-	s := &runtimes.SequenceSettings{Stateful: p.GetStateful(), MaxSequenceNumber: p.MaxSequenceNumber,
-		IdleSequenceCleanup: p.IdleSequenceCleanup, LowLatencyTransformation: p.LowLatencyTransformation}
-	if err := s.Validate(); err != nil {
-		return nil, inferr.Errorf(inferr.InputParsing, "register model %s: sequence_settings: %w", inferr.Quote(path), err)
-	}
-	return s, nil
-}
-
-func sequenceSettingsToProto(s *runtimes.SequenceSettings) *inferencepb.SequenceSettings {
-	if s == nil {
-		return nil
-	}
-	return &inferencepb.SequenceSettings{Stateful: s.Stateful, MaxSequenceNumber: s.MaxSequenceNumber,
-		IdleSequenceCleanup: s.IdleSequenceCleanup, LowLatencyTransformation: s.LowLatencyTransformation}
-}
-
-// stopSequences drops m's sequences (m was replaced, deleted or never
+// stopSequences drops e's sequences (e was replaced, deleted or never
 // published): a reload starts with none.
-func (r *registry) stopSequences(m *runtimes.Model) {
-	if v, ok := r.sequences.LoadAndDelete(m); ok {
-		v.(*sequence.Manager).Close()
+func (r *Registry) stopSequences(e *entry) {
+	if e.sequences != nil {
+		e.sequences.Close()
 	}
 }
 
-// sweepSequences removes the idle sequences of every published model.
-func (r *registry) sweepSequences() int {
+// SweepSequences removes the idle sequences of every published model now,
+// as the cleaner does every interval, and returns how many it removed.
+func (r *Registry) SweepSequences() int {
 	n := 0
-	cur := *r.models.Load()
+	cur := *r.entries.Load()
 	for _, path := range slices.Sorted(maps.Keys(cur)) {
-		if v, ok := r.sequences.Load(cur[path]); ok {
-			if k := v.(*sequence.Manager).Sweep(); k > 0 {
+		if mgr := cur[path].sequences; mgr != nil {
+			if k := mgr.Sweep(); k > 0 {
 				r.log.Info("removed idle sequences", "model_path", path, "sequences", k)
 				n += k
 			}
@@ -135,7 +116,7 @@ func (r *registry) sweepSequences() int {
 }
 
 // runSequenceCleaner sweeps every interval until stop is closed.
-func (r *registry) runSequenceCleaner(interval time.Duration, stop <-chan struct{}) {
+func (r *Registry) runSequenceCleaner(interval time.Duration, stop <-chan struct{}) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -143,7 +124,7 @@ func (r *registry) runSequenceCleaner(interval time.Duration, stop <-chan struct
 		case <-stop:
 			return
 		case <-t.C:
-			r.sweepSequences()
+			r.SweepSequences()
 		}
 	}
 }
@@ -157,7 +138,7 @@ func (r *registry) runSequenceCleaner(interval time.Duration, stop <-chan struct
 // MODEL_NOT_FOUND, the others MODEL_EXECUTION.
 // queued is how long the request waited for its sequence (behind the
 // sequence's previous request) before its model call started.
-func (r *registry) callSequence(ctx context.Context, m *runtimes.Model, mgr *sequence.Manager, inputs []tensor.Tensor) (_ []tensor.Tensor, queued time.Duration, _ error) {
+func (r *Registry) callSequence(ctx context.Context, m *runtimes.Model, mgr *sequence.Manager, inputs []tensor.Tensor) (_ []tensor.Tensor, queued time.Duration, _ error) {
 	path := m.Path()
 	id, ctl, idIn, rest, err := sequenceInputs(path, inputs)
 	if err != nil {

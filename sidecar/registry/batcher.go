@@ -1,4 +1,4 @@
-package sidecar
+package registry
 
 import (
 	"context"
@@ -11,14 +11,13 @@ import (
 	"time"
 
 	"github.com/inferbid/inferbid/runtimes"
-	"github.com/inferbid/inferbid/sequence"
 	"github.com/inferbid/inferbid/tensor"
 )
 
 // A batcher merges concurrent calls of one loaded model into one runtime
 // call (dynamic batching, off unless the runtime config's dynamic_batching
 // turns it on for the model's path). The registry creates one per model it
-// publishes, and closes it before the model when the model is replaced,
+// publishes (the entry's batcher), and closes it before the model when the model is replaced,
 // deleted or the sidecar stops.
 //
 // A call joins the open batch when its inputs bind to the signature, every
@@ -47,7 +46,7 @@ import (
 // for the model (logged once).
 type batcher struct {
 	m        *runtimes.Model
-	settings runtimes.BatchSettings
+	settings BatchSettings
 	maxElems int64
 	log      *slog.Logger
 
@@ -100,7 +99,7 @@ type batchAnswer struct {
 // newBatcher returns a batcher for m, or nil and the reason m cannot be
 // batched: a stateful model, or a signature that does not give every input
 // (and every output it declares) a variable leading dimension.
-func newBatcher(m *runtimes.Model, s runtimes.BatchSettings, maxElems int64, log *slog.Logger) (*batcher, string) {
+func newBatcher(m *runtimes.Model, s BatchSettings, maxElems int64, log *slog.Logger) (*batcher, string) {
 	if m.Stateful() {
 		return nil, "the model is stateful"
 	}
@@ -413,10 +412,6 @@ func (s BatchingStats) logAttrs() []any {
 		"rows", s.Rows, "alone", s.Alone, "fallbacks", s.Fallbacks, "left", s.Left, "off", s.Off}
 }
 
-// BatchingStats returns the dynamic batching counters of every registered
-// model that batches, by model path.
-func (s *Server) BatchingStats() map[string]BatchingStats { return s.reg.batchingStats() }
-
 // concatRows merges the calls' bound inputs along dimension 0 into one
 // request of rows rows, named and shaped after key.
 func concatRows(key []tensor.Tensor, calls []*batchCall, rows int) []tensor.Tensor {
@@ -514,58 +509,54 @@ func splitRows(out []tensor.Tensor, row, rows int) []tensor.Tensor {
 	return mine
 }
 
-// startBatcher gives m, about to be published at path, a batcher when the
-// runtime config turns batching on for path and m can be batched.
-func (r *registry) startBatcher(path string, m *runtimes.Model) {
-	if !r.batching {
-		return
-	}
-	cfg := r.rt.Config()
-	s := cfg.DynamicBatching.For(path)
+// startBatcher gives e's model, about to be published at path, a batcher
+// when Settings turn batching on for path and the model can be batched.
+func (r *Registry) startBatcher(path string, e *entry) {
+	s := r.settings.DynamicBatching.For(path)
 	if !s.On() {
 		return
 	}
-	b, why := newBatcher(m, s, cfg.MaxTensorElements, r.log)
+	b, why := newBatcher(e.model, s, r.rt.Config().MaxTensorElements, r.log)
 	if b == nil {
 		r.log.Warn("dynamic batching is configured for this model but cannot apply; its calls run unbatched", "model_path", path, "reason", why)
 		return
 	}
-	r.batchers.Store(m, b)
+	e.settings.batch = s
+	e.batcher = b
 	r.log.Info("dynamic batching on", "model_path", path, "max_batch_size", s.MaxBatchSize, "max_delay", s.MaxDelay())
 }
 
-// stopBatcher closes m's batcher, if any, and logs its counters: the open
-// batch runs at once, and later calls go straight to m.
-func (r *registry) stopBatcher(m *runtimes.Model) {
-	if v, ok := r.batchers.LoadAndDelete(m); ok {
-		st := v.(*batcher).close()
-		r.log.Info("dynamic batching stats", append([]any{"model_path", m.Path()}, st.logAttrs()...)...)
+// stopBatcher closes e's batcher, if any, and logs its counters: the open
+// batch runs at once, and later calls go straight to the model.
+func (r *Registry) stopBatcher(e *entry) {
+	if e.batcher != nil {
+		st := e.batcher.close()
+		r.log.Info("dynamic batching stats", append([]any{"model_path", e.model.Path()}, st.logAttrs()...)...)
 	}
 }
 
-// call runs one call on m, through m's batcher when it has one.
-// call runs one entry on m; queued is how long it waited past the call
-// (in a dynamic batch, behind its sequence's previous request) before the
-// runtime call that answered it started.
-func (r *registry) call(ctx context.Context, m *runtimes.Model, inputs []tensor.Tensor) (out []tensor.Tensor, queued time.Duration, err error) {
-	if v, ok := r.sequences.Load(m); ok {
-		return r.callSequence(ctx, m, v.(*sequence.Manager), inputs)
+// call runs one entry on e: through its sequences when it has them, else
+// through its batcher when it has one. queued is how long it waited past
+// the call (in a dynamic batch, behind its sequence's previous request)
+// before the runtime call that answered it started.
+func (r *Registry) call(ctx context.Context, e *entry, inputs []tensor.Tensor) (out []tensor.Tensor, queued time.Duration, err error) {
+	if e.sequences != nil {
+		return r.callSequence(ctx, e.model, e.sequences, inputs)
 	}
-	if r.batching {
-		if v, ok := r.batchers.Load(m); ok {
-			return v.(*batcher).predictQueued(ctx, inputs)
-		}
+	if e.batcher != nil {
+		return e.batcher.predictQueued(ctx, inputs)
 	}
-	out, err = m.Predict(ctx, inputs)
+	out, err = e.model.Predict(ctx, inputs)
 	return out, 0, err
 }
 
-// batchingStats returns the counters of every published model's batcher.
-func (r *registry) batchingStats() map[string]BatchingStats {
+// BatchingStats returns the dynamic batching counters of every published
+// model that batches, by model path.
+func (r *Registry) BatchingStats() map[string]BatchingStats {
 	stats := map[string]BatchingStats{}
-	for path, m := range *r.models.Load() {
-		if v, ok := r.batchers.Load(m); ok {
-			stats[path] = v.(*batcher).stats()
+	for path, e := range *r.entries.Load() {
+		if e.batcher != nil {
+			stats[path] = e.batcher.stats()
 		}
 	}
 	return stats

@@ -1,6 +1,6 @@
 //go:build cgo
 
-package sidecar
+package registry
 
 import (
 	"testing"

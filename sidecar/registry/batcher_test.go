@@ -1,4 +1,4 @@
-package sidecar
+package registry
 
 import (
 	"context"
@@ -30,7 +30,7 @@ func checkBatchedAnswers(t *testing.T, runtimeName string, cfg runtimes.Config, 
 	for i := range callers {
 		total += rowsOf(i)
 	}
-	cfg = withBatching(cfg, map[string]runtimes.BatchSettings{
+	settings := batching(map[string]BatchSettings{
 		"full/": {MaxBatchSize: total, MaxDelayMicros: forever},
 		"busy/": {MaxBatchSize: 16, MaxDelayMicros: 300},
 	})
@@ -39,7 +39,7 @@ func checkBatchedAnswers(t *testing.T, runtimeName string, cfg runtimes.Config, 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rt.Close() })
-	r, _ := batchingRegistry(t, rt)
+	r, _ := batchingRegistry(t, rt, settings)
 	register(t, r, "full/", files)
 	register(t, r, "busy/", files)
 	ctx := context.Background()
@@ -154,13 +154,14 @@ func TestBatchingBadInputFailsAlone(t *testing.T) {
 	for _, c := range cases {
 		total += c.rows
 	}
-	rt, err := runtimes.Open(tensorflow.Name, withBatching(runtimes.Config{}, map[string]runtimes.BatchSettings{
+	settings := batching(map[string]BatchSettings{
 		"p/": {MaxBatchSize: total, MaxDelayMicros: forever},
-	}))
+	})
+	rt, err := runtimes.Open(tensorflow.Name, runtimes.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, _ := batchingRegistry(t, rt)
+	r, _ := batchingRegistry(t, rt, settings)
 	register(t, r, "p/", files)
 	ctx := context.Background()
 	ref, err := rt.Load(ctx, "p/", files) // unbatched, at the same path: errors name it
@@ -195,10 +196,11 @@ func TestBatchingBadInputFailsAlone(t *testing.T) {
 // a signature that claims [-1,-1]) is found out by its first merged call:
 // its members run unbatched, and so does every later call.
 func TestBatchingUnsplittableOutputsRunUnbatched(t *testing.T) {
-	rt, _ := newRowsRuntime(withBatching(runtimes.Config{}, map[string]runtimes.BatchSettings{
+	settings := batching(map[string]BatchSettings{
 		"sum/": {MaxBatchSize: 4, MaxDelayMicros: forever},
-	}))
-	r, logs := batchingRegistry(t, rt)
+	})
+	rt, _ := newRowsRuntime(runtimes.Config{})
+	r, logs := batchingRegistry(t, rt, settings)
 	register(t, r, "sum/", rowsFiles("sum"))
 	ref, err := rt.Load(context.Background(), "sum/", rowsFiles("sum"))
 	if err != nil {
@@ -234,27 +236,27 @@ func TestBatchingUnsplittableOutputsRunUnbatched(t *testing.T) {
 // Batching applies where the config turns it on and the model can take it;
 // otherwise registration logs why not and calls run unbatched.
 func TestBatchingConfigAndEligibility(t *testing.T) {
-	cfg := runtimes.Config{DynamicBatching: &runtimes.DynamicBatching{
-		Default: runtimes.BatchSettings{MaxBatchSize: 8, MaxDelayMicros: 100},
-		Models:  map[string]runtimes.BatchSettings{"off/": {}, "custom/": {MaxBatchSize: 3, MaxDelayMicros: 7}},
+	settings := Settings{DynamicBatching: &DynamicBatching{
+		Default: BatchSettings{MaxBatchSize: 8, MaxDelayMicros: 100},
+		Models:  map[string]BatchSettings{"off/": {}, "custom/": {MaxBatchSize: 3, MaxDelayMicros: 7}},
 	}}
-	rt, _ := newRowsRuntime(cfg)
-	r, logs := batchingRegistry(t, rt)
+	rt, _ := newRowsRuntime(runtimes.Config{})
+	r, logs := batchingRegistry(t, rt, settings)
 	for path, mode := range map[string]string{"d/": "double", "off/": "double", "custom/": "double", "fixedout/": "fixedout", "fixedin/": "fixedin"} {
 		register(t, r, path, rowsFiles(mode))
 	}
-	tf, err := runtimes.Open(tensorflow.Name, cfg)
+	tf, err := runtimes.Open(tensorflow.Name, runtimes.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rtf, tfLogs := batchingRegistry(t, tf)
+	rtf, tfLogs := batchingRegistry(t, tf, settings)
 	counter, err := tfsave.CounterModel(tfsave.Options{}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	register(t, rtf, "counter/", counter)
 
-	stats := r.batchingStats()
+	stats := r.BatchingStats()
 	if got := slices.Sorted(maps.Keys(stats)); !slices.Equal(got, []string{"custom/", "d/"}) {
 		t.Errorf("models with a batcher: %v, want custom/ and d/", got)
 	}
@@ -268,7 +270,7 @@ func TestBatchingConfigAndEligibility(t *testing.T) {
 	wantLog(t, logs, `model_path=fixedin/ reason="input 0 (\"x\") has shape [2,-1], not a variable leading (batch) dimension"`, 1)
 	wantLog(t, logs, "model_path=off/", 0)
 	wantLog(t, tfLogs, `model_path=counter/ reason="the model is stateful"`, 1)
-	if len(rtf.batchingStats()) != 0 {
+	if len(rtf.BatchingStats()) != 0 {
 		t.Errorf("the stateful model batches")
 	}
 	// The unbatched models still answer.
@@ -280,29 +282,6 @@ func TestBatchingConfigAndEligibility(t *testing.T) {
 		if _, err := r.predict(context.Background(), path, in); err != nil {
 			t.Errorf("%s: %v", path, err)
 		}
-	}
-}
-
-// The server exposes the counters.
-func TestServerBatchingStats(t *testing.T) {
-	rt, _ := newRowsRuntime(withBatching(runtimes.Config{}, map[string]runtimes.BatchSettings{"d/": {MaxBatchSize: 3, MaxDelayMicros: forever}}))
-	s, err := NewServer(ServerOptions{Runtime: rt, Logger: quietLog})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Stop()
-	register(t, s.reg, "d/", rowsFiles("double"))
-	var wg sync.WaitGroup
-	for i, n := range []int{1, 2} {
-		wg.Go(func() {
-			if _, err := s.reg.predict(context.Background(), "d/", rowsInput(i, n, 2)); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	wg.Wait()
-	if st := s.BatchingStats()["d/"]; st.Batches != 1 || st.Merged != 2 || st.Rows != 3 {
-		t.Errorf("BatchingStats = %+v, want one merged call of 2 calls and 3 rows", s.BatchingStats())
 	}
 }
 
@@ -319,8 +298,9 @@ func doubled(in []tensor.Tensor) []tensor.Tensor {
 // A caller whose context ends while its batch waits leaves it: it gets the
 // error an unbatched call gets, and the batch runs without its rows.
 func TestBatchingCallerLeavesWhileWaiting(t *testing.T) {
-	rt, backend := newRowsRuntime(withBatching(runtimes.Config{}, map[string]runtimes.BatchSettings{"d/": {MaxBatchSize: 4, MaxDelayMicros: forever}}))
-	r, _ := batchingRegistry(t, rt)
+	settings := batching(map[string]BatchSettings{"d/": {MaxBatchSize: 4, MaxDelayMicros: forever}})
+	rt, backend := newRowsRuntime(runtimes.Config{})
+	r, _ := batchingRegistry(t, rt, settings)
 	register(t, r, "d/", rowsFiles("double"))
 	b := batcherOf(t, r, "d/")
 
@@ -361,8 +341,9 @@ func TestBatchingCallerLeavesWhileWaiting(t *testing.T) {
 // The merged call runs until its last member has left: one member leaving
 // does not end it, all of them leaving cancels it.
 func TestBatchingMergedCallContextEndsWithItsLastMember(t *testing.T) {
-	rt, backend := newRowsRuntime(withBatching(runtimes.Config{}, map[string]runtimes.BatchSettings{"g/": {MaxBatchSize: 2, MaxDelayMicros: forever}}))
-	r, _ := batchingRegistry(t, rt)
+	settings := batching(map[string]BatchSettings{"g/": {MaxBatchSize: 2, MaxDelayMicros: forever}})
+	rt, backend := newRowsRuntime(runtimes.Config{})
+	r, _ := batchingRegistry(t, rt, settings)
 	register(t, r, "g/", rowsFiles("gate"))
 
 	type answer struct {
@@ -410,8 +391,9 @@ func TestBatchingMergedCallContextEndsWithItsLastMember(t *testing.T) {
 // a batch never grows past the element cap.
 func TestBatchingLayoutAndElementCap(t *testing.T) {
 	t.Run("layout", func(t *testing.T) {
-		rt, _ := newRowsRuntime(withBatching(runtimes.Config{}, map[string]runtimes.BatchSettings{"d/": {MaxBatchSize: 4, MaxDelayMicros: forever}}))
-		r, _ := batchingRegistry(t, rt)
+		settings := batching(map[string]BatchSettings{"d/": {MaxBatchSize: 4, MaxDelayMicros: forever}})
+		rt, _ := newRowsRuntime(runtimes.Config{})
+		r, _ := batchingRegistry(t, rt, settings)
 		register(t, r, "d/", rowsFiles("double"))
 		b := batcherOf(t, r, "d/")
 		var wg sync.WaitGroup
@@ -431,9 +413,10 @@ func TestBatchingLayoutAndElementCap(t *testing.T) {
 		}
 	})
 	t.Run("element cap", func(t *testing.T) {
-		cfg := withBatching(runtimes.Config{MaxTensorElements: 12}, map[string]runtimes.BatchSettings{"d/": {MaxBatchSize: 64, MaxDelayMicros: 500}})
+		settings := batching(map[string]BatchSettings{"d/": {MaxBatchSize: 64, MaxDelayMicros: 500}})
+		cfg := runtimes.Config{MaxTensorElements: 12}
 		rt, backend := newRowsRuntime(cfg)
-		r, _ := batchingRegistry(t, rt)
+		r, _ := batchingRegistry(t, rt, settings)
 		register(t, r, "d/", rowsFiles("double"))
 		var wg sync.WaitGroup
 		for g := range 16 {
@@ -459,8 +442,9 @@ func TestBatchingLayoutAndElementCap(t *testing.T) {
 // A swap or a deletion runs the open batch at once on the model it was
 // made for; later calls go to the new model (or find none).
 func TestBatchingSwapAndDeleteRunTheOpenBatch(t *testing.T) {
-	rt, backend := newAffineRuntimeWith(withBatching(runtimes.Config{}, map[string]runtimes.BatchSettings{"m/": {MaxBatchSize: 64, MaxDelayMicros: forever}}))
-	r, logs := batchingRegistry(t, rt)
+	settings := batching(map[string]BatchSettings{"m/": {MaxBatchSize: 64, MaxDelayMicros: forever}})
+	rt, backend := newAffineRuntime()
+	r, logs := batchingRegistry(t, rt, settings)
 	register(t, r, "m/", affineFiles("2 1"))
 	ctx := context.Background()
 
@@ -492,14 +476,14 @@ func TestBatchingSwapAndDeleteRunTheOpenBatch(t *testing.T) {
 	}
 
 	wg = waiting(4)
-	if err := r.delete("m/"); err != nil {
+	if err := r.Delete("m/"); err != nil {
 		t.Fatal(err)
 	}
 	wg.Wait()
 	_, err = r.predict(ctx, "m/", x3(1, 1, 1))
 	errType(t, "after the delete", err, inferr.ModelNotFound, `"m/"`)
 	r.closing.Wait()
-	if n := backend.live.Load(); n != 0 {
+	if n := backend.Live.Load(); n != 0 {
 		t.Errorf("%d models open after the delete", n)
 	}
 	wantLog(t, logs, "dynamic batching stats", 2)
@@ -509,8 +493,9 @@ func TestBatchingSwapAndDeleteRunTheOpenBatch(t *testing.T) {
 // Under load with swaps, every call answers from the old or the new model,
 // never MODEL_NOT_FOUND; a call racing a swap retries on the new model.
 func TestBatchingSwapUnderLoad(t *testing.T) {
-	rt, backend := newAffineRuntimeWith(withBatching(runtimes.Config{}, map[string]runtimes.BatchSettings{"m/": {MaxBatchSize: 8, MaxDelayMicros: 300}}))
-	r, _ := batchingRegistry(t, rt)
+	settings := batching(map[string]BatchSettings{"m/": {MaxBatchSize: 8, MaxDelayMicros: 300}})
+	rt, backend := newAffineRuntime()
+	r, _ := batchingRegistry(t, rt, settings)
 	register(t, r, "m/", affineFiles("2 1 200us"))
 	ctx := context.Background()
 	var stop atomic.Bool
@@ -569,15 +554,16 @@ func TestBatchingSwapUnderLoad(t *testing.T) {
 	}
 	r.afterLookup = nil
 	r.closing.Wait()
-	if live := backend.live.Load(); live != 1 {
+	if live := backend.Live.Load(); live != 1 {
 		t.Errorf("%d models open, want 1", live)
 	}
 }
 
 // Closing the registry runs the open batch and answers its calls.
 func TestBatchingRegistryCloseRunsTheOpenBatch(t *testing.T) {
-	rt, _ := newRowsRuntime(withBatching(runtimes.Config{}, map[string]runtimes.BatchSettings{"d/": {MaxBatchSize: 64, MaxDelayMicros: forever}}))
-	r, _ := batchingRegistry(t, rt)
+	settings := batching(map[string]BatchSettings{"d/": {MaxBatchSize: 64, MaxDelayMicros: forever}})
+	rt, _ := newRowsRuntime(runtimes.Config{})
+	r, _ := batchingRegistry(t, rt, settings)
 	register(t, r, "d/", rowsFiles("double"))
 	b := batcherOf(t, r, "d/")
 	var wg sync.WaitGroup
@@ -591,7 +577,7 @@ func TestBatchingRegistryCloseRunsTheOpenBatch(t *testing.T) {
 		})
 	}
 	waitPending(t, b, 2)
-	r.close()
+	r.Close()
 	wg.Wait()
 	if st := b.stats(); st.Batches != 1 {
 		t.Errorf("stats %+v", st)

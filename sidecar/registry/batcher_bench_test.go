@@ -1,6 +1,6 @@
 //go:build cgo
 
-package sidecar
+package registry
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/internal/benchlat"
 	"github.com/inferbid/inferbid/internal/testhelp"
 	"github.com/inferbid/inferbid/runtimes"
@@ -74,21 +73,20 @@ func BenchmarkDynamicBatching(b *testing.B) {
 			for _, mode := range modes {
 				b.Run(fmt.Sprintf("%s/callers=%d/%s", mod.name, callers, mode.name), func(b *testing.B) {
 					m := mod.get(b)
-					cfg := m.cfg
+					var settings Settings
 					if mode.delay > 0 {
 						maxBatch := mode.maxBatch
 						if maxBatch == 0 {
 							maxBatch = callers
 						}
-						cfg = withBatching(cfg, map[string]runtimes.BatchSettings{"mlp/": {MaxBatchSize: maxBatch, MaxDelayMicros: mode.delay}})
+						settings = batching(map[string]BatchSettings{"mlp/": {MaxBatchSize: maxBatch, MaxDelayMicros: mode.delay}})
 					}
-					rt, err := runtimes.Open(m.runtime, cfg)
+					rt, err := runtimes.Open(m.runtime, m.cfg)
 					if err != nil {
 						b.Fatal(err)
 					}
 					defer rt.Close()
-					r := newRegistry(rt, runtimes.DefaultMaxModelBytes, batch.Limits{}.WithDefaults(), quietLog)
-					defer r.close()
+					r := newTestRegistryWith(b, rt, Options{Settings: settings})
 					if _, err := r.register(context.Background(), "mlp/", m.files, ""); err != nil {
 						b.Fatal(err)
 					}
@@ -100,7 +98,7 @@ func BenchmarkDynamicBatching(b *testing.B) {
 }
 
 // benchCallers runs b.N calls of in from callers goroutines and reports.
-func benchCallers(b *testing.B, r *registry, callers int, in []tensor.Tensor) {
+func benchCallers(b *testing.B, r *Registry, callers int, in []tensor.Tensor) {
 	ctx := context.Background()
 	var lat benchlat.Recorder
 	var next atomic.Int64
@@ -122,7 +120,7 @@ func benchCallers(b *testing.B, r *registry, callers int, in []tensor.Tensor) {
 	lat.Report(b)
 	b.ReportMetric(float64(benchlat.ProcessCPU()-cpu)/float64(time.Microsecond)/float64(b.N), "cpu-µs/call")
 	var rows, merged float64
-	if st, ok := r.batchingStats()["mlp/"]; ok && st.Batches > 0 {
+	if st, ok := r.BatchingStats()["mlp/"]; ok && st.Batches > 0 {
 		rows = float64(st.Rows) / float64(st.Batches)
 		merged = float64(st.Merged) / float64(st.Merged+st.Alone)
 	}

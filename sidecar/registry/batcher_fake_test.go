@@ -1,4 +1,4 @@
-package sidecar
+package registry
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/internal/testhelp"
 	"github.com/inferbid/inferbid/runtimes"
@@ -108,42 +107,40 @@ func (m *rowsModel) Predict(ctx context.Context, in []tensor.Tensor) ([]tensor.T
 
 func (m *rowsModel) Close() error { return nil }
 
-// batchingRegistry builds a registry over rt as NewServer does, logging to
+// batchingRegistry builds a registry over rt with settings, logging to
 // the returned buffer, and closes it when the test ends.
-func batchingRegistry(t *testing.T, rt *runtimes.Runtime) (*registry, *testhelp.SyncBuffer) {
+func batchingRegistry(t *testing.T, rt *runtimes.Runtime, settings Settings) (*Registry, *testhelp.SyncBuffer) {
 	t.Helper()
 	logs := &testhelp.SyncBuffer{}
-	r := newRegistry(rt, runtimes.DefaultMaxModelBytes, batch.Limits{}.WithDefaults(), slog.New(slog.NewTextHandler(logs, nil)))
-	t.Cleanup(r.close)
+	r := newTestRegistryWith(t, rt, Options{Settings: settings, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	return r, logs
 }
 
-// withBatching returns cfg with batching set per model path. The settings
-// are not range-checked here (ParseRuntimeConfig's job): tests use delays
-// far beyond max_delay_us's limit so that only a full batch runs, which
-// makes the batch's membership independent of timing.
-func withBatching(cfg runtimes.Config, models map[string]runtimes.BatchSettings) runtimes.Config {
-	cfg.DynamicBatching = &runtimes.DynamicBatching{Models: models}
-	return cfg
+// batching returns settings that batch per model path. The settings are
+// not range-checked here (the sidecar's ParseRuntimeConfig's job): tests
+// use delays far beyond max_delay_us's limit so that only a full batch
+// runs, which makes the batch's membership independent of timing.
+func batching(models map[string]BatchSettings) Settings {
+	return Settings{DynamicBatching: &DynamicBatching{Models: models}}
 }
 
 // forever is a max_delay_us no test waits for: such a batch runs when full.
 const forever = 600_000_000
 
-func register(t *testing.T, r *registry, path string, files runtimes.Files) {
+func register(t *testing.T, r *Registry, path string, files runtimes.Files) {
 	t.Helper()
 	if _, err := r.register(context.Background(), path, files, ""); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func batcherOf(t *testing.T, r *registry, path string) *batcher {
+func batcherOf(t *testing.T, r *Registry, path string) *batcher {
 	t.Helper()
-	v, ok := r.batchers.Load(r.lookup(path))
-	if !ok {
+	e := r.lookup(path)
+	if e == nil || e.batcher == nil {
 		t.Fatalf("model %q has no batcher", path)
 	}
-	return v.(*batcher)
+	return e.batcher
 }
 
 // waitPending waits until the open batch of path's batcher holds n calls.

@@ -1,65 +1,30 @@
-package sidecar
+package registry
 
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/internal/affine"
 	"github.com/inferbid/inferbid/runtimes"
-	"github.com/inferbid/inferbid/tensor"
 )
 
-var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-// newTestRegistry builds a registry as NewServer does; maxBytes 0 means the
-// default cap.
-func newTestRegistry(t *testing.T, maxBytes int64) (*registry, *affineBackend) {
-	rt, b := newAffineRuntime()
-	if maxBytes == 0 {
-		maxBytes = runtimes.DefaultMaxModelBytes
-	}
-	r := newRegistry(rt, maxBytes, batch.Limits{}.WithDefaults(), quietLog)
-	t.Cleanup(func() {
-		r.close()
-		if n := b.live.Load(); n != 0 {
+// newTestRegistry builds a registry over a new affine runtime; maxBytes 0
+// means the default cap. It checks that no model is left open once the
+// registry has closed.
+func newTestRegistry(t *testing.T, maxBytes int64) (*Registry, *affine.Backend) {
+	rt, b := affine.NewRuntime(runtimes.Config{})
+	t.Cleanup(func() { // after the registry's Close (cleanups run last first)
+		if n := b.Live.Load(); n != 0 {
 			t.Errorf("%d models still open after the registry closed", n)
 		}
 	})
-	return r, b
-}
-
-func x3(vals ...float32) []tensor.Tensor {
-	return []tensor.Tensor{tensor.New("x", []int64{int64(len(vals) / 3), 3}, vals)}
-}
-
-func warmUpJSON(path, name string) string {
-	return fmt.Sprintf(`{"request":[{"model_path":%q,"tensors":[{"tensor_name":%q,"data_type":"FLOAT","tensor_shape":[1,3],"tensor_content":["1","2","3"]}]}]}`, path, name)
-}
-
-// errType asserts err's type and that its text names every fragment.
-func errType(t *testing.T, what string, err error, want inferr.Type, fragments ...string) {
-	t.Helper()
-	if err == nil {
-		t.Errorf("%s: no error, want %s", what, want)
-		return
-	}
-	if got := inferr.TypeOf(err); got != want {
-		t.Errorf("%s: type %s (%v), want %s", what, got, err, want)
-	}
-	for _, f := range fragments {
-		if !strings.Contains(err.Error(), f) {
-			t.Errorf("%s: %q does not mention %q", what, err, f)
-		}
-	}
+	return newTestRegistryWith(t, rt, Options{MaxModelBytes: maxBytes}), b
 }
 
 func TestRegistryValidation(t *testing.T) {
@@ -84,10 +49,10 @@ func TestRegistryValidation(t *testing.T) {
 		_, err := r.register(ctx, c.path, c.files, "")
 		errType(t, c.name, err, inferr.InputParsing, c.fragments...)
 	}
-	if n := b.loads.Load(); n != 0 {
+	if n := b.Loads.Load(); n != 0 {
 		t.Errorf("invalid registrations loaded %d models", n)
 	}
-	if p := r.paths(); len(p) != 0 {
+	if p := r.Paths(); len(p) != 0 {
 		t.Errorf("paths after invalid registrations = %q", p)
 	}
 }
@@ -99,11 +64,11 @@ func TestRegistryRegisterPredictDelete(t *testing.T) {
 	errType(t, "predict before register", err, inferr.ModelNotFound, `"m/"`)
 
 	res, err := r.register(ctx, "m/", affineFiles("2 1"), warmUpJSON("m/", "x"))
-	if err != nil || res.replaced {
+	if err != nil || res.Replaced {
 		t.Fatalf("register = %+v, %v", res, err)
 	}
-	if b.calls.Load() != 1 {
-		t.Errorf("warm-up ran %d calls, want 1", b.calls.Load())
+	if b.Calls.Load() != 1 {
+		t.Errorf("warm-up ran %d calls, want 1", b.Calls.Load())
 	}
 	out, err := r.predict(ctx, "m/", x3(1, 2, 3))
 	if err != nil {
@@ -117,18 +82,18 @@ func TestRegistryRegisterPredictDelete(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got, want := r.paths(), []string{"a/", "b/", "c", "m/"}; !slices.Equal(got, want) {
+	if got, want := r.Paths(), []string{"a/", "b/", "c", "m/"}; !slices.Equal(got, want) {
 		t.Errorf("paths = %q, want %q", got, want)
 	}
-	errType(t, "delete unknown", r.delete("nope/"), inferr.ModelNotFound, `"nope/"`)
-	if err := r.delete("m/"); err != nil {
+	errType(t, "delete unknown", r.Delete("nope/"), inferr.ModelNotFound, `"nope/"`)
+	if err := r.Delete("m/"); err != nil {
 		t.Fatal(err)
 	}
 	_, err = r.predict(ctx, "m/", x3(1, 2, 3))
 	errType(t, "predict after delete", err, inferr.ModelNotFound, `"m/"`)
-	errType(t, "second delete", r.delete("m/"), inferr.ModelNotFound)
+	errType(t, "second delete", r.Delete("m/"), inferr.ModelNotFound)
 	r.closing.Wait()
-	if got := b.closed.Load(); got != 1 {
+	if got := b.Closed.Load(); got != 1 {
 		t.Errorf("%d models closed after one delete, want 1", got)
 	}
 }
@@ -153,7 +118,7 @@ func TestRegistryLoadAndWarmUpFailuresKeepOldModel(t *testing.T) {
 	}
 	r.closing.Wait()
 	// One model serves; every model loaded by a failed registration is closed.
-	if live := b.live.Load(); live != 1 {
+	if live := b.Live.Load(); live != 1 {
 		t.Errorf("%d models open, want 1 (failed registrations leaked)", live)
 	}
 }
@@ -163,7 +128,7 @@ func TestRegistryWarmUpRuns(t *testing.T) {
 	if _, err := r.register(context.Background(), "m/", affineFiles("2 1 0s 3"), warmUpJSON("m/", "x")); err != nil {
 		t.Fatal(err)
 	}
-	if got := b.calls.Load(); got != 3 {
+	if got := b.Calls.Load(); got != 3 {
 		t.Errorf("warm-up ran %d times, want the model's WarmUpRuns() = 3", got)
 	}
 }
@@ -220,7 +185,7 @@ func TestRegistrySwapUnderLoad(t *testing.T) {
 		t.Errorf("answers: %d from v1, %d from v2; want both", v1.Load(), v2.Load())
 	}
 	r.closing.Wait()
-	if live := b.live.Load(); live != 1 {
+	if live := b.Live.Load(); live != 1 {
 		t.Errorf("%d models open after 21 registrations of one path, want 1", live)
 	}
 }
@@ -240,7 +205,7 @@ func TestRegistryConcurrentRegistrationsOfOnePath(t *testing.T) {
 	}
 	wg.Wait()
 	r.closing.Wait()
-	if live := b.live.Load(); live != 1 {
+	if live := b.Live.Load(); live != 1 {
 		t.Errorf("%d models open, want 1", live)
 	}
 	out, err := r.predict(ctx, "m/", x3(1, 1, 1))
@@ -261,14 +226,14 @@ func TestRegistryCloseRejectsLaterRegistrations(t *testing.T) {
 	if _, err := r.register(ctx, "m/", affineFiles("2 1"), ""); err != nil {
 		t.Fatal(err)
 	}
-	r.close()
-	if live := b.live.Load(); live != 0 {
+	r.Close()
+	if live := b.Live.Load(); live != 0 {
 		t.Errorf("%d models open after close", live)
 	}
 	_, err := r.register(ctx, "n/", affineFiles("2 1"), "")
 	errType(t, "register after close", err, inferr.GRPC)
 	r.closing.Wait()
-	if live := b.live.Load(); live != 0 {
+	if live := b.Live.Load(); live != 0 {
 		t.Errorf("the model of a registration after close leaked")
 	}
 }
@@ -297,7 +262,7 @@ func TestRegistryCallRacingASwapRetries(t *testing.T) {
 	if got := out[0].Data.([]float32)[0]; got != 4 {
 		t.Errorf("answer %v, want the new model's 4", got)
 	}
-	if b.closed.Load() != 1 {
+	if b.Closed.Load() != 1 {
 		t.Errorf("the replaced model was not closed")
 	}
 }

@@ -219,6 +219,40 @@ func TestSequenceIdleCleanup(t *testing.T) {
 	}
 }
 
+// A model made stateful by its own registration (model_metadata's
+// sequence settings), with no stateful_models in the runtime config, is
+// swept by the cleaner too: idle sequences do not keep their state until
+// the slots run out.
+func TestSequenceCleanerForRegisteredSettings(t *testing.T) {
+	rt, err := runtimes.Open(tensorflow.Name, runtimes.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, c := serveOnSocket(t, ServerOptions{Runtime: rt, SequenceCleanerInterval: 5 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	files, err := tfsave.RunningSumModel(tfsave.Options{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RegisterModelWithSequences(ctx, "sum/", files, "", &runtimes.SequenceSettings{Stateful: true}); err != nil {
+		t.Fatal(err)
+	}
+	sumAndID(t, predictOne(t, c, seqEntry(1, 3, 1)))
+	deadline := time.Now().Add(30 * time.Second) // hang guard
+	for {
+		r := predictOne(t, c, seqEntry(0, 3, -1))
+		if r.Err != nil {
+			wantSequenceError(t, "cleaned sequence", r, inferr.ModelNotFound, sequence.NotFound, sequence.MsgNotFound)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the cleaner never removed the idle sequence of a model stateful by its registration")
+		}
+		time.Sleep(20 * time.Millisecond) // leave it idle across two sweeps
+	}
+}
+
 // A reload (a new registration of the path) and a delete drop the model's
 // sequences.
 func TestSequenceReloadDropsSequences(t *testing.T) {

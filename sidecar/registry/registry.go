@@ -117,7 +117,9 @@ type pathLock struct {
 }
 
 // New returns an empty registry over opts.Runtime, and starts the sequence
-// cleaner when stateful_models lists a model. Close it when done.
+// cleaner (a model may become stateful by its own registration, not only
+// by stateful_models; a sweep with no sequences costs nothing). Close it
+// when done.
 func New(opts Options) (*Registry, error) {
 	if opts.Runtime == nil {
 		return nil, errors.New("registry: Options.Runtime is nil")
@@ -141,7 +143,7 @@ func New(opts Options) (*Registry, error) {
 		cleanEvery = opts.Settings.SequenceCleanerPollWait()
 	}
 	r.idleAfter = max(cleanEvery, 0)
-	if cleanEvery > 0 && len(opts.Settings.StatefulModels) > 0 {
+	if cleanEvery > 0 {
 		r.stopCleaner = make(chan struct{})
 		go r.runSequenceCleaner(cleanEvery, r.stopCleaner)
 	}

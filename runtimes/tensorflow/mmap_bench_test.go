@@ -35,14 +35,7 @@ import (
 //
 //	go test -run '^$' -bench MappedEmbedding -benchtime 1x ./runtimes/tensorflow/
 func BenchmarkMappedEmbedding(b *testing.B) {
-	mb := 1200
-	if s := os.Getenv("INFERBID_BENCH_TABLE_MB"); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v <= 0 {
-			b.Fatalf("INFERBID_BENCH_TABLE_MB=%q: want a positive number", s)
-		}
-		mb = v
-	}
+	mb := benchTableMB(b)
 	dir := b.TempDir()
 	rows := int64(mb) << 20 / (2 * 64 * 4)
 	size, err := writeTwoTableModel(dir, rows, 64)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -73,8 +74,11 @@ func mapOptionsOf(cfg driver.Config) mapOptions {
 // mapShards hands it to the model's mappings (which then unmap and close
 // it).
 type diskShard struct {
-	f       *os.File
-	data    []byte
+	f    *os.File
+	data []byte
+	// shared is a file with other hard links, whose other owner might
+	// write it in place: it is copied (mapShards), not mapped in place.
+	shared  bool
 	adopted bool
 }
 
@@ -275,7 +279,7 @@ func (ck *checkpoint) mapShards(opts mapOptions, prefix string) (*mappings, erro
 		if len(b) == 0 || int64(len(b)) < opts.minBytes {
 			continue
 		}
-		if d := opts.disk[unsafe.SliceData(b)]; d != nil && len(d.data) == len(b) && !d.adopted {
+		if d := opts.disk[unsafe.SliceData(b)]; d != nil && len(d.data) == len(b) && !d.adopted && !d.shared {
 			// A received file, mapped where it is: served in place.
 			d.adopted = true
 			maps.add(d.data, d.f)
@@ -353,8 +357,10 @@ var _ driver.DiskLoader = (*Backend)(nil)
 // registration. The data shards this backend maps (MapsFile) are mapped
 // read-only (MAP_SHARED) where they are, and the model keeps the mappings
 // and the open files: the caller may then unlink them (the inode lives on
-// until Close), but must never write them in place. Nothing is copied to
-// MapVariablesDir and no CRC32C is computed over them unless
+// until Close), but must never write them in place. (A file with other
+// hard links, which another owner might write, is copied to
+// MapVariablesDir through a temporary mapping instead, as Load does.)
+// Otherwise nothing is copied to MapVariablesDir and no CRC32C is computed over them unless
 // MapVariablesVerifyCRC is set (doc.go says why), so the load reads
 // none of their pages. Other files are read into memory, as
 // Runtime.LoadDisk does for backends that cannot.
@@ -391,7 +397,8 @@ func (b *Backend) LoadDisk(ctx context.Context, files driver.DiskFiles) (driver.
 			f.Close()
 			return nil, fmt.Errorf("file %s: %w", name, err)
 		}
-		disk[unsafe.SliceData(data)] = &diskShard{f: f, data: data}
+		st2, ok := st.Sys().(*syscall.Stat_t)
+		disk[unsafe.SliceData(data)] = &diskShard{f: f, data: data, shared: !ok || st2.Nlink != 1}
 		mem[name] = data
 	}
 	if b.cfg.NumIntraopThreads < 0 {

@@ -383,3 +383,39 @@ func TestMappedVariablesLoadDiskVerifyCRC(t *testing.T) {
 	}
 	m.Close()
 }
+
+// A received shard file with another hard link (an owner who might write
+// it in place) is copied, not mapped in place: writing the file after the
+// load changes no answer.
+func TestMappedVariablesLoadDiskSharedFileIsCopied(t *testing.T) {
+	files := embeddingModel(t, 1000, 16, 4, false)
+	disk, recv := writeDisk(t, files)
+	shard := disk["variables/variables.data-00000-of-00001"]
+	if err := os.Link(shard, filepath.Join(recv, "other-link")); err != nil {
+		t.Skipf("no hard links here: %v", err)
+	}
+	heap := loadWith(t, driver.Config{}, files)
+	defer heap.Close()
+	bm, err := New(driver.Config{MapVariablesDir: t.TempDir()}).LoadDisk(context.Background(), disk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := bm.(*model)
+	defer m.Close()
+	f, err := os.OpenFile(shard, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	junk := bytes.Repeat([]byte{0x7f}, len(files["variables/variables.data-00000-of-00001"])-8)
+	if _, err := f.WriteAt(junk, 8); err != nil { // the table, in place
+		t.Fatal(err)
+	}
+	f.Close()
+	ids := []int64{0, 999, 17, 500}
+	if want, got := predictIDs(t, heap, ids...), predictIDs(t, m, ids...); !reflect.DeepEqual(want, got) {
+		t.Fatalf("a hard-linked shard written after the load changed the answers: %v, want %v", got, want)
+	}
+	if wm := m.WeightMemory(); wm.MappedBytes < 1000*16*4 {
+		t.Errorf("%d bytes mapped, want the table's copy mapped (%d bytes)", wm.MappedBytes, 1000*16*4)
+	}
+}

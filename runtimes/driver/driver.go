@@ -106,6 +106,12 @@ type Config struct {
 	// load. Off, those files are trusted to the SHA-256 the host checked
 	// them against (--map_variables_verify_crc).
 	MapVariablesVerifyCRC bool `json:"-"`
+	// MapVariablesGatherFromMapping makes the TensorFlow runtime's
+	// gathers over a mapped table read rows through the mapping (faster
+	// for rows read again, but every fault maps the page cache around the
+	// row into the process: RSS grows to most of the table) instead of
+	// with pread from its file (--map_variables_gather_from_mapping).
+	MapVariablesGatherFromMapping bool `json:"-"`
 }
 
 // DefaultSequenceCleanerPollWaitMinutes is sequence_cleaner_poll_wait_minutes'

@@ -61,13 +61,16 @@ type mapOptions struct {
 	// verifyCRC checks the CRC32C of the tensors served from a received
 	// file mapped in place (LoadDisk), which reads every page of it.
 	verifyCRC bool
+	// fromMapping: gathers read rows through the mapping, not with pread
+	// (no fileView).
+	fromMapping bool
 	// disk are the shards LoadDisk mapped from the received files, by the
 	// address of their first byte: mapShards serves them in place.
 	disk map[*byte]*diskShard
 }
 
 func mapOptionsOf(cfg driver.Config) mapOptions {
-	return mapOptions{dir: cfg.MapVariablesDir, minBytes: cfg.MapVariablesMinBytes, verifyCRC: cfg.MapVariablesVerifyCRC}
+	return mapOptions{dir: cfg.MapVariablesDir, minBytes: cfg.MapVariablesMinBytes, verifyCRC: cfg.MapVariablesVerifyCRC, fromMapping: cfg.MapVariablesGatherFromMapping}
 }
 
 // diskShard is a received data shard file LoadDisk mapped; adopted once
@@ -295,6 +298,9 @@ func (ck *checkpoint) mapShards(opts mapOptions, prefix string) (*mappings, erro
 		maps.add(data, f)
 		src[i], files[i] = b, f
 		ck.shards[i], mapped[i] = data, true
+	}
+	if opts.fromMapping {
+		files = make([]*os.File, len(ck.shards)) // no fileView
 	}
 	ck.mapped, ck.src, ck.files, ck.verifyCRC = mapped, src, files, opts.verifyCRC
 	return maps, nil

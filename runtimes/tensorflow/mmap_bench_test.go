@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/inferbid/inferbid/runtimes/driver"
 	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
 	"github.com/inferbid/inferbid/tensor"
@@ -201,7 +203,7 @@ func (m *model) tableRows(t *testing.T) int64 {
 }
 
 // selfStatus is a /proc/self/status field in bytes.
-func selfStatus(t *testing.T, field string) int64 {
+func selfStatus(t testing.TB, field string) int64 {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		t.Skipf("no /proc: %v", err)
@@ -217,4 +219,60 @@ func selfStatus(t *testing.T, field string) int64 {
 	}
 	t.Fatalf("no %s in /proc/self/status", field)
 	return 0
+}
+
+// BenchmarkMappedRowReads shows why gathers over a mapped table read rows
+// with pread (fileView) rather than through the mapping: a 600 MiB file
+// (INFERBID_BENCH_TABLE_MB/2) written as the sidecar receives a streamed
+// registration (1 MiB writes) or as mapShard writes a copy (64 KiB writes)
+// is mapped (MADV_RANDOM), and 10k random 256-byte rows are read through
+// the mapping or with pread. It reports the process's file-backed RSS
+// growth over the file's size and the time per row of each:
+//
+//	go test -run '^$' -bench MappedRowReads -benchtime 1x ./runtimes/tensorflow/
+func BenchmarkMappedRowReads(b *testing.B) {
+	size := benchTableMB(b) / 2 << 20
+	const row, reads = 256, 10000
+	for _, chunk := range []int{1 << 20, writeChunk} {
+		for _, how := range []string{"fault", "pread"} {
+			f, err := os.CreateTemp(b.TempDir(), "rows-*")
+			if err != nil {
+				b.Fatal(err)
+			}
+			buf := make([]byte, chunk)
+			for off := 0; off < size; off += chunk {
+				if _, err := f.Write(buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+			data, err := mmapFile(f, int64(size))
+			if err != nil {
+				b.Fatal(err)
+			}
+			base := selfStatus(b, "RssFile")
+			dst := make([]byte, row)
+			pass := func() time.Duration {
+				r := rand.New(rand.NewPCG(1, 2))
+				start := time.Now()
+				for range reads {
+					off := r.IntN(size/row) * row
+					if how == "fault" {
+						copy(dst, data[off:off+row])
+					} else if _, err := f.ReadAt(dst, int64(off)); err != nil {
+						b.Fatal(err)
+					}
+				}
+				return time.Since(start)
+			}
+			first := pass()
+			grown := selfStatus(b, "RssFile") - base
+			again := pass() // the same rows: what a hot row costs
+			b.Logf("%d KiB writes, %s: RSS +%d MiB after %d random rows (%.3fx the %d MiB file); %v per row, %v when read again",
+				chunk>>10, how, grown>>20, reads, float64(grown)/float64(size), size>>20, first/reads, again/reads)
+			b.ReportMetric(float64(grown)/float64(size), fmt.Sprintf("%s-%dKiB-rss/file", how, chunk>>10))
+			b.ReportMetric(float64(again.Nanoseconds())/reads, fmt.Sprintf("%s-%dKiB-hot-ns/row", how, chunk>>10))
+			_ = unix.Munmap(data)
+			f.Close()
+		}
+	}
 }

@@ -28,9 +28,10 @@ import (
 // dir) is registered from disk through a Supervisor (RegisterModelFiles,
 // what the bucket watcher does: replay-store copy, then streamed over the
 // Unix socket into the sidecar's files and loaded from there) into a real
-// inference-sidecar-tensorflow process, twice in one run: "copied" with
-// --map_variables_min_bytes -1 (the heap runtime), "mapped" with the
-// defaults. Each then serves 10k random ids (batches of 64 over the fast
+// inference-sidecar-tensorflow process, four times in one run: "copied"
+// with --map_variables_min_bytes -1 (the heap runtime), "mapped" with the
+// defaults, "mapped-crc" with --map_variables_verify_crc and
+// "mapped-fault" with --map_variables_gather_from_mapping. Each serves 10k random ids (batches of 64 over the fast
 // lane). Reported per mode: the registration's wall time, the sidecar's
 // own load time (GetModels' load_ms), the sidecar's RSS growth over its
 // start once it is steady (anon and file-backed, from /proc/PID/status;
@@ -58,14 +59,19 @@ func BenchmarkMappedEmbeddingSidecar(b *testing.B) {
 		b.Fatalf("go build: %v\n%s", err, out)
 	}
 	res := map[string]sidecarResult{}
-	for _, mode := range []string{"copied", "mapped"} {
-		r := runSidecarMode(b, bin, mode, files, rows)
-		res[mode] = r
-		b.Logf("%s: model %d MiB; registration %v (sidecar load %v); RSS +%d MiB after it and 10k lookups (%.3fx the model; anon %+d MiB, file %+d MiB, of which the mapped shards %d MiB), peak %d MiB; lookups %v; %d MiB mapped, %d MiB copied; loadavg %s",
-			mode, size>>20, r.register.Round(time.Millisecond), r.load.Round(time.Millisecond), r.rss>>20, float64(r.rss)/float64(size),
-			r.anon>>20, r.file>>20, r.shards>>20, r.peak>>20, r.lookups.Round(time.Millisecond), r.mapped>>20, r.copied>>20, loadAvg())
+	for _, mode := range sidecarModes {
+		r := runSidecarMode(b, bin, mode.name, mode.flags, files, rows)
+		res[mode.name] = r
+		b.Logf("%s: model %d MiB; registration %v (sidecar load %v); RSS +%d MiB after it and 10k lookups (%.3fx the model; anon %+d MiB, file %+d MiB, of which the mapped shards %d MiB), peak %d MiB; lookups %v (%v per batch of 64); %d MiB mapped, %d MiB copied; loadavg %s",
+			mode.name, size>>20, r.register.Round(time.Millisecond), r.load.Round(time.Millisecond), r.rss>>20, float64(r.rss)/float64(size),
+			r.anon>>20, r.file>>20, r.shards>>20, r.peak>>20, r.lookups.Round(time.Millisecond), (r.lookups / time.Duration(r.batches)).Round(time.Microsecond), r.mapped>>20, r.copied>>20, loadAvg())
 	}
 	c, m := res["copied"], res["mapped"]
+	for _, mode := range sidecarModes[2:] {
+		r := res[mode.name]
+		b.ReportMetric(float64(r.rss)/float64(size), mode.name+"-rss/model")
+		b.ReportMetric(float64(r.load)/float64(c.load), mode.name+"/copied-load")
+	}
 	b.ReportMetric(float64(size>>20), "model-MiB")
 	b.ReportMetric(float64(c.rss)/float64(size), "copied-rss/model")
 	b.ReportMetric(float64(m.rss)/float64(size), "mapped-rss/model")
@@ -89,7 +95,21 @@ func benchTableMB(b *testing.B) int {
 	return mb
 }
 
+// sidecarModes are the sidecars BenchmarkMappedEmbeddingSidecar compares:
+// the heap runtime, mapping with the defaults, and the mapping's two
+// options.
+var sidecarModes = []struct {
+	name  string
+	flags []string
+}{
+	{"copied", []string{"--map_variables_min_bytes", "-1"}},
+	{"mapped", nil},
+	{"mapped-crc", []string{"--map_variables_verify_crc"}},
+	{"mapped-fault", []string{"--map_variables_gather_from_mapping"}},
+}
+
 type sidecarResult struct {
+	batches                 int
 	register, load, lookups time.Duration
 	rss, anon, file, shards int64
 	peak, mapped, copied    int64
@@ -97,13 +117,13 @@ type sidecarResult struct {
 
 // runSidecarMode starts a sidecar through a Supervisor, registers the
 // model's files from disk, serves 10k lookups and measures it.
-func runSidecarMode(b *testing.B, bin, mode string, files map[string]string, vocab int64) sidecarResult {
+func runSidecarMode(b *testing.B, bin, mode string, flags []string, files map[string]string, vocab int64) sidecarResult {
 	b.Helper()
 	exe := bin
-	if mode == "copied" {
-		// The Supervisor passes no runtime flags: a wrapper adds one.
-		exe = filepath.Join(b.TempDir(), "sidecar-copied")
-		script := "#!/bin/sh\nexec " + strconv.Quote(bin) + " --map_variables_min_bytes -1 \"$@\"\n"
+	if len(flags) > 0 {
+		// The Supervisor passes no runtime flags: a wrapper adds them.
+		exe = filepath.Join(b.TempDir(), "sidecar-"+mode)
+		script := "#!/bin/sh\nexec " + strconv.Quote(bin) + " " + strings.Join(flags, " ") + " \"$@\"\n"
 		if err := os.WriteFile(exe, []byte(script), 0o755); err != nil {
 			b.Fatal(err)
 		}
@@ -145,6 +165,7 @@ func runSidecarMode(b *testing.B, bin, mode string, files map[string]string, voc
 		if err != nil {
 			b.Fatalf("%s: predict: %v", mode, err)
 		}
+		r.batches++
 	}
 	r.lookups = time.Since(start)
 	// The sidecar returns a registration's garbage to the OS a second

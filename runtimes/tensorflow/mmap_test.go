@@ -314,6 +314,8 @@ func TestMappedGatherMapsNoPage(t *testing.T) {
 		defer inPlace.Close()
 		copied := loadWith(t, driver.Config{MapVariablesDir: t.TempDir()}, files)
 		defer copied.Close()
+		viaMapping := loadWith(t, driver.Config{MapVariablesDir: t.TempDir(), MapVariablesGatherFromMapping: true}, files)
+		defer viaMapping.Close()
 		ids := make([]int64, 0, 512)
 		for i := int64(0); i < rows; i += 8 { // a row in every other page
 			ids = append(ids, i)
@@ -331,6 +333,15 @@ func TestMappedGatherMapsNoPage(t *testing.T) {
 			if rss := mappingRss(t, m.maps.regions[0]); rss != before {
 				t.Errorf("resource=%v %s: %d KiB of the mapped table are mapped into the process after %d lookups, %d KiB before: want no more (rows are read with pread)", resource, name, rss>>10, len(ids), before>>10)
 			}
+		}
+		// MapVariablesGatherFromMapping reads through the mapping.
+		predictIDs(t, viaMapping, 0)
+		before := mappingRss(t, viaMapping.maps.regions[0])
+		if want, got := predictIDs(t, heap, ids...), predictIDs(t, viaMapping, ids...); !reflect.DeepEqual(want, got) {
+			t.Fatalf("resource=%v: gathering through the mapping answers otherwise than the heap model", resource)
+		}
+		if rss := mappingRss(t, viaMapping.maps.regions[0]); rss <= before {
+			t.Errorf("resource=%v: MapVariablesGatherFromMapping: the mapping's RSS stayed at %d KiB after %d lookups; want it to grow (read through the mapping)", resource, rss>>10, len(ids))
 		}
 	}
 }

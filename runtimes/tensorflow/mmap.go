@@ -21,17 +21,31 @@ import (
 )
 
 // Memory-mapped variables. A checkpoint data shard of at least
-// MapVariablesMinBytes is written once to a file in MapVariablesDir,
-// mapped read-only (MAP_SHARED, PROT_READ) and the file unlinked at once:
-// the mapping keeps its pages, nothing is left behind when the process
-// dies, and the disk space returns when the model is closed. Tensors whose
-// dtype has a fixed size and whose offset in the shard is aligned for it
-// are then slices of the mapping (numeric dtypes are little-endian in the
-// bundle, as on every platform Go supports here); the others (strings,
-// bools, unaligned offsets) are copied as before. After a mapped tensor's
-// CRC32C is checked, its pages are dropped from the process
-// (MADV_DONTNEED): they stay in the page cache, and the process's RSS then
-// holds only the rows requests touch.
+// MapVariablesMinBytes is mapped read-only (MAP_SHARED, PROT_READ,
+// MADV_RANDOM): when the model comes from disk (LoadDisk, a streamed
+// registration), the received file itself, where it is, kept after the
+// sidecar unlinks it (the open file and the mapping keep the inode);
+// when it comes as bytes (Load), a copy written once to a file in
+// MapVariablesDir and unlinked at once. Either way nothing is left behind
+// when the process dies, and the disk space returns when the model is
+// closed. Tensors whose dtype has a fixed size and whose offset in the
+// shard is aligned for it are then slices of the mapping (numeric dtypes
+// are little-endian in the bundle, as on every platform Go supports
+// here); the others (strings, bools, unaligned offsets) are copied as
+// before. A copy's tensors are CRC32C-checked over the bytes it was
+// written from; a received file's only with MapVariablesVerifyCRC (doc.go
+// says why), so loading it reads none of its pages. At the end of the
+// load every mapped page is dropped from the process (MADV_DONTNEED).
+//
+// Gathers (GatherV2 along axis 0, ResourceGather) over a mapped table
+// read their rows with pread from its file (fileView), not through the
+// mapping: a read fault maps the cached pages around the faulting one
+// (fault_around_bytes, 64 KiB; since Linux 6.18 the whole large folio,
+// which is the whole 1 MiB write that made it), so random lookups
+// through the mapping soon map most of a table into the process
+// (BenchmarkMappedRowReads). MapVariablesGatherFromMapping reads through
+// the mapping instead: a hot row then costs a memory read, not a system
+// call.
 //
 // Nothing may write into a mapped tensor: a write faults (SIGSEGV, fatal in
 // Go). Restored tensors were already never written (variables.go: values
@@ -39,7 +53,9 @@ import (
 // Assign and AssignVariableOp take a restored tensor as is, every other
 // kernel writes only its own output slots, and outputs are copied out).
 // TestMappedVariablesWholeSuite runs the package's model tests with every
-// shard mapped to keep it so.
+// shard mapped to keep it so. Nor may anyone write a received file in
+// place once LoadDisk has it (driver.DiskLoader): the sidecar only
+// removes them, and a file with other hard links is copied, not mapped.
 
 // littleEndian is true on little-endian hosts, where a bundle's numeric
 // bytes are the in-memory representation.
@@ -328,6 +344,9 @@ func (ck *checkpoint) readMapped(key string, e *cpb.BundleEntryProto, shape []in
 	}
 	if check {
 		crc := crc32.Checksum(sum, crcTable)
+		if len(sum) > 0 && &sum[0] == &b[0] {
+			dropPages(b) // read through the mapping: not kept in the RSS
+		}
 		if maskCRC(crc) != e.Crc32C {
 			return nil, true, fmt.Errorf("%w: tensor %q: crc32c %08x, index says %08x", ErrChecksum, key, maskCRC(crc), e.Crc32C)
 		}

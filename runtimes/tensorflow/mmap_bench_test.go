@@ -32,8 +32,11 @@ import (
 // files into memory as the sidecar receives them, loads them (copied: the
 // heap runtime; mapped: MapVariablesDir), drops the files, returns freed
 // memory to the OS, serves 10k random lookups (batches of 64 ids) and
-// reports its RSS growth over its start, the peak, and the load time. The
-// ratios are of one run:
+// reports its RSS growth over its start, the peak, and the load time.
+// This is the runtime alone, loading from bytes (mapped: the copy to
+// MapVariablesDir); BenchmarkMappedEmbeddingSidecar measures a real
+// sidecar registered from disk (the shard mapped in place). The ratios
+// are of one run:
 //
 //	go test -run '^$' -bench MappedEmbedding -benchtime 1x ./runtimes/tensorflow/
 func BenchmarkMappedEmbedding(b *testing.B) {

@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"unsafe"
 
@@ -428,5 +429,48 @@ func TestMappedVariablesLoadDiskSharedFileIsCopied(t *testing.T) {
 	}
 	if wm := m.WeightMemory(); wm.MappedBytes < 1000*16*4 {
 		t.Errorf("%d bytes mapped, want the table's copy mapped (%d bytes)", wm.MappedBytes, 1000*16*4)
+	}
+}
+
+// Gathers over a mapped table from many goroutines at once (rows read
+// with pread from one shared file) answer as the heap model does; run
+// under -race.
+func TestMappedGatherConcurrent(t *testing.T) {
+	files := embeddingModel(t, 2048, 16, 4, true)
+	heap := loadWith(t, driver.Config{}, files)
+	defer heap.Close()
+	disk, _ := writeDisk(t, files)
+	bm, err := New(driver.Config{MapVariablesDir: t.TempDir()}).LoadDisk(context.Background(), disk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := bm.(*model)
+	defer m.Close()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 40 {
+				ids := []int64{int64(g*97+i) % 2048, int64(i*31+g) % 2048, 2047, 0}
+				in := []tensor.Tensor{tensor.New("ids", []int64{4}, ids)}
+				want, err1 := heap.Predict(context.Background(), in)
+				got, err2 := m.Predict(context.Background(), in)
+				if err := errors.Join(err1, err2); err != nil {
+					errs <- err
+					return
+				}
+				if !reflect.DeepEqual(want, got) {
+					errs <- fmt.Errorf("ids %v: mapped %v, heap %v", ids, got, want)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }

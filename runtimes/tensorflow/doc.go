@@ -39,7 +39,8 @@
 // set, a checkpoint data shard of at least MapVariablesMinBytes is mapped
 // read-only with golang.org/x/sys/unix (no cgo): from a streamed
 // registration (LoadDisk, driver.DiskLoader), the received file in place,
-// kept open and mapped after the sidecar unlinks it; from bytes (Load), a
+// kept open and mapped after the sidecar unlinks it (unless it has other
+// hard links or is on tmpfs: then copied, mapInPlace); from bytes (Load), a
 // copy written to a file in MapVariablesDir (in 64 KiB writes) and
 // unlinked at once. Tensors of a fixed-size dtype at an aligned offset are
 // slices of the mapping, the others copied. Mapped tensors may exceed the

@@ -95,9 +95,11 @@ func mapOptionsOf(cfg driver.Config) mapOptions {
 type diskShard struct {
 	f    *os.File
 	data []byte
-	// shared is a file with other hard links, whose other owner might
-	// write it in place: it is copied (mapShards), not mapped in place.
-	shared  bool
+	// copy: a file with other hard links, whose other owner might write
+	// it in place, or a file in memory (tmpfs), which would hold the
+	// model in memory for as long as it serves: it is copied to
+	// MapVariablesDir (mapShards), not mapped in place.
+	copy    bool
 	adopted bool
 }
 
@@ -298,7 +300,7 @@ func (ck *checkpoint) mapShards(opts mapOptions, prefix string) (*mappings, erro
 		if len(b) == 0 || int64(len(b)) < opts.minBytes {
 			continue
 		}
-		if d := opts.disk[unsafe.SliceData(b)]; d != nil && len(d.data) == len(b) && !d.adopted && !d.shared {
+		if d := opts.disk[unsafe.SliceData(b)]; d != nil && len(d.data) == len(b) && !d.adopted && !d.copy {
 			// A received file, mapped where it is: served in place.
 			d.adopted = true
 			maps.add(d.data, d.f)
@@ -383,8 +385,9 @@ var _ driver.DiskLoader = (*Backend)(nil)
 // read-only (MAP_SHARED) where they are, and the model keeps the mappings
 // and the open files: the caller may then unlink them (the inode lives on
 // until Close), but must never write them in place. (A file with other
-// hard links, which another owner might write, is copied to
-// MapVariablesDir through a temporary mapping instead, as Load does.)
+// hard links, which another owner might write, or on tmpfs, is copied to
+// MapVariablesDir through a temporary mapping instead, as Load does:
+// mapInPlace.)
 // Otherwise nothing is copied to MapVariablesDir and no CRC32C is computed over them unless
 // MapVariablesVerifyCRC is set (doc.go says why), so the load reads
 // none of their pages. Other files are read into memory, as
@@ -422,8 +425,7 @@ func (b *Backend) LoadDisk(ctx context.Context, files driver.DiskFiles) (driver.
 			f.Close()
 			return nil, fmt.Errorf("file %s: %w", name, err)
 		}
-		st2, ok := st.Sys().(*syscall.Stat_t)
-		disk[unsafe.SliceData(data)] = &diskShard{f: f, data: data, shared: !ok || st2.Nlink != 1}
+		disk[unsafe.SliceData(data)] = &diskShard{f: f, data: data, copy: !mapInPlace(f, st)}
 		mem[name] = data
 	}
 	if b.cfg.NumIntraopThreads < 0 {
@@ -432,6 +434,22 @@ func (b *Backend) LoadDisk(ctx context.Context, files driver.DiskFiles) (driver.
 	mo := mapOptionsOf(b.cfg)
 	mo.disk = disk
 	return b.load(mo, mem)
+}
+
+// mapInPlace reports whether a received file may be served from a
+// mapping of itself: it has no other hard link (an owner who might write
+// it in place) and is not in memory (tmpfs, ramfs: the mapping would keep
+// the model in memory for as long as it serves, where a copy in
+// MapVariablesDir, on disk, leaves only what the page cache can spare).
+func mapInPlace(f *os.File, st os.FileInfo) bool {
+	if sys, ok := st.Sys().(*syscall.Stat_t); !ok || sys.Nlink != 1 {
+		return false
+	}
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(int(f.Fd()), &fs); err != nil {
+		return false
+	}
+	return fs.Type != unix.TMPFS_MAGIC && fs.Type != unix.RAMFS_MAGIC
 }
 
 // fileView says where a mapped tensor's bytes are in the file its

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/inferbid/inferbid/runtimes/driver"
 	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
 	"github.com/inferbid/inferbid/tensor"
@@ -406,6 +408,38 @@ func TestMappedVariablesLoadDiskSharedFileIsCopied(t *testing.T) {
 	if err := os.Link(shard, filepath.Join(recv, "other-link")); err != nil {
 		t.Skipf("no hard links here: %v", err)
 	}
+	loadDiskIsCopied(t, files, disk, shard)
+}
+
+// A received shard file on tmpfs is copied to MapVariablesDir, not mapped
+// in place (which would keep it in memory): writing the file after the
+// load changes no answer.
+func TestMappedVariablesLoadDiskTmpfsFileIsCopied(t *testing.T) {
+	var fs unix.Statfs_t
+	if err := unix.Statfs("/dev/shm", &fs); err != nil || fs.Type != unix.TMPFS_MAGIC {
+		t.Skipf("/dev/shm is not tmpfs here (%v)", err)
+	}
+	files := embeddingModel(t, 1000, 16, 4, false)
+	recv, err := os.MkdirTemp("/dev/shm", "inferbid-test-*")
+	if err != nil {
+		t.Skipf("cannot write /dev/shm: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(recv) })
+	disk := driver.DiskFiles{}
+	for name, b := range files {
+		local := filepath.Join(recv, strconv.Itoa(len(disk)))
+		if err := os.WriteFile(local, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		disk[name] = local
+	}
+	loadDiskIsCopied(t, files, disk, disk["variables/variables.data-00000-of-00001"])
+}
+
+// loadDiskIsCopied loads disk with LoadDisk, writes junk into the shard
+// file in place, and checks the model still answers as the heap one.
+func loadDiskIsCopied(t *testing.T, files map[string][]byte, disk driver.DiskFiles, shard string) {
+	t.Helper()
 	heap := loadWith(t, driver.Config{}, files)
 	defer heap.Close()
 	bm, err := New(driver.Config{MapVariablesDir: t.TempDir()}).LoadDisk(context.Background(), disk)
@@ -425,7 +459,7 @@ func TestMappedVariablesLoadDiskSharedFileIsCopied(t *testing.T) {
 	f.Close()
 	ids := []int64{0, 999, 17, 500}
 	if want, got := predictIDs(t, heap, ids...), predictIDs(t, m, ids...); !reflect.DeepEqual(want, got) {
-		t.Fatalf("a hard-linked shard written after the load changed the answers: %v, want %v", got, want)
+		t.Fatalf("a shard file written after the load changed the answers (it was mapped in place): %v, want %v", got, want)
 	}
 	if wm := m.WeightMemory(); wm.MappedBytes < 1000*16*4 {
 		t.Errorf("%d bytes mapped, want the table's copy mapped (%d bytes)", wm.MappedBytes, 1000*16*4)

@@ -387,11 +387,11 @@ var _ driver.DiskLoader = (*Backend)(nil)
 // until Close), but must never write them in place. (A file with other
 // hard links, which another owner might write, or on tmpfs, is copied to
 // MapVariablesDir through a temporary mapping instead, as Load does:
-// mapInPlace.)
-// Otherwise nothing is copied to MapVariablesDir and no CRC32C is computed over them unless
-// MapVariablesVerifyCRC is set (doc.go says why), so the load reads
-// none of their pages. Other files are read into memory, as
-// Runtime.LoadDisk does for backends that cannot.
+// mapInPlace.) Otherwise nothing is copied to MapVariablesDir and no
+// CRC32C is computed over them unless MapVariablesVerifyCRC is set
+// (doc.go says why), so the load reads none of their pages. Other files
+// are read into memory, as Runtime.LoadDisk does for backends that
+// cannot.
 func (b *Backend) LoadDisk(ctx context.Context, files driver.DiskFiles) (driver.Model, error) {
 	mem := make(driver.Files, len(files))
 	disk := map[*byte]*diskShard{}
@@ -425,7 +425,11 @@ func (b *Backend) LoadDisk(ctx context.Context, files driver.DiskFiles) (driver.
 			f.Close()
 			return nil, fmt.Errorf("file %s: %w", name, err)
 		}
-		disk[unsafe.SliceData(data)] = &diskShard{f: f, data: data, copy: !mapInPlace(f, st)}
+		d := &diskShard{f: f, data: data, copy: !mapInPlace(f, st)}
+		if d.copy {
+			_ = unix.Madvise(data, unix.MADV_SEQUENTIAL) // read once, in order, by the copy
+		}
+		disk[unsafe.SliceData(data)] = d
 		mem[name] = data
 	}
 	if b.cfg.NumIntraopThreads < 0 {
@@ -467,11 +471,11 @@ type fileView struct {
 	size int   // the tensor's bytes
 }
 
-// readRows is gather for params viewing fv (a [limit, ...] tensor of
-// elements of esz bytes, rows of inner elements) along axis 0: it reads
-// the rows at idx into dst (len(idx)*inner*esz bytes) with pread. ok is
-// false when fv does not describe params (a view the kernels made of it:
-// the caller reads the memory then).
+// readRows is a gather along axis 0 from src, the bytes of a tensor of
+// limit rows of rowBytes each that fv describes: it reads the rows at idx
+// into dst (len(idx)*rowBytes bytes) with pread. ok is false when fv does
+// not describe src (a view a kernel made of the tensor: the caller reads
+// the memory then).
 func (fv *fileView) readRows(dst []byte, src []byte, idx []int64, limit int64, rowBytes int) (ok bool, _ error) {
 	if fv == nil || len(src) != fv.size || unsafe.SliceData(src) != fv.base || int64(rowBytes)*limit != int64(fv.size) {
 		return false, nil

@@ -59,13 +59,15 @@
 // is not checked unless MapVariablesVerifyCRC, since checking reads every
 // page of it (most of the load's time: BenchmarkMappedEmbeddingSidecar's
 // mapped-crc) and buys little there: the host verified the downloaded
-// files' SHA-256 against the config's checksum, copied them into its
+// files' SHA-256 against the config's checksum (when the entry lists
+// one), copied them into its
 // replay store hashing them, and streams that copy checking the SHA-256
 // again as it sends, over a Unix socket, into files the sidecar hashes as
 // they arrive (the checksum GetModels reports); and a check at load would
 // not cover pages read back from disk later anyway. What it still catches
-// is a checkpoint corrupt before its checksum was taken (a broken export):
-// inferctl export-variables and a heap load (the small shards, or
+// is a checkpoint corrupt before its checksum was taken (a broken export),
+// or in the bucket when the config lists no checksum: inferctl
+// export-variables and a heap load (the small shards, or
 // --map_variables_min_bytes -1) check it.
 //
 // The serving_default signature is compiled once, at load, into a flat

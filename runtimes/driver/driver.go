@@ -73,15 +73,28 @@ type Config struct {
 	// 0 means tensor.DefaultMaxElements.
 	MaxTensorElements int64 `json:"max_tensor_elements,omitempty"`
 	// MapVariablesDir, when set, lets the TensorFlow runtime serve
-	// checkpoint tensors from a read-only memory mapping of a copy of the
-	// checkpoint's data shards written to this directory (and unlinked
-	// at once) instead of heap copies. The sidecar sets it from its flags
+	// checkpoint tensors from a read-only memory mapping instead of heap
+	// copies: of the received data shard files themselves (LoadDisk), or
+	// of a copy of the shards written to this directory and unlinked at
+	// once (Load from memory). The sidecar sets it from its flags
 	// (--map_variables_dir); it is not part of the runtime config JSON.
 	// Other runtimes ignore it.
 	MapVariablesDir string `json:"-"`
 	// MapVariablesMinBytes is the size from which a data shard is mapped
 	// (smaller ones are copied as before); 0 maps every shard.
 	MapVariablesMinBytes int64 `json:"-"`
+	// MapVariablesVerifyCRC makes the TensorFlow runtime check the CRC32C
+	// of the tensors it serves from a received shard file mapped in place
+	// (a streamed registration): that reads every page of the file at
+	// load. Off, those files are trusted to the SHA-256 the host checked
+	// them against (--map_variables_verify_crc).
+	MapVariablesVerifyCRC bool `json:"-"`
+	// MapVariablesGatherFromMapping makes the TensorFlow runtime's
+	// gathers over a mapped table read rows through the mapping (faster
+	// for rows read again, but every fault maps the page cache around the
+	// row into the process: RSS grows to most of the table) instead of
+	// with pread from its file (--map_variables_gather_from_mapping).
+	MapVariablesGatherFromMapping bool `json:"-"`
 }
 
 // Files are the files of one model: slash-separated paths relative to the
@@ -198,11 +211,16 @@ type SequenceModel interface {
 type DiskFiles map[string]string
 
 // DiskLoader is a Backend that loads a model from its files on disk without
-// reading them into memory first (ONNX Runtime reads a model from its path).
+// reading them into memory first (ONNX Runtime reads a model from its path;
+// the TensorFlow runtime maps large checkpoint shards in place).
 // A Backend that is not one gets the files read into Files.
 type DiskLoader interface {
 	// LoadDisk is Load from files on disk; files is never empty. The
-	// model must not keep using the files once LoadDisk has returned: they
-	// are removed.
+	// model must not use the files' paths once LoadDisk has returned:
+	// they are removed (unlinked). It may keep files it opened or
+	// mapped read-only (the inode lives on until it closes them), so the
+	// caller must never write a file in place once it is handed over: it
+	// may only unlink or rename it. (The sidecar hands over files it
+	// received into its own private directory and only removes them.)
 	LoadDisk(ctx context.Context, files DiskFiles) (Model, error)
 }

@@ -68,7 +68,12 @@ func (b *Backend) Load(ctx context.Context, files driver.Files) (driver.Model, e
 	if b.cfg.NumIntraopThreads < 0 {
 		return nil, fmt.Errorf("num_intraop_threads is %d, want >= 0 (0: all cores)", b.cfg.NumIntraopThreads)
 	}
-	m, err := loadMapped(files, b.cfg.ModelResetProbability, mapOptionsOf(b.cfg))
+	return b.load(mapOptionsOf(b.cfg), files)
+}
+
+// load is Load (and LoadDisk) with the checkpoint mapped as mo says.
+func (b *Backend) load(mo mapOptions, files driver.Files) (driver.Model, error) {
+	m, err := loadMapped(files, b.cfg.ModelResetProbability, mo)
 	if err != nil {
 		return nil, err
 	}

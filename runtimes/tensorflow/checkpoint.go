@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"os"
 
 	"github.com/syndtr/goleveldb/leveldb/iterator"
 	"github.com/syndtr/goleveldb/leveldb/opt"
@@ -28,8 +29,13 @@ type checkpoint struct {
 	mapped []bool
 	maps   *mappings
 	// src[i] is the bytes mapped shard i was written from, while the
-	// load has them (CRCs are computed over them); nil after the load.
+	// load has them (CRCs are computed over them); nil after the load,
+	// and for a received file mapped in place (LoadDisk).
 	src [][]byte
+	// files[i] is the file mapped shard i maps (fileView); verifyCRC
+	// checks the tensors of a file mapped in place (mapOptions).
+	files     []*os.File
+	verifyCRC bool
 }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)

@@ -36,17 +36,39 @@
 // is not a clean relative name fails it always.
 //
 // Memory-mapped variables (mmap.go): with driver.Config.MapVariablesDir
-// set, a checkpoint data shard of at least MapVariablesMinBytes is written
-// to a file there (in 64 KiB writes), mapped read-only with
-// golang.org/x/sys/unix (no cgo) and unlinked at once; tensors of a
-// fixed-size dtype at an aligned offset are then slices of the mapping
-// (CRC32C checked over the received bytes), the others copied. Mapped
-// tensors may exceed the heap's element cap. Nothing writes into them
-// (restored tensors never were written; TestMappedVariablesWholeSuite runs
-// the package's tests with every shard mapped); Close unmaps. The model
-// reports mapped and copied bytes (driver.WeightMemoryReporter), and the
-// backend says which files it maps (driver.FileMapper) so the sidecar can
-// cap them apart.
+// set, a checkpoint data shard of at least MapVariablesMinBytes is mapped
+// read-only with golang.org/x/sys/unix (no cgo): from a streamed
+// registration (LoadDisk, driver.DiskLoader), the received file in place,
+// kept open and mapped after the sidecar unlinks it (unless it has other
+// hard links or is on tmpfs: then copied, mapInPlace); from bytes (Load), a
+// copy written to a file in MapVariablesDir (in 64 KiB writes) and
+// unlinked at once. Tensors of a fixed-size dtype at an aligned offset are
+// slices of the mapping, the others copied. Mapped tensors may exceed the
+// heap's element cap. Nothing writes into them (restored tensors never
+// were written; TestMappedVariablesWholeSuite runs the package's tests
+// with every shard mapped); Close unmaps. The model reports mapped and
+// copied bytes (driver.WeightMemoryReporter), and the backend says which
+// files it maps (driver.FileMapper) so the sidecar can cap them apart.
+// Gathers along axis 0 over a mapped table read rows with pread from its
+// file instead of faulting pages in (RSS stays at the heap; a read fault
+// maps the page cache around the row, so random lookups map most of the
+// table), unless MapVariablesGatherFromMapping.
+//
+// CRC32C of mapped tensors: a copy's tensors are checked over the bytes
+// it was written from (in memory anyway). A received file mapped in place
+// is not checked unless MapVariablesVerifyCRC, since checking reads every
+// page of it (most of the load's time: BenchmarkMappedEmbeddingSidecar's
+// mapped-crc) and buys little there: the host verified the downloaded
+// files' SHA-256 against the config's checksum (when the entry lists
+// one), copied them into its
+// replay store hashing them, and streams that copy checking the SHA-256
+// again as it sends, over a Unix socket, into files the sidecar hashes as
+// they arrive (the checksum GetModels reports); and a check at load would
+// not cover pages read back from disk later anyway. What it still catches
+// is a checkpoint corrupt before its checksum was taken (a broken export),
+// or in the bucket when the config lists no checksum: inferctl
+// export-variables and a heap load (the small shards, or
+// --map_variables_min_bytes -1) check it.
 //
 // The serving_default signature is compiled once, at load, into a flat
 // schedule of kernels over numbered value slots: function calls

@@ -583,6 +583,12 @@ func gather[T elem](o, params, indices *dense, axis int) error {
 	inner := numElems(params.shape[axis+1:])
 	src := data[T](params)
 	dst := alloc[T](o, params.dt, shape)
+	if params.file != nil && outer == 1 {
+		// A memory-mapped table: rows read from its file (fileView).
+		if ok, err := params.file.readRows(bytesOf(dst), bytesOf(src), idx, limit, inner*elemBytes[T]()); ok {
+			return err
+		}
+	}
 	pos := 0
 	for r := range outer {
 		base := r * int(limit) * inner

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -20,17 +21,31 @@ import (
 )
 
 // Memory-mapped variables. A checkpoint data shard of at least
-// MapVariablesMinBytes is written once to a file in MapVariablesDir,
-// mapped read-only (MAP_SHARED, PROT_READ) and the file unlinked at once:
-// the mapping keeps its pages, nothing is left behind when the process
-// dies, and the disk space returns when the model is closed. Tensors whose
-// dtype has a fixed size and whose offset in the shard is aligned for it
-// are then slices of the mapping (numeric dtypes are little-endian in the
-// bundle, as on every platform Go supports here); the others (strings,
-// bools, unaligned offsets) are copied as before. After a mapped tensor's
-// CRC32C is checked, its pages are dropped from the process
-// (MADV_DONTNEED): they stay in the page cache, and the process's RSS then
-// holds only the rows requests touch.
+// MapVariablesMinBytes is mapped read-only (MAP_SHARED, PROT_READ,
+// MADV_RANDOM): when the model comes from disk (LoadDisk, a streamed
+// registration), the received file itself, where it is, kept after the
+// sidecar unlinks it (the open file and the mapping keep the inode);
+// when it comes as bytes (Load), a copy written once to a file in
+// MapVariablesDir and unlinked at once. Either way nothing is left behind
+// when the process dies, and the disk space returns when the model is
+// closed. Tensors whose dtype has a fixed size and whose offset in the
+// shard is aligned for it are then slices of the mapping (numeric dtypes
+// are little-endian in the bundle, as on every platform Go supports
+// here); the others (strings, bools, unaligned offsets) are copied as
+// before. A copy's tensors are CRC32C-checked over the bytes it was
+// written from; a received file's only with MapVariablesVerifyCRC (doc.go
+// says why), so loading it reads none of its pages. At the end of the
+// load every mapped page is dropped from the process (MADV_DONTNEED).
+//
+// Gathers (GatherV2 along axis 0, ResourceGather) over a mapped table
+// read their rows with pread from its file (fileView), not through the
+// mapping: a read fault maps the cached pages around the faulting one
+// (fault_around_bytes, 64 KiB; since Linux 6.18 the whole large folio,
+// which is the whole 1 MiB write that made it), so random lookups
+// through the mapping soon map most of a table into the process
+// (BenchmarkMappedRowReads). MapVariablesGatherFromMapping reads through
+// the mapping instead: a hot row then costs a memory read, not a system
+// call.
 //
 // Nothing may write into a mapped tensor: a write faults (SIGSEGV, fatal in
 // Go). Restored tensors were already never written (variables.go: values
@@ -38,7 +53,9 @@ import (
 // Assign and AssignVariableOp take a restored tensor as is, every other
 // kernel writes only its own output slots, and outputs are copied out).
 // TestMappedVariablesWholeSuite runs the package's model tests with every
-// shard mapped to keep it so.
+// shard mapped to keep it so. Nor may anyone write a received file in
+// place once LoadDisk has it (driver.DiskLoader): the sidecar only
+// removes them, and a file with other hard links is copied, not mapped.
 
 // littleEndian is true on little-endian hosts, where a bundle's numeric
 // bytes are the in-memory representation.
@@ -57,28 +74,55 @@ const maxMappedElements = 1 << 40
 type mapOptions struct {
 	dir      string
 	minBytes int64
+	// verifyCRC checks the CRC32C of the tensors served from a received
+	// file mapped in place (LoadDisk), which reads every page of it.
+	verifyCRC bool
+	// fromMapping: gathers read rows through the mapping, not with pread
+	// (no fileView).
+	fromMapping bool
+	// disk are the shards LoadDisk mapped from the received files, by the
+	// address of their first byte: mapShards serves them in place.
+	disk map[*byte]*diskShard
 }
 
 func mapOptionsOf(cfg driver.Config) mapOptions {
-	return mapOptions{dir: cfg.MapVariablesDir, minBytes: cfg.MapVariablesMinBytes}
+	return mapOptions{dir: cfg.MapVariablesDir, minBytes: cfg.MapVariablesMinBytes, verifyCRC: cfg.MapVariablesVerifyCRC, fromMapping: cfg.MapVariablesGatherFromMapping}
+}
+
+// diskShard is a received data shard file LoadDisk mapped; adopted once
+// mapShards hands it to the model's mappings (which then unmap and close
+// it).
+type diskShard struct {
+	f    *os.File
+	data []byte
+	// copy: a file with other hard links, whose other owner might write
+	// it in place, or a file in memory (tmpfs), which would hold the
+	// model in memory for as long as it serves: it is copied to
+	// MapVariablesDir (mapShards), not mapped in place.
+	copy    bool
+	adopted bool
 }
 
 // forceMapDir, when set (by tests only), maps every shard of every model
 // loaded with no map directory of its own.
 var forceMapDir string
 
-// mappings are a model's mapped regions; close unmaps them once.
+// mappings are a model's mapped regions and the files they map (kept
+// open: gathers read rows from them, fileView); close unmaps and closes
+// them once.
 type mappings struct {
 	mu      sync.Mutex
 	regions [][]byte
+	files   []*os.File
 	// mapped and copied count the checkpoint bytes served from the
 	// mapping and those decoded into the heap.
 	mapped, copied atomic.Int64
 }
 
-func (m *mappings) add(b []byte) {
+func (m *mappings) add(b []byte, f *os.File) {
 	m.mu.Lock()
 	m.regions = append(m.regions, b)
+	m.files = append(m.files, f)
 	m.mu.Unlock()
 }
 
@@ -96,7 +140,12 @@ func (m *mappings) close() error {
 			errs = append(errs, err)
 		}
 	}
-	m.regions = nil
+	for _, f := range m.files {
+		if err := f.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	m.regions, m.files = nil, nil
 	return errors.Join(errs...)
 }
 
@@ -116,39 +165,54 @@ func (m *mappings) dropAll() {
 const writeChunk = 64 << 10
 
 // mapShard writes b to a new file in dir, maps it read-only, unlinks the
-// file and returns the mapping. An empty b is not mapped.
-func mapShard(dir, name string, b []byte) (_ []byte, err error) {
+// file and returns the mapping and the file (open, read-only use). An
+// empty b is not mapped.
+func mapShard(dir, name string, b []byte) (_ []byte, _ *os.File, err error) {
 	f, err := os.CreateTemp(dir, "tfvars-*")
 	if err != nil {
-		return nil, fmt.Errorf("mapping %s: %w", name, err)
+		return nil, nil, fmt.Errorf("mapping %s: %w", name, err)
 	}
 	defer func() {
-		if cerr := f.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("mapping %s: %w", name, cerr)
+		if err != nil {
+			f.Close()
 		}
 	}()
 	// Unlinked now: the open descriptor, then the mapping, keep the file.
 	if err := os.Remove(f.Name()); err != nil {
-		return nil, fmt.Errorf("mapping %s: %w", name, err)
+		return nil, nil, fmt.Errorf("mapping %s: %w", name, err)
 	}
 	// Written in pieces of the kernel's fault-around size: one large
 	// write fills the page cache with large folios, and a read fault then
 	// maps a whole folio (up to 2 MiB) where a lookup needs one row.
 	for off := 0; off < len(b); off += writeChunk {
 		if _, err := f.Write(b[off:min(off+writeChunk, len(b))]); err != nil {
-			return nil, fmt.Errorf("mapping %s: writing %s: %w", name, f.Name(), err)
+			return nil, nil, fmt.Errorf("mapping %s: writing %s: %w", name, f.Name(), err)
 		}
 	}
-	data, err := unix.Mmap(int(f.Fd()), 0, len(b), unix.PROT_READ, unix.MAP_SHARED)
+	data, err := mmapFile(f, int64(len(b)))
 	if err != nil {
-		return nil, fmt.Errorf("mapping %s (%d bytes): mmap: %w", name, len(b), err)
+		return nil, nil, fmt.Errorf("mapping %s: %w", name, err)
 	}
-	// Lookups read rows at random: no readahead when pages come back
-	// from disk, and no huge-page mappings. (The kernel still maps the
-	// pages around a faulting one that are in the page cache: 64 KiB,
-	// its fault_around_bytes.)
+	return data, f, nil
+}
+
+// mmapFile maps the first size bytes of f read-only (MAP_SHARED).
+// Lookups read rows at random: no readahead when pages come back from
+// disk, and no huge-page mappings. (The kernel still maps the pages
+// around a faulting one that are in the page cache: at least 64 KiB, its
+// fault_around_bytes, and since Linux 6.18 the whole large folio; hence
+// gathers read rows with pread instead, fileView.)
+func mmapFile(f *os.File, size int64) ([]byte, error) {
+	if size <= 0 || int64(int(size)) != size {
+		return nil, fmt.Errorf("mmap: size %d", size)
+	}
+	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("mmap (%d bytes): %w", size, err)
+	}
 	_ = unix.Madvise(data, unix.MADV_RANDOM)
 	_ = unix.Madvise(data, unix.MADV_NOHUGEPAGE)
+	_ = unix.Fadvise(int(f.Fd()), 0, size, unix.FADV_RANDOM)
 	return data, nil
 }
 
@@ -231,21 +295,32 @@ func (ck *checkpoint) mapShards(opts mapOptions, prefix string) (*mappings, erro
 	}
 	mapped := make([]bool, len(ck.shards))
 	src := make([][]byte, len(ck.shards))
+	files := make([]*os.File, len(ck.shards))
 	for i, b := range ck.shards {
 		if len(b) == 0 || int64(len(b)) < opts.minBytes {
 			continue
 		}
+		if d := opts.disk[unsafe.SliceData(b)]; d != nil && len(d.data) == len(b) && !d.adopted && !d.copy {
+			// A received file, mapped where it is: served in place.
+			d.adopted = true
+			maps.add(d.data, d.f)
+			files[i], mapped[i] = d.f, true
+			continue
+		}
 		name := fmt.Sprintf("%s.data-%05d-of-%05d", prefix, i, len(ck.shards))
-		data, err := mapShard(opts.dir, name, b)
+		data, f, err := mapShard(opts.dir, name, b)
 		if err != nil {
 			_ = maps.close()
 			return nil, err
 		}
-		maps.add(data)
-		src[i] = b
+		maps.add(data, f)
+		src[i], files[i] = b, f
 		ck.shards[i], mapped[i] = data, true
 	}
-	ck.mapped, ck.src = mapped, src
+	if opts.fromMapping {
+		files = make([]*os.File, len(ck.shards)) // no fileView
+	}
+	ck.mapped, ck.src, ck.files, ck.verifyCRC = mapped, src, files, opts.verifyCRC
 	return maps, nil
 }
 
@@ -253,11 +328,13 @@ func (ck *checkpoint) mapShards(opts mapOptions, prefix string) (*mappings, erro
 // ok is false when it cannot be a view (dtype, alignment or size), and the
 // caller decodes a copy instead.
 func (ck *checkpoint) readMapped(key string, e *cpb.BundleEntryProto, shape []int64, b []byte) (_ *dense, ok bool, _ error) {
-	// The CRC is computed over the bytes the file was written from while
-	// the load still has them, so the load does not read the mapping.
-	sum := b
+	// The CRC of a shard mapped from a copy is computed over the bytes the
+	// copy was written from while the load still has them, so the load
+	// does not read the mapping. A received file mapped in place (LoadDisk)
+	// is checked only with verifyCRC: see doc.go.
+	sum, check := b, ck.verifyCRC
 	if ck.src != nil && ck.src[e.ShardId] != nil {
-		sum = ck.src[e.ShardId][e.Offset : e.Offset+e.Size]
+		sum, check = ck.src[e.ShardId][e.Offset:e.Offset+e.Size], true
 	}
 	size := elemSize(e.Dtype)
 	if size == 0 || int64(len(b)) != int64(numElems(shape))*int64(size) {
@@ -267,9 +344,17 @@ func (ck *checkpoint) readMapped(key string, e *cpb.BundleEntryProto, shape []in
 	if !viewMapped(t, b) {
 		return nil, false, nil
 	}
-	crc := crc32.Checksum(sum, crcTable)
-	if maskCRC(crc) != e.Crc32C {
-		return nil, true, fmt.Errorf("%w: tensor %q: crc32c %08x, index says %08x", ErrChecksum, key, maskCRC(crc), e.Crc32C)
+	if check {
+		crc := crc32.Checksum(sum, crcTable)
+		if len(sum) > 0 && &sum[0] == &b[0] {
+			dropPages(b) // read through the mapping: not kept in the RSS
+		}
+		if maskCRC(crc) != e.Crc32C {
+			return nil, true, fmt.Errorf("%w: tensor %q: crc32c %08x, index says %08x", ErrChecksum, key, maskCRC(crc), e.Crc32C)
+		}
+	}
+	if f := ck.files[e.ShardId]; f != nil {
+		t.file = &fileView{f: f, off: e.Offset, base: unsafe.SliceData(b), size: len(b)}
 	}
 	ck.maps.mapped.Add(int64(len(b)))
 	return t, true, nil
@@ -296,19 +381,28 @@ func (b *Backend) MapsFile(name string, size int64) bool {
 var _ driver.DiskLoader = (*Backend)(nil)
 
 // LoadDisk (driver.DiskLoader) is Load from the files of a streamed
-// registration: the data shards this backend maps (MapsFile) are read
-// through a temporary read-only mapping of the received file rather than
-// into the heap, so that a shard counted against the sidecar's mapped cap
-// (not its heap cap) never passes through the heap; mapShards copies it
-// into MapVariablesDir as from memory, and the temporary mappings go once
-// the load returns (the model keeps only its own). Other files are read
-// into memory, as Runtime.LoadDisk does for backends that cannot.
+// registration. The data shards this backend maps (MapsFile) are mapped
+// read-only (MAP_SHARED) where they are, and the model keeps the mappings
+// and the open files: the caller may then unlink them (the inode lives on
+// until Close), but must never write them in place. (A file with other
+// hard links, which another owner might write, or on tmpfs, is copied to
+// MapVariablesDir through a temporary mapping instead, as Load does:
+// mapInPlace.) Otherwise nothing is copied to MapVariablesDir and no
+// CRC32C is computed over them unless MapVariablesVerifyCRC is set
+// (doc.go says why), so the load reads none of their pages. Other files
+// are read into memory, as Runtime.LoadDisk does for backends that
+// cannot.
 func (b *Backend) LoadDisk(ctx context.Context, files driver.DiskFiles) (driver.Model, error) {
 	mem := make(driver.Files, len(files))
-	var tmp [][]byte
+	disk := map[*byte]*diskShard{}
 	defer func() {
-		for _, r := range tmp {
-			_ = unix.Munmap(r)
+		// Those the model did not adopt (a load that failed, a file that
+		// was no shard of the checkpoint after all).
+		for _, d := range disk {
+			if !d.adopted {
+				_ = unix.Munmap(d.data)
+				_ = d.f.Close()
+			}
 		}
 	}()
 	for name, local := range files {
@@ -322,27 +416,88 @@ func (b *Backend) LoadDisk(ctx context.Context, files driver.DiskFiles) (driver.
 			}
 			continue
 		}
-		data, err := mapReadOnly(local, st.Size())
+		f, err := os.Open(local)
 		if err != nil {
 			return nil, fmt.Errorf("file %s: %w", name, err)
 		}
-		tmp = append(tmp, data)
+		data, err := mmapFile(f, st.Size())
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("file %s: %w", name, err)
+		}
+		d := &diskShard{f: f, data: data, copy: !mapInPlace(f, st)}
+		if d.copy {
+			_ = unix.Madvise(data, unix.MADV_SEQUENTIAL) // read once, in order, by the copy
+		}
+		disk[unsafe.SliceData(data)] = d
 		mem[name] = data
 	}
-	return b.Load(ctx, mem)
+	if b.cfg.NumIntraopThreads < 0 {
+		return nil, fmt.Errorf("num_intraop_threads is %d, want >= 0 (0: all cores)", b.cfg.NumIntraopThreads)
+	}
+	mo := mapOptionsOf(b.cfg)
+	mo.disk = disk
+	return b.load(mo, mem)
 }
 
-// mapReadOnly maps the size bytes of the file at local read-only.
-func mapReadOnly(local string, size int64) ([]byte, error) {
-	f, err := os.Open(local)
-	if err != nil {
-		return nil, err
+// mapInPlace reports whether a received file may be served from a
+// mapping of itself: it has no other hard link (an owner who might write
+// it in place) and is not in memory (tmpfs, ramfs: the mapping would keep
+// the model in memory for as long as it serves, where a copy in
+// MapVariablesDir, on disk, leaves only what the page cache can spare).
+func mapInPlace(f *os.File, st os.FileInfo) bool {
+	if sys, ok := st.Sys().(*syscall.Stat_t); !ok || sys.Nlink != 1 {
+		return false
 	}
-	defer f.Close()
-	data, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		return nil, fmt.Errorf("mmap (%d bytes): %w", size, err)
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(int(f.Fd()), &fs); err != nil {
+		return false
 	}
-	_ = unix.Madvise(data, unix.MADV_SEQUENTIAL) // read once, in order
-	return data, nil
+	return fs.Type != unix.TMPFS_MAGIC && fs.Type != unix.RAMFS_MAGIC
+}
+
+// fileView says where a mapped tensor's bytes are in the file its
+// mapping maps, so that a gather reads its rows with pread (readRows)
+// rather than through the mapping: a read fault maps every page of the
+// page cache around the faulting one (fault_around_bytes, 64 KiB, and on
+// Linux 6.18 the whole large folio, up to 2 MiB for a file written in
+// large pieces), so random row lookups through the mapping soon map most
+// of a table into the process; pread copies just the row out of the page
+// cache and maps nothing.
+type fileView struct {
+	f    *os.File
+	off  int64 // the tensor's offset in the file
+	base *byte // the tensor's first byte in the mapping
+	size int   // the tensor's bytes
+}
+
+// readRows is a gather along axis 0 from src, the bytes of a tensor of
+// limit rows of rowBytes each that fv describes: it reads the rows at idx
+// into dst (len(idx)*rowBytes bytes) with pread. ok is false when fv does
+// not describe src (a view a kernel made of the tensor: the caller reads
+// the memory then).
+func (fv *fileView) readRows(dst []byte, src []byte, idx []int64, limit int64, rowBytes int) (ok bool, _ error) {
+	if fv == nil || len(src) != fv.size || unsafe.SliceData(src) != fv.base || int64(rowBytes)*limit != int64(fv.size) {
+		return false, nil
+	}
+	for k, i := range idx {
+		if i < 0 || i >= limit {
+			return true, fmt.Errorf("index %d is out of range [0, %d)", i, limit)
+		}
+		if _, err := fv.f.ReadAt(dst[k*rowBytes:(k+1)*rowBytes], fv.off+i*int64(rowBytes)); err != nil {
+			return true, fmt.Errorf("reading row %d of a memory-mapped tensor from its file: %w", i, err)
+		}
+	}
+	return true, nil
+}
+
+// bytesOf views a slice's elements as bytes.
+func bytesOf[T elem](s []T) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*elemBytes[T]())
+}
+
+// elemBytes is the size of a T.
+func elemBytes[T elem]() int {
+	var z T
+	return int(unsafe.Sizeof(z))
 }

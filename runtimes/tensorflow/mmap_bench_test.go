@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/inferbid/inferbid/runtimes/driver"
 	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
 	"github.com/inferbid/inferbid/tensor"
@@ -30,19 +32,15 @@ import (
 // files into memory as the sidecar receives them, loads them (copied: the
 // heap runtime; mapped: MapVariablesDir), drops the files, returns freed
 // memory to the OS, serves 10k random lookups (batches of 64 ids) and
-// reports its RSS growth over its start, the peak, and the load time. The
-// ratios are of one run:
+// reports its RSS growth over its start, the peak, and the load time.
+// This is the runtime alone, loading from bytes (mapped: the copy to
+// MapVariablesDir); BenchmarkMappedEmbeddingSidecar measures a real
+// sidecar registered from disk (the shard mapped in place). The ratios
+// are of one run:
 //
 //	go test -run '^$' -bench MappedEmbedding -benchtime 1x ./runtimes/tensorflow/
 func BenchmarkMappedEmbedding(b *testing.B) {
-	mb := 1200
-	if s := os.Getenv("INFERBID_BENCH_TABLE_MB"); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v <= 0 {
-			b.Fatalf("INFERBID_BENCH_TABLE_MB=%q: want a positive number", s)
-		}
-		mb = v
-	}
+	mb := benchTableMB(b)
 	dir := b.TempDir()
 	rows := int64(mb) << 20 / (2 * 64 * 4)
 	size, err := writeTwoTableModel(dir, rows, 64)
@@ -208,7 +206,7 @@ func (m *model) tableRows(t *testing.T) int64 {
 }
 
 // selfStatus is a /proc/self/status field in bytes.
-func selfStatus(t *testing.T, field string) int64 {
+func selfStatus(t testing.TB, field string) int64 {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		t.Skipf("no /proc: %v", err)
@@ -224,4 +222,60 @@ func selfStatus(t *testing.T, field string) int64 {
 	}
 	t.Fatalf("no %s in /proc/self/status", field)
 	return 0
+}
+
+// BenchmarkMappedRowReads shows why gathers over a mapped table read rows
+// with pread (fileView) rather than through the mapping: a 600 MiB file
+// (INFERBID_BENCH_TABLE_MB/2) written as the sidecar receives a streamed
+// registration (1 MiB writes) or as mapShard writes a copy (64 KiB writes)
+// is mapped (MADV_RANDOM), and 10k random 256-byte rows are read through
+// the mapping or with pread. It reports the process's file-backed RSS
+// growth over the file's size and the time per row of each:
+//
+//	go test -run '^$' -bench MappedRowReads -benchtime 1x ./runtimes/tensorflow/
+func BenchmarkMappedRowReads(b *testing.B) {
+	size := benchTableMB(b) / 2 << 20
+	const row, reads = 256, 10000
+	for _, chunk := range []int{1 << 20, writeChunk} {
+		for _, how := range []string{"fault", "pread"} {
+			f, err := os.CreateTemp(b.TempDir(), "rows-*")
+			if err != nil {
+				b.Fatal(err)
+			}
+			buf := make([]byte, chunk)
+			for off := 0; off < size; off += chunk {
+				if _, err := f.Write(buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+			data, err := mmapFile(f, int64(size))
+			if err != nil {
+				b.Fatal(err)
+			}
+			base := selfStatus(b, "RssFile")
+			dst := make([]byte, row)
+			pass := func() time.Duration {
+				r := rand.New(rand.NewPCG(1, 2))
+				start := time.Now()
+				for range reads {
+					off := r.IntN(size/row) * row
+					if how == "fault" {
+						copy(dst, data[off:off+row])
+					} else if _, err := f.ReadAt(dst, int64(off)); err != nil {
+						b.Fatal(err)
+					}
+				}
+				return time.Since(start)
+			}
+			first := pass()
+			grown := selfStatus(b, "RssFile") - base
+			again := pass() // the same rows: what a hot row costs
+			b.Logf("%d KiB writes, %s: RSS +%d MiB after %d random rows (%.3fx the %d MiB file); %v per row, %v when read again",
+				chunk>>10, how, grown>>20, reads, float64(grown)/float64(size), size>>20, first/reads, again/reads)
+			b.ReportMetric(float64(grown)/float64(size), fmt.Sprintf("%s-%dKiB-rss/file", how, chunk>>10))
+			b.ReportMetric(float64(again.Nanoseconds())/reads, fmt.Sprintf("%s-%dKiB-hot-ns/row", how, chunk>>10))
+			_ = unix.Munmap(data)
+			f.Close()
+		}
+	}
 }

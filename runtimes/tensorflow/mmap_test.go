@@ -4,14 +4,20 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/inferbid/inferbid/runtimes/driver"
 	"github.com/inferbid/inferbid/runtimes/tensorflow/tfsave"
@@ -234,9 +240,11 @@ func FuzzCheckpointTensors(f *testing.F) {
 
 // A streamed registration's files (LoadDisk) serve the same answers, the
 // table from a mapping, and the received files can go once it returns.
-func TestMappedVariablesLoadDisk(t *testing.T) {
-	files := embeddingModel(t, 1000, 16, 4, false)
-	recv, dir := t.TempDir(), t.TempDir()
+// writeDisk writes files under a new directory as the sidecar receives
+// them and returns their local paths.
+func writeDisk(t *testing.T, files map[string][]byte) (driver.DiskFiles, string) {
+	t.Helper()
+	recv := t.TempDir()
 	disk := driver.DiskFiles{}
 	for name, b := range files {
 		local := filepath.Join(recv, filepath.FromSlash(name))
@@ -248,27 +256,255 @@ func TestMappedVariablesLoadDisk(t *testing.T) {
 		}
 		disk[name] = local
 	}
+	return disk, recv
+}
+
+// LoadDisk maps the received shard in place: nothing is written to the
+// mapping directory, the model serves the heap model's answers after the
+// received files are removed, and a missing file is an error naming it.
+func TestMappedVariablesLoadDisk(t *testing.T) {
+	for _, resource := range []bool{false, true} {
+		files := embeddingModel(t, 1000, 16, 4, resource)
+		disk, recv := writeDisk(t, files)
+		dir := t.TempDir()
+		heap := loadWith(t, driver.Config{}, files)
+		defer heap.Close()
+		bm, err := New(driver.Config{MapVariablesDir: dir}).LoadDisk(context.Background(), disk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := bm.(*model)
+		defer m.Close()
+		missing := maps.Clone(disk)
+		missing["saved_model.pb"] = filepath.Join(recv, "gone")
+		if _, err := New(driver.Config{MapVariablesDir: dir}).LoadDisk(context.Background(), missing); err == nil || !strings.Contains(err.Error(), "saved_model.pb") {
+			t.Fatalf("LoadDisk of a missing file: %v, want an error naming it", err)
+		}
+		if err := os.RemoveAll(recv); err != nil {
+			t.Fatal(err)
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+			t.Errorf("LoadDisk wrote %d files to the mapping directory; it maps the received files in place", len(ents))
+		}
+		ids := []int64{0, 999, 17, 500}
+		if want, got := predictIDs(t, heap, ids...), predictIDs(t, m, ids...); !reflect.DeepEqual(want, got) {
+			t.Fatalf("resource=%v: LoadDisk answers %v, Load %v", resource, got, want)
+		}
+		if wm := m.WeightMemory(); wm.MappedBytes < 1000*16*4 {
+			t.Errorf("%d bytes mapped, want at least the table's %d", wm.MappedBytes, 1000*16*4)
+		}
+		if _, err := m.Predict(context.Background(), []tensor.Tensor{tensor.New("ids", []int64{1}, []int64{1000})}); err == nil || !strings.Contains(err.Error(), "out of range") {
+			t.Errorf("resource=%v: id 1000 of 1000 rows: %v, want out of range", resource, err)
+		}
+	}
+}
+
+// A gather over a mapped table reads its rows from the file (fileView):
+// it maps no page of the table into the process, and answers as the
+// heap model does, for both gathers and both ways of mapping.
+func TestMappedGatherMapsNoPage(t *testing.T) {
+	const rows, dim = 4096, 64 // 1 MiB: 256 pages
+	for _, resource := range []bool{false, true} {
+		files := embeddingModel(t, rows, dim, 4, resource)
+		heap := loadWith(t, driver.Config{}, files)
+		defer heap.Close()
+		disk, _ := writeDisk(t, files)
+		bm, err := New(driver.Config{MapVariablesDir: t.TempDir()}).LoadDisk(context.Background(), disk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inPlace := bm.(*model)
+		defer inPlace.Close()
+		copied := loadWith(t, driver.Config{MapVariablesDir: t.TempDir()}, files)
+		defer copied.Close()
+		viaMapping := loadWith(t, driver.Config{MapVariablesDir: t.TempDir(), MapVariablesGatherFromMapping: true}, files)
+		defer viaMapping.Close()
+		ids := make([]int64, 0, 512)
+		for i := int64(0); i < rows; i += 8 { // a row in every other page
+			ids = append(ids, i)
+		}
+		for name, m := range map[string]*model{"LoadDisk": inPlace, "Load": copied} {
+			if len(m.maps.regions) != 1 {
+				t.Fatalf("%s: %d mapped regions, want 1", name, len(m.maps.regions))
+			}
+			// Every call also outputs a_prefix, in the shard's first page.
+			predictIDs(t, m, 0)
+			before := mappingRss(t, m.maps.regions[0])
+			if want, got := predictIDs(t, heap, ids...), predictIDs(t, m, ids...); !reflect.DeepEqual(want, got) {
+				t.Fatalf("resource=%v %s: the mapped model answers otherwise than the heap one", resource, name)
+			}
+			if rss := mappingRss(t, m.maps.regions[0]); rss != before {
+				t.Errorf("resource=%v %s: %d KiB of the mapped table are mapped into the process after %d lookups, %d KiB before: want no more (rows are read with pread)", resource, name, rss>>10, len(ids), before>>10)
+			}
+		}
+		// MapVariablesGatherFromMapping reads through the mapping.
+		predictIDs(t, viaMapping, 0)
+		before := mappingRss(t, viaMapping.maps.regions[0])
+		if want, got := predictIDs(t, heap, ids...), predictIDs(t, viaMapping, ids...); !reflect.DeepEqual(want, got) {
+			t.Fatalf("resource=%v: gathering through the mapping answers otherwise than the heap model", resource)
+		}
+		if rss := mappingRss(t, viaMapping.maps.regions[0]); rss <= before {
+			t.Errorf("resource=%v: MapVariablesGatherFromMapping: the mapping's RSS stayed at %d KiB after %d lookups; want it to grow (read through the mapping)", resource, rss>>10, len(ids))
+		}
+	}
+}
+
+// mappingRss is the Rss of the mapping that starts at r's first byte
+// (/proc/self/smaps).
+func mappingRss(t *testing.T, r []byte) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	start := fmt.Sprintf("%x-", uintptr(unsafe.Pointer(unsafe.SliceData(r))))
+	in := false
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 5 && strings.Contains(f[0], "-") {
+			in = strings.HasPrefix(f[0], start)
+			continue
+		}
+		if in && len(f) == 3 && f[0] == "Rss:" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatalf("no mapping at %s in /proc/self/smaps", start)
+	return 0
+}
+
+// A received shard mapped in place is trusted to the checksum the host
+// verified: its CRC32C is checked only with MapVariablesVerifyCRC, which
+// then refuses a corrupt table.
+func TestMappedVariablesLoadDiskVerifyCRC(t *testing.T) {
+	files := embeddingModel(t, 256, 8, 4, false)
+	data := "variables/variables.data-00000-of-00001"
+	b := append([]byte(nil), files[data]...)
+	b[len(b)/2] ^= 0x40 // inside the table
+	files[data] = b
+	disk, _ := writeDisk(t, files)
+	_, err := New(driver.Config{MapVariablesDir: t.TempDir(), MapVariablesVerifyCRC: true}).LoadDisk(context.Background(), disk)
+	if !errors.Is(err, ErrChecksum) {
+		t.Fatalf("LoadDisk of a corrupt mapped table with MapVariablesVerifyCRC: %v, want ErrChecksum", err)
+	}
+	m, err := New(driver.Config{MapVariablesDir: t.TempDir()}).LoadDisk(context.Background(), disk)
+	if err != nil {
+		t.Fatalf("LoadDisk without MapVariablesVerifyCRC: %v (the CRC is not checked)", err)
+	}
+	m.Close()
+}
+
+// A received shard file with another hard link (an owner who might write
+// it in place) is copied, not mapped in place: writing the file after the
+// load changes no answer.
+func TestMappedVariablesLoadDiskSharedFileIsCopied(t *testing.T) {
+	files := embeddingModel(t, 1000, 16, 4, false)
+	disk, recv := writeDisk(t, files)
+	shard := disk["variables/variables.data-00000-of-00001"]
+	if err := os.Link(shard, filepath.Join(recv, "other-link")); err != nil {
+		t.Skipf("no hard links here: %v", err)
+	}
+	loadDiskIsCopied(t, files, disk, shard)
+}
+
+// A received shard file on tmpfs is copied to MapVariablesDir, not mapped
+// in place (which would keep it in memory): writing the file after the
+// load changes no answer.
+func TestMappedVariablesLoadDiskTmpfsFileIsCopied(t *testing.T) {
+	var fs unix.Statfs_t
+	if err := unix.Statfs("/dev/shm", &fs); err != nil || fs.Type != unix.TMPFS_MAGIC {
+		t.Skipf("/dev/shm is not tmpfs here (%v)", err)
+	}
+	files := embeddingModel(t, 1000, 16, 4, false)
+	recv, err := os.MkdirTemp("/dev/shm", "inferbid-test-*")
+	if err != nil {
+		t.Skipf("cannot write /dev/shm: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(recv) })
+	disk := driver.DiskFiles{}
+	for name, b := range files {
+		local := filepath.Join(recv, strconv.Itoa(len(disk)))
+		if err := os.WriteFile(local, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		disk[name] = local
+	}
+	loadDiskIsCopied(t, files, disk, disk["variables/variables.data-00000-of-00001"])
+}
+
+// loadDiskIsCopied loads disk with LoadDisk, writes junk into the shard
+// file in place, and checks the model still answers as the heap one.
+func loadDiskIsCopied(t *testing.T, files map[string][]byte, disk driver.DiskFiles, shard string) {
+	t.Helper()
 	heap := loadWith(t, driver.Config{}, files)
 	defer heap.Close()
-	bm, err := New(driver.Config{MapVariablesDir: dir}).LoadDisk(context.Background(), disk)
+	bm, err := New(driver.Config{MapVariablesDir: t.TempDir()}).LoadDisk(context.Background(), disk)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := bm.(*model)
 	defer m.Close()
-	missing := maps.Clone(disk)
-	missing["saved_model.pb"] = filepath.Join(recv, "gone")
-	if _, err := New(driver.Config{MapVariablesDir: dir}).LoadDisk(context.Background(), missing); err == nil || !strings.Contains(err.Error(), "saved_model.pb") {
-		t.Fatalf("LoadDisk of a missing file: %v, want an error naming it", err)
-	}
-	if err := os.RemoveAll(recv); err != nil {
+	f, err := os.OpenFile(shard, os.O_WRONLY, 0)
+	if err != nil {
 		t.Fatal(err)
 	}
+	junk := bytes.Repeat([]byte{0x7f}, len(files["variables/variables.data-00000-of-00001"])-8)
+	if _, err := f.WriteAt(junk, 8); err != nil { // the table, in place
+		t.Fatal(err)
+	}
+	f.Close()
 	ids := []int64{0, 999, 17, 500}
 	if want, got := predictIDs(t, heap, ids...), predictIDs(t, m, ids...); !reflect.DeepEqual(want, got) {
-		t.Fatalf("LoadDisk answers %v, Load %v", got, want)
+		t.Fatalf("a shard file written after the load changed the answers (it was mapped in place): %v, want %v", got, want)
 	}
 	if wm := m.WeightMemory(); wm.MappedBytes < 1000*16*4 {
-		t.Errorf("%d bytes mapped, want at least the table's %d", wm.MappedBytes, 1000*16*4)
+		t.Errorf("%d bytes mapped, want the table's copy mapped (%d bytes)", wm.MappedBytes, 1000*16*4)
+	}
+}
+
+// Gathers over a mapped table from many goroutines at once (rows read
+// with pread from one shared file) answer as the heap model does; run
+// under -race.
+func TestMappedGatherConcurrent(t *testing.T) {
+	files := embeddingModel(t, 2048, 16, 4, true)
+	heap := loadWith(t, driver.Config{}, files)
+	defer heap.Close()
+	disk, _ := writeDisk(t, files)
+	bm, err := New(driver.Config{MapVariablesDir: t.TempDir()}).LoadDisk(context.Background(), disk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := bm.(*model)
+	defer m.Close()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 40 {
+				ids := []int64{int64(g*97+i) % 2048, int64(i*31+g) % 2048, 2047, 0}
+				in := []tensor.Tensor{tensor.New("ids", []int64{4}, ids)}
+				want, err1 := heap.Predict(context.Background(), in)
+				got, err2 := m.Predict(context.Background(), in)
+				if err := errors.Join(err1, err2); err != nil {
+					errs <- err
+					return
+				}
+				if !reflect.DeepEqual(want, got) {
+					errs <- fmt.Errorf("ids %v: mapped %v, heap %v", ids, got, want)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }

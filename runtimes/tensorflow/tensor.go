@@ -76,6 +76,10 @@ type dense struct {
 	// value instead of a copy (a model's weights were copied once more at
 	// load).
 	restored bool
+	// file, for a tensor viewing a memory-mapped checkpoint shard, is
+	// where its bytes are in the mapped file: gathers read rows from
+	// there (fileView).
+	file *fileView
 
 	// Per-slot scratch that kernels reuse across calls (the state owns the
 	// tensor, so this is race-free).

@@ -5,15 +5,22 @@
 //	inference-sidecar-<runtime> --socket PATH [--runtime_config JSON]
 //	    [--max_model_bytes N] [--max_batch_entries N] [--stop_grace 10s] [--log_level info]
 //	    [--log_format text|json] [--map_variables_dir DIR] [--map_variables_min_bytes 64MiB]
-//	    [--max_mapped_model_bytes 64GiB]
+//	    [--max_mapped_model_bytes 64GiB] [--map_variables_verify_crc]
+//	    [--map_variables_gather_from_mapping]
 //	inference-sidecar-<runtime> --version
 //
 // The --map_variables_* flags let the TensorFlow runtime serve checkpoint
 // data shards of at least the minimum (a negative minimum: never) from a
-// read-only memory mapping of a copy written to DIR (default: the socket's
-// directory) and unlinked at once; such files count against
-// --max_mapped_model_bytes instead of --max_model_bytes. The other
-// runtimes ignore them.
+// read-only memory mapping: of the file a streamed registration was
+// received into, in place, or, for a registration sent as bytes, of a
+// copy written to DIR (default: the socket's directory) and unlinked at
+// once; such files count against --max_mapped_model_bytes instead of
+// --max_model_bytes. The CRC32C of the tensors of a shard mapped in place
+// is checked only with --map_variables_verify_crc (it reads the whole
+// file at load). Gathers over a mapped table read its rows with pread
+// (RSS stays at the heap) unless --map_variables_gather_from_mapping
+// (rows read through the mapping: hot rows cost less, RSS grows to most
+// of the table). The other runtimes ignore them.
 //
 // --runtime_config defaults to $INFERENCE_SIDECAR_RUNTIME_CONFIG. When
 // $INFERENCE_SIDECAR_RLIMIT_MB is set the process caps its own address

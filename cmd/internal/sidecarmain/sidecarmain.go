@@ -100,6 +100,7 @@ type options struct {
 	maxModelBytes                              int64
 	mapDir                                     string
 	mapMinBytes, maxMappedBytes                int64
+	mapVerifyCRC, mapGatherFromMapping         bool
 	maxEntries, seqPerClient                   int
 	stopGrace, spinWait                        time.Duration
 	version                                    bool
@@ -113,7 +114,9 @@ func newFlagSet(prog string, o *options, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.socket, "socket", "", "Unix socket path to serve on (required, no default); its directory is created 0700 if missing")
 	fs.StringVar(&o.runtimeConfig, "runtime_config", os.Getenv("INFERENCE_SIDECAR_RUNTIME_CONFIG"), "runtime config JSON (num_interop_threads, num_intraop_threads, module_name, cpuset, ...); default $INFERENCE_SIDECAR_RUNTIME_CONFIG, else none: the runtime's defaults")
 	fs.Int64Var(&o.maxModelBytes, "max_model_bytes", runtimes.DefaultMaxModelBytes, "largest model (total file bytes) accepted")
-	fs.StringVar(&o.mapDir, "map_variables_dir", "", "directory (on disk, not tmpfs) where the TensorFlow runtime writes a copy of each large checkpoint data shard, maps it read-only and unlinks it at once; default \"\" = the socket's directory (the supervisor's private one)")
+	fs.StringVar(&o.mapDir, "map_variables_dir", "", "directory (on disk, not tmpfs) where the TensorFlow runtime writes a copy of a large checkpoint data shard registered as bytes, maps it read-only and unlinks it at once (a streamed registration's shards are mapped where they were received); default \"\" = the socket's directory (the supervisor's private one)")
+	fs.BoolVar(&o.mapGatherFromMapping, "map_variables_gather_from_mapping", false, "TensorFlow gathers over a memory-mapped table read rows through the mapping (a hot row costs less, but each fault maps the cached pages around the row: RSS grows to most of the table) instead of with pread from its file; default false")
+	fs.BoolVar(&o.mapVerifyCRC, "map_variables_verify_crc", false, "check the CRC32C of the TensorFlow checkpoint tensors served from a streamed registration's mapped shard files, which reads every page of them at load; default false: they are trusted to the SHA-256 the host verified against the config's checksum (list it)")
 	fs.Int64Var(&o.mapMinBytes, "map_variables_min_bytes", DefaultMapVariablesMinBytes, "TensorFlow checkpoint data shards of at least this many bytes are served from a read-only memory mapping instead of the heap; negative = never map")
 	fs.Int64Var(&o.maxMappedBytes, "max_mapped_model_bytes", DefaultMaxMappedModelBytes, "largest total of a model's memory-mapped files (TensorFlow checkpoint data shards, see --map_variables_min_bytes); they do not count against --max_model_bytes")
 	fs.IntVar(&o.maxEntries, "max_batch_entries", 0, "most entries per Predict batch; default 0 = 4096")
@@ -168,7 +171,8 @@ func serve(ctx context.Context, runtimeName string, o options, log *slog.Logger)
 	}
 	maxMapped := int64(0)
 	if o.mapMinBytes >= 0 {
-		cfg.MapVariablesDir, cfg.MapVariablesMinBytes = o.mapDir, o.mapMinBytes
+		cfg.MapVariablesDir, cfg.MapVariablesMinBytes, cfg.MapVariablesVerifyCRC = o.mapDir, o.mapMinBytes, o.mapVerifyCRC
+		cfg.MapVariablesGatherFromMapping = o.mapGatherFromMapping
 		if cfg.MapVariablesDir == "" {
 			cfg.MapVariablesDir = filepath.Dir(abs)
 		}

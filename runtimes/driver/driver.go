@@ -99,6 +99,12 @@ type Config struct {
 	// MapVariablesMinBytes is the size from which a data shard is mapped
 	// (smaller ones are copied as before); 0 maps every shard.
 	MapVariablesMinBytes int64 `json:"-"`
+	// ExternalVariablesCacheBytes bounds the local cache of rows each
+	// store of external variables (LoadOptions.ExternalVariables) keeps;
+	// 0 means the default (64 MiB), negative no cache. The sidecar sets it
+	// from its flags (--external_variables_cache_bytes). Only TensorFlow
+	// serves external variables.
+	ExternalVariablesCacheBytes int64 `json:"-"`
 }
 
 // DefaultSequenceCleanerPollWaitMinutes is sequence_cleaner_poll_wait_minutes'

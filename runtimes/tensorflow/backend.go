@@ -46,15 +46,16 @@ func init() {
 
 // Backend loads TensorFlow SavedModels.
 type Backend struct {
-	cfg driver.Config
+	cfg    driver.Config
+	stores stores // of external variables (external.go)
 }
 
 // New returns a backend with the runtime config (ModelResetProbability and
 // NumIntraopThreads are used).
 func New(cfg driver.Config) *Backend { return &Backend{cfg: cfg} }
 
-// Close releases nothing: models own their memory.
-func (b *Backend) Close() error { return nil }
+// Close closes the stores of external variables; models own their memory.
+func (b *Backend) Close() error { return b.stores.close() }
 
 const (
 	servingKey   = "serving_default"
@@ -68,7 +69,11 @@ func (b *Backend) Load(ctx context.Context, files driver.Files) (driver.Model, e
 	if b.cfg.NumIntraopThreads < 0 {
 		return nil, fmt.Errorf("num_intraop_threads is %d, want >= 0 (0: all cores)", b.cfg.NumIntraopThreads)
 	}
-	m, err := loadMapped(files, b.cfg.ModelResetProbability, mapOptionsOf(b.cfg))
+	ext, err := b.externalVarsOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m, err := loadExternal(files, b.cfg.ModelResetProbability, mapOptionsOf(b.cfg), ext)
 	if err != nil {
 		return nil, err
 	}
@@ -252,7 +257,13 @@ func load(files driver.Files, resetProb float64) (*model, error) {
 
 // loadMapped is load with the checkpoint's data shards mapped as mo says
 // (mmap.go).
-func loadMapped(files driver.Files, resetProb float64, mo mapOptions) (_ *model, err error) {
+func loadMapped(files driver.Files, resetProb float64, mo mapOptions) (*model, error) {
+	return loadExternal(files, resetProb, mo, nil)
+}
+
+// loadExternal is loadMapped with the variables ext names served from
+// their stores (external.go).
+func loadExternal(files driver.Files, resetProb float64, mo mapOptions, ext externalVars) (_ *model, err error) {
 	if mo.dir == "" && forceMapDir != "" {
 		mo = mapOptions{dir: forceMapDir}
 	}
@@ -299,6 +310,7 @@ func loadMapped(files driver.Files, resetProb float64, mo mapOptions) (_ *model,
 		if ck, err = parseCheckpoint(idx, checkpointAt, files2); err != nil {
 			return nil, err
 		}
+		ck.external = ext
 	}
 	maps, err := ck.mapShards(mo, checkpointAt)
 	if err != nil {
@@ -358,6 +370,9 @@ func loadMapped(files driver.Files, resetProb float64, mo mapOptions) (_ *model,
 				return nil, fmt.Errorf("init op: %w", err)
 			}
 		}
+	}
+	if err := ext.checkRestored(); err != nil {
+		return nil, err
 	}
 	if err := m.compileServing(g, nodes, sigDef, vars, ck); err != nil {
 		return nil, err
@@ -559,6 +574,11 @@ func (m *model) compileServing(g *graphDef, nodes []*ndpb.NodeDef, sd *cpb.Signa
 	}
 	if err := c.missing.err(); err != nil {
 		return err
+	}
+	if ck != nil && len(ck.external) > 0 {
+		if err := externalGathers(c.prog); err != nil {
+			return err
+		}
 	}
 	if err := c.prog.finish(); err != nil {
 		return err

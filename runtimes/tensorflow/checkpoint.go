@@ -30,6 +30,9 @@ type checkpoint struct {
 	// src[i] is the bytes mapped shard i was written from, while the
 	// load has them (CRCs are computed over them); nil after the load.
 	src [][]byte
+	// external are the variables served from a store (external.go): read
+	// gives their placeholders.
+	external externalVars
 }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -131,6 +134,9 @@ func (ck *checkpoint) read(key string, want dtype) (*dense, error) {
 	}
 	if want != 0 && e.Dtype != want {
 		return nil, fmt.Errorf("%w: tensor %q is %s in the checkpoint, the graph restores it as %s", ErrCorruptCheckpoint, key, dtypeName(e.Dtype), dtypeName(want))
+	}
+	if x := ck.external[key]; x != nil {
+		return x.placeholder(e)
 	}
 	mapped := ck.mapped != nil && ck.mapped[e.ShardId]
 	shape, err := shapeOf(e.Shape)

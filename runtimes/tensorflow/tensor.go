@@ -76,6 +76,9 @@ type dense struct {
 	// value instead of a copy (a model's weights were copied once more at
 	// load).
 	restored bool
+	// ext marks an external variable's placeholder (external.go): its
+	// dtype and shape, no data; only its gathers read it, from the store.
+	ext *extTable
 
 	// Per-slot scratch that kernels reuse across calls (the state owns the
 	// tensor, so this is race-free).

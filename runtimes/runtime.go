@@ -132,6 +132,9 @@ func WithLoadOptions(ctx context.Context, o LoadOptions) context.Context {
 	return driver.WithLoadOptions(ctx, o)
 }
 
+// LoadOptionsFrom returns the options ctx carries (driver.LoadOptionsFrom).
+func LoadOptionsFrom(ctx context.Context) LoadOptions { return driver.LoadOptionsFrom(ctx) }
+
 // checkLoadOptions refuses options the backend cannot serve.
 func (r *Runtime) checkLoadOptions(ctx context.Context, path string) error {
 	o := driver.LoadOptionsFrom(ctx)

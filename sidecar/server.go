@@ -529,6 +529,10 @@ func (s *Server) RegisterModel(ctx context.Context, req *inferencepb.RegisterMod
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	ctx, err = withExternalVariables(ctx, req.GetModelPath(), req.GetExternalVariables(), func() string { return modelfiles.Checksum(files) })
+	if err != nil {
+		return nil, toStatus(err)
+	}
 	return s.register(ctx, req.GetModelPath(), files, req.GetWarmUpBatchRequestJson(), seq)
 }
 
@@ -577,7 +581,12 @@ func (s *Server) RegisterModelStream(stream inferencepb.InferenceService_Registe
 		// garbage once the model is loaded.
 		defer s.releaseMemorySoon()
 	}
-	res, err := s.reg.registerDisk(stream.Context(), rm.path, rm.files, rm.bytes, rm.checksum, rm.warmUp, rm.seq)
+	ctx, err := withExternalVariables(stream.Context(), rm.path, rm.ext, func() string { return rm.checksum })
+	if err != nil {
+		_, err = s.registered(rm.path, len(rm.files), rm.bytes, registerResult{}, err)
+		return err
+	}
+	res, err := s.reg.registerDisk(ctx, rm.path, rm.files, rm.bytes, rm.checksum, rm.warmUp, rm.seq)
 	resp, err := s.registered(rm.path, len(rm.files), rm.bytes, res, err)
 	if err != nil {
 		return err
@@ -590,7 +599,8 @@ type receivedModel struct {
 	path     string
 	warmUp   string
 	seq      *runtimes.SequenceSettings
-	dir      string // "" until the header is checked
+	ext      map[string]string // external_variables
+	dir      string            // "" until the header is checked
 	files    runtimes.DiskFiles
 	bytes    int64
 	checksum string // modelfiles.Checksum of the files
@@ -623,7 +633,7 @@ func receiveModel(stream inferencepb.InferenceService_RegisterModelStreamServer,
 	if path == "" {
 		return nil, inferr.Errorf(inferr.InputParsing, "register model stream: model_path is empty")
 	}
-	rm := &receivedModel{path: path, warmUp: h.GetWarmUpBatchRequestJson()}
+	rm := &receivedModel{path: path, warmUp: h.GetWarmUpBatchRequestJson(), ext: h.GetExternalVariables()}
 	decl := h.GetFiles()
 	if len(decl) == 0 {
 		return rm, inferr.Errorf(inferr.InputParsing, "register model %q: the header declares no files", path)

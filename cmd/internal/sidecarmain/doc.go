@@ -5,7 +5,7 @@
 //	inference-sidecar-<runtime> --socket PATH [--runtime_config JSON]
 //	    [--max_model_bytes N] [--max_batch_entries N] [--stop_grace 10s] [--log_level info]
 //	    [--log_format text|json] [--map_variables_dir DIR] [--map_variables_min_bytes 64MiB]
-//	    [--max_mapped_model_bytes 64GiB]
+//	    [--max_mapped_model_bytes 64GiB] [--external_variables_cache_bytes 64MiB]
 //	inference-sidecar-<runtime> --version
 //
 // The --map_variables_* flags let the TensorFlow runtime serve checkpoint
@@ -13,7 +13,9 @@
 // read-only memory mapping of a copy written to DIR (default: the socket's
 // directory) and unlinked at once; such files count against
 // --max_mapped_model_bytes instead of --max_model_bytes. The other
-// runtimes ignore them.
+// runtimes ignore them. --external_variables_cache_bytes bounds the local
+// row cache of each store serving external variables (the TensorFlow
+// runtime; negative: no cache).
 //
 // --runtime_config defaults to $INFERENCE_SIDECAR_RUNTIME_CONFIG. When
 // $INFERENCE_SIDECAR_RLIMIT_MB is set the process caps its own address

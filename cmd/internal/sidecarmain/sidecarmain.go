@@ -100,6 +100,7 @@ type options struct {
 	maxModelBytes                              int64
 	mapDir                                     string
 	mapMinBytes, maxMappedBytes                int64
+	extCacheBytes                              int64
 	maxEntries, seqPerClient                   int
 	stopGrace, spinWait                        time.Duration
 	version                                    bool
@@ -116,6 +117,7 @@ func newFlagSet(prog string, o *options, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.mapDir, "map_variables_dir", "", "directory (on disk, not tmpfs) where the TensorFlow runtime writes a copy of each large checkpoint data shard, maps it read-only and unlinks it at once; default \"\" = the socket's directory (the supervisor's private one)")
 	fs.Int64Var(&o.mapMinBytes, "map_variables_min_bytes", DefaultMapVariablesMinBytes, "TensorFlow checkpoint data shards of at least this many bytes are served from a read-only memory mapping instead of the heap; negative = never map")
 	fs.Int64Var(&o.maxMappedBytes, "max_mapped_model_bytes", DefaultMaxMappedModelBytes, "largest total of a model's memory-mapped files (TensorFlow checkpoint data shards, see --map_variables_min_bytes); they do not count against --max_model_bytes")
+	fs.Int64Var(&o.extCacheBytes, "external_variables_cache_bytes", 64<<20, "bytes of rows (and their keys) each store of external variables (a model_metadata entry's external_variables, TensorFlow only) keeps in a local LRU cache; negative = no cache, every row from the store")
 	fs.IntVar(&o.maxEntries, "max_batch_entries", 0, "most entries per Predict batch; default 0 = 4096")
 	cli.DurationVar(fs, &o.stopGrace, "stop_grace", 10*time.Second, "how long a SIGTERM waits for calls in flight")
 	fs.StringVar(&o.logLevel, "log_level", "info", "debug, info, warn or error")
@@ -174,6 +176,7 @@ func serve(ctx context.Context, runtimeName string, o options, log *slog.Logger)
 		}
 		maxMapped = o.maxMappedBytes
 	}
+	cfg.ExternalVariablesCacheBytes = o.extCacheBytes
 	rt, err := runtimes.Open(runtimeName, cfg)
 	if err != nil {
 		return &cli.UsageError{Err: err}

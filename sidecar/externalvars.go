@@ -4,6 +4,8 @@ import (
 	"context"
 	"sort"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/varstore"
@@ -34,4 +36,42 @@ func withExternalVariables(ctx context.Context, path string, ext map[string]stri
 		}
 	}
 	return runtimes.WithLoadOptions(ctx, runtimes.LoadOptions{Checksum: checksum(), ExternalVariables: ext}), nil
+}
+
+// Metric families of the stores serving external variables (GetMetrics),
+// by store URL.
+const (
+	// ExternalCacheHitsMetric counts rows the local cache answered.
+	ExternalCacheHitsMetric = "inferbid_sidecar_external_variables_cache_hits_total"
+	// ExternalCacheMissesMetric counts rows fetched from the store.
+	ExternalCacheMissesMetric = "inferbid_sidecar_external_variables_cache_misses_total"
+	// ExternalCacheHitRatioMetric is hits / (hits + misses) since the
+	// store was opened (rate() of the counters gives it over a window).
+	ExternalCacheHitRatioMetric = "inferbid_sidecar_external_variables_cache_hit_ratio"
+)
+
+var (
+	extHitsDesc  = prometheus.NewDesc(ExternalCacheHitsMetric, "Inference sidecar: rows of external variables (model_metadata external_variables) the local cache answered, by store.", []string{"store"}, nil)
+	extMissDesc  = prometheus.NewDesc(ExternalCacheMissesMetric, "Inference sidecar: rows of external variables fetched from the store (cache misses), by store.", []string{"store"}, nil)
+	extRatioDesc = prometheus.NewDesc(ExternalCacheHitRatioMetric, "Inference sidecar: the local cache's hit ratio of external variables' rows since the store was opened, by store.", []string{"store"}, nil)
+)
+
+// storeCollector reports the runtime's stores at each gather (none for a
+// runtime without external variables).
+type storeCollector struct{ rt *runtimes.Runtime }
+
+func (c storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- extHitsDesc
+	ch <- extMissDesc
+	ch <- extRatioDesc
+}
+
+func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, s := range c.rt.ExternalVariableStats() {
+		ch <- prometheus.MustNewConstMetric(extHitsDesc, prometheus.CounterValue, float64(s.Hits), s.URL)
+		ch <- prometheus.MustNewConstMetric(extMissDesc, prometheus.CounterValue, float64(s.Misses), s.URL)
+		if n := s.Hits + s.Misses; n > 0 {
+			ch <- prometheus.MustNewConstMetric(extRatioDesc, prometheus.GaugeValue, float64(s.Hits)/float64(n), s.URL)
+		}
+	}
 }

@@ -287,6 +287,25 @@ func TestSidecarExternalVariablesVersionSwitch(t *testing.T) {
 	if calls[0].Load() == 0 || calls[1].Load() == 0 {
 		t.Errorf("%d answers of v1, %d of v2: want traffic on both sides of the switch", calls[0].Load(), calls[1].Load())
 	}
+	// The cache's counters and hit ratio, in the sidecar's metrics: with
+	// 150 rows per version, batches of 64 mostly hit.
+	mfs, err := c.Gatherer(0).Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			if len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == rc.URL() {
+				got[mf.GetName()] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
+		}
+	}
+	hits, misses, ratio := got[sidecar.ExternalCacheHitsMetric], got[sidecar.ExternalCacheMissesMetric], got[sidecar.ExternalCacheHitRatioMetric]
+	if hits <= misses || misses == 0 || math.Abs(ratio-hits/(hits+misses)) > 1e-9 {
+		t.Errorf("metrics for %s: %v; want misses, more hits, and their ratio", rc.URL(), got)
+	}
+	t.Logf("cache: %.0f hits, %.0f misses, ratio %.3f", hits, misses, ratio)
 }
 
 // serveTensorFlowChild serves the TensorFlow runtime as a child sidecar

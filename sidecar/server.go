@@ -127,6 +127,7 @@ func NewServer(opts ServerOptions) (*Server, error) {
 	s := &Server{opts: opts, log: opts.Logger}
 	s.reg = newRegistry(opts.Runtime, opts.MaxModelBytes, opts.Limits, opts.Logger)
 	s.reg.maxMapped = opts.MaxMappedModelBytes
+	s.reg.metrics.reg.MustRegister(storeCollector{opts.Runtime})
 	s.grpc = grpc.NewServer(
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
 		grpc.MaxSendMsgSize(MaxMessageBytes),

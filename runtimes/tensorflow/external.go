@@ -200,6 +200,9 @@ func externalGathers(p *program) error {
 				ext[o] = x
 			}
 		case "ResourceGather":
+			if st.deadAware {
+				return refuseExternal(st, x, "this gather runs under a TF1 tf.cond (Switch/Merge)")
+			}
 			if len(st.ins) != 2 || len(st.outs) != 1 {
 				return refuseExternal(st, x, "this one has an unexpected form")
 			}
@@ -217,6 +220,9 @@ func externalGathers(p *program) error {
 			}
 			if st.op != "GatherV2" || j != 0 {
 				return refuseExternal(st, x, fmt.Sprintf("this op takes it as input %d", j))
+			}
+			if st.deadAware {
+				return refuseExternal(st, x, "this gather runs under a TF1 tf.cond (Switch/Merge)")
 			}
 			if st.batchDims != 0 {
 				return refuseExternal(st, x, fmt.Sprintf("this gather has batch_dims %d", st.batchDims))

@@ -416,3 +416,38 @@ func TestReferenceExternalRefused(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// A gather on an external variable under a TF1 tf.cond is refused at load
+// rather than served without the branch's dead-tensor handling: the table
+// enters the branch through a Switch, which is named (a gather step made
+// dead-aware is refused too, as a second guard).
+func TestExternalVariablesRefusedUnderTF1Cond(t *testing.T) {
+	b := New(driver.Config{})
+	defer b.Close()
+	tb := tfsave.NewBuilderWith(tfsave.Options{Variables: tfsave.RefVariables})
+	ids := tb.Placeholder("serving_default_ids", tensor.Int64, []int64{-1})
+	pred := tb.Placeholder("serving_default_pred", tensor.Bool, []int64{})
+	tab := tb.Variable("table", tensor.New("", []int64{10, 2}, tfsave.Weight(1, 1, 20)))
+	axis := tfsave.ConstOf[int32](tb, "axis", []int64{}, 0)
+	outs := tf1Cond(tb, "cond", pred, func(c tf1CondCtx) []string {
+		return []string{tb.OpNamed("cond/lookup", "GatherV2", []string{c.in("lookup", tab.Value), c.in("lookup", ids), c.in("lookup", axis)}, nil)}
+	}, func(c tf1CondCtx) []string {
+		return []string{tb.OpNamed("cond/other", "GatherV2", []string{c.in("other", tab.Value), c.in("other", ids), c.in("other", axis)}, nil)}
+	})
+	tb.Signature(tfsave.ServingSignature, map[string]string{"ids": ids, "pred": pred}, map[string]string{"y": outs[0]})
+	files, err := tb.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadWith0(b, files); err != nil {
+		t.Fatalf("the model without external variables: %v", err)
+	}
+	_, err = loadExt(t, b, files, "s", map[string]string{"table": "redis-cluster://127.0.0.1:1"})
+	if err == nil || !strings.Contains(err.Error(), "op Switch") || !strings.Contains(err.Error(), `"table"`) {
+		t.Fatalf("load: %v, want a refusal naming the Switch and the variable", err)
+	}
+}
+
+func loadWith0(b *Backend, files map[string][]byte) (driver.Model, error) {
+	return b.Load(context.Background(), files)
+}

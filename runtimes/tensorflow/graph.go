@@ -44,6 +44,9 @@ type step struct {
 	runCtx func(ctx context.Context, v []*dense) error
 	// batchDims is a GatherV2's batch_dims (external.go checks it).
 	batchDims int64
+	// deadAware: wrapSteps made the step skip on a dead TF1 tensor
+	// (external.go does not rewrite such a step).
+	deadAware bool
 }
 
 // program is a compiled subgraph: a flat schedule of kernels over value

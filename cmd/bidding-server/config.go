@@ -33,15 +33,15 @@ type config struct {
 	SidecarLiveness time.Duration
 	// SequencesPerClient is the sidecar's --max_sequences_per_client.
 	SequencesPerClient int
+	ModelBucketName    string
+	ModelConfigPath    string
+	ModelFetchPeriod   time.Duration
+	ModelMaxEntries    int
+	MaxModelBytes      int64
+	LocalModels        []localModel
 	// ExternalVariablesCacheBytes is the sidecar's
 	// --external_variables_cache_bytes (0: its default).
 	ExternalVariablesCacheBytes int64
-	ModelBucketName             string
-	ModelConfigPath             string
-	ModelFetchPeriod            time.Duration
-	ModelMaxEntries             int
-	MaxModelBytes               int64
-	LocalModels                 []localModel
 	// ReadinessPolicy is --readiness_policy: what the configured models
 	// must do before the server is ready.
 	ReadinessPolicy readinessPolicy

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -61,7 +62,13 @@ func TestEndToEndExternalVariables(t *testing.T) {
 		"--inference_model_bucket_name", bucket,
 		"--inference_model_config_path", "model_config.json",
 		"--inference_sidecar_binary_path", sidecarBin,
+		"--inference_external_variables_cache_bytes", "1048576",
 	}, nil)
+	if kids := sidecarPIDs(s.cmd.Process.Pid); len(kids) != 1 {
+		t.Errorf("sidecar children: %v", kids)
+	} else if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", kids[0])); err != nil || !strings.Contains(string(cmdline), "--external_variables_cache_bytes\x001048576") {
+		t.Errorf("the sidecar's command line %q (%v) does not pass the cache size on", cmdline, err)
+	}
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		_, body := get(t, s.url+"/v1/models")

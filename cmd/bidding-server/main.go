@@ -192,23 +192,25 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if cfg.SidecarBinaryPath != "" {
 		srv.setStarting("the inference sidecar is starting")
 		sup, err = sidecar.StartSupervisor(ctx, sidecar.SupervisorOptions{
-			BinaryPath:                  cfg.SidecarBinaryPath,
-			RuntimeConfig:               cfg.SidecarRuntimeConfig,
-			RlimitMB:                    cfg.SidecarRlimitMB,
-			Transport:                   cfg.SidecarTransport,
-			FastLaneSpinWait:            cfg.SidecarSpinWait,
-			Logger:                      logger,
-			OnRestart:                   m.sidecarRestarts.Inc,
-			LivenessTimeout:             cfg.SidecarLiveness,
-			SequencesPerClient:          cfg.SequencesPerClient,
+			BinaryPath:         cfg.SidecarBinaryPath,
+			RuntimeConfig:      cfg.SidecarRuntimeConfig,
+			RlimitMB:           cfg.SidecarRlimitMB,
+			Transport:          cfg.SidecarTransport,
+			FastLaneSpinWait:   cfg.SidecarSpinWait,
+			Logger:             logger,
+			OnRestart:          m.sidecarRestarts.Inc,
+			LivenessTimeout:    cfg.SidecarLiveness,
+			SequencesPerClient: cfg.SequencesPerClient,
+			OnUnresponsive:     m.sidecarHung.Inc,
+			ReplayDeadline:     cmp.Or(cfg.JSCallTimeout, jsbridge.DefaultCallTimeout),
+			OnSlowReplay:       m.sidecarSlowReplays.Inc,
+			OnReplay:           func(took time.Duration, _ int) { m.sidecarReplay.Observe(took.Seconds()) },
+			OTLPEndpoint:       cfg.OTLPEndpoint,
+			OTLPProtocol:       cfg.OTLPProtocol,
+			Tracer:             traces.Tracer(),
+
+			// The model config's external_variables (TensorFlow).
 			ExternalVariablesCacheBytes: cfg.ExternalVariablesCacheBytes,
-			OnUnresponsive:              m.sidecarHung.Inc,
-			ReplayDeadline:              cmp.Or(cfg.JSCallTimeout, jsbridge.DefaultCallTimeout),
-			OnSlowReplay:                m.sidecarSlowReplays.Inc,
-			OnReplay:                    func(took time.Duration, _ int) { m.sidecarReplay.Observe(took.Seconds()) },
-			OTLPEndpoint:                cfg.OTLPEndpoint,
-			OTLPProtocol:                cfg.OTLPProtocol,
-			Tracer:                      traces.Tracer(),
 		})
 		if err != nil {
 			if ctx.Err() != nil {

@@ -88,6 +88,10 @@ func Open(url string, opts Options) (*Store, error) {
 		WriteTimeout:          -1,
 		ContextTimeoutEnabled: true,
 		MaxRedirects:          3,
+		// go-redis reloads the slot map every minute by default, and on
+		// redirections; Rows also asks for a reload when a node fails
+		// (after a failover the old master is gone, not redirecting).
+		ClusterStateReloadInterval: 10 * time.Second,
 	})}
 	if opts.CacheBytes > 0 {
 		// Bounded by bytes: the LRU's own bound only caps the entry count
@@ -173,6 +177,12 @@ func (s *Store) Rows(ctx context.Context, checksum, variable string, ids []int64
 		}
 		_, err := pipe.Exec(ctx)
 		if err != nil && !errors.Is(err, redis.Nil) {
+			if ctx.Err() == nil {
+				// A node down or moved: learn the cluster's slots again
+				// (in the background, at most every 200 ms), so that
+				// calls reach a replica that took over.
+				s.client.ReloadState(context.WithoutCancel(ctx))
+			}
 			return inferr.Wrap(inferr.ModelExecution, err, fmt.Sprintf("variable %q: store %s did not answer for %d rows", variable, s.url, len(wants)))
 		}
 		for _, w := range wants {

@@ -51,6 +51,27 @@ func (c *RedisCluster) Restart(i int) {
 // redis-server is missing and never runs under -short.
 func StartRedisCluster(t testing.TB, n int) *RedisCluster {
 	t.Helper()
+	return startRedisCluster(t, n, 0)
+}
+
+// StartRedisClusterWithReplicas is StartRedisCluster with one replica per
+// master (2n processes): a killed master's replica takes over its slots
+// after the node timeout (2 s). IsMaster tells which nodes are masters.
+func StartRedisClusterWithReplicas(t testing.TB, n int) *RedisCluster {
+	t.Helper()
+	return startRedisCluster(t, n, 1)
+}
+
+// IsMaster reports whether node i is a master now.
+func (c *RedisCluster) IsMaster(i int) bool {
+	host, port, _ := net.SplitHostPort(c.Addrs[i])
+	out, _ := exec.Command("redis-cli", "-h", host, "-p", port, "role").Output()
+	return strings.HasPrefix(string(out), "master")
+}
+
+func startRedisCluster(t testing.TB, masters, replicas int) *RedisCluster {
+	t.Helper()
+	n := masters * (1 + replicas)
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Skip("no redis-server (make test installs it: scripts/apt-install.sh redis-server)")
 	}
@@ -64,7 +85,7 @@ func StartRedisCluster(t testing.TB, n int) *RedisCluster {
 		// second) lets a killed node come back with its data (Restart).
 		args := []string{"--port", strconv.Itoa(port), "--cluster-port", strconv.Itoa(bus), "--bind", "127.0.0.1",
 			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000",
-			"--dir", dir, "--save", "", "--appendonly", "yes", "--protected-mode", "no"}
+			"--dir", dir, "--save", "", "--appendonly", "yes", "--protected-mode", "no", "--repl-diskless-sync-delay", "0"}
 		cmd := exec.Command("redis-server", args...)
 		out := &SyncBuffer{}
 		cmd.Stdout, cmd.Stderr = out, out
@@ -80,7 +101,7 @@ func StartRedisCluster(t testing.TB, n int) *RedisCluster {
 		c.outs = append(c.outs, out)
 	}
 	args := append([]string{"--cluster", "create"}, c.Addrs...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
 		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
 	}
@@ -94,6 +115,21 @@ func StartRedisCluster(t testing.TB, n int) *RedisCluster {
 			}
 			if time.Now().After(deadline) {
 				t.Fatalf("redis cluster node %s not ok after 60 s:\n%s", a, out)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	// A replica that never synced with its master would not take over
+	// (cluster-replica-validity-factor): wait until every link is up.
+	for _, a := range c.Addrs {
+		host, port, _ := net.SplitHostPort(a)
+		for {
+			out, _ := exec.Command("redis-cli", "-h", host, "-p", port, "info", "replication").Output()
+			if strings.Contains(string(out), "role:master") || strings.Contains(string(out), "master_link_status:up") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("redis replica %s not in sync after 60 s:\n%s", a, out)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}

@@ -451,3 +451,88 @@ func TestExternalVariablesRefusedUnderTF1Cond(t *testing.T) {
 func loadWith0(b *Backend, files map[string][]byte) (driver.Model, error) {
 	return b.Load(context.Background(), files)
 }
+
+// A master of a cluster with replicas killed under traffic: once its
+// replica takes over (the node timeout, 2 s, and an election) serving
+// resumes by itself, with the same answers; the killed node never returns.
+func TestExternalVariablesFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster")
+	}
+	rc := testhelp.StartRedisClusterWithReplicas(t, 3)
+	files, err := tfsave.PCTRModel(tfsave.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := New(driver.Config{ExternalVariablesCacheBytes: -1}) // every row from the store
+	defer b.Close()
+	st, err := b.stores.open(rc.URL(), -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exportTable(t, st, "f", files, adTable, nil)
+	exportTable(t, st, "f", files, pubTable, nil)
+	time.Sleep(2 * time.Second) // the replicas have the rows
+	mem := loadWith(t, driver.Config{}, files)
+	defer mem.Close()
+	m, err := loadExt(t, b, files, "f", map[string]string{adTable: rc.URL(), pubTable: rc.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(4, 4))
+	call := func() error {
+		in := pctrBatch(m, 64, r, -1)
+		want, err := mem.Predict(context.Background(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		got, err := m.Predict(ctx, in)
+		if err != nil {
+			if !strings.Contains(err.Error(), rc.URL()) {
+				t.Errorf("error %q does not name the store", err)
+			}
+			return err
+		}
+		if !sameBits(want, got) {
+			t.Fatalf("answers %v, want %v", got[0].Data, want[0].Data)
+		}
+		return nil
+	}
+	if err := call(); err != nil {
+		t.Fatal(err)
+	}
+	master := -1
+	for i := range rc.Addrs {
+		if rc.IsMaster(i) {
+			master = i
+			break
+		}
+	}
+	if master < 0 {
+		t.Fatal("no master")
+	}
+	rc.Kill(master)
+	start := time.Now()
+	failed := 0
+	for {
+		err := call()
+		if err == nil && time.Since(start) > 500*time.Millisecond {
+			break
+		}
+		if err != nil {
+			failed++
+		}
+		if time.Since(start) > 90*time.Second {
+			t.Fatalf("still failing 90 s after a master was killed: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for range 5 {
+		if err := call(); err != nil {
+			t.Fatalf("after the failover: %v", err)
+		}
+	}
+	t.Logf("serving resumed %v after the kill (%d calls failed meanwhile)", time.Since(start).Round(time.Millisecond), failed)
+}

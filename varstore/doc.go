@@ -19,6 +19,11 @@
 // behind a bounded LRU cache of rows (hashicorp/golang-lru; bounded by
 // rows, or by bytes with Options.CacheBytes; Stats reports hits and
 // misses). A row the store does not hold, or a store that cannot answer, is
-// a MODEL_EXECUTION error naming the store and the row: never zeros. github.com/redis/go-redis/v9 is the client: cluster slot routing,
-// redirections (MOVED/ASK) and failover are its job, not this package's.
+// a MODEL_EXECUTION error naming the store and the row: never zeros.
+//
+// github.com/redis/go-redis/v9 is the client: cluster slot routing,
+// redirections (MOVED/ASK) and failover are its job, not this package's,
+// but for one thing: a replica taking over from a dead master redirects
+// nothing, so the store asks go-redis to reload the slot map when a node
+// fails a call (and every 10 s instead of every 60 s).
 package varstore

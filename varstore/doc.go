@@ -25,5 +25,7 @@
 // redirections (MOVED/ASK) and failover are its job, not this package's,
 // but for one thing: a replica taking over from a dead master redirects
 // nothing, so the store asks go-redis to reload the slot map when a node
-// fails a call (and every 10 s instead of every 60 s).
+// fails a call (and every 10 s instead of every 60 s). Its own log lines
+// (a failed dial per connection attempt while a node is down) go to
+// slog.Default at DEBUG: the calls' errors already report the failure.
 package varstore

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -71,8 +73,21 @@ func ParseURL(url string) ([]string, error) {
 	return addrs, nil
 }
 
+// quietRedisLog routes go-redis' own log lines (a failed dial, per
+// connection attempt: a flood while a node is down) to slog.Default at
+// DEBUG: every failure already reaches the caller as a MODEL_EXECUTION
+// error naming the store.
+type quietRedisLog struct{}
+
+func (quietRedisLog) Printf(ctx context.Context, format string, v ...any) {
+	slog.Default().DebugContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
+}
+
+var setRedisLog sync.Once
+
 // Open returns a store for url; it connects lazily.
 func Open(url string, opts Options) (*Store, error) {
+	setRedisLog.Do(func() { redis.SetLogger(quietRedisLog{}) })
 	addrs, err := ParseURL(url)
 	if err != nil {
 		return nil, inferr.Errorf(inferr.InputParsing, "%v", err)

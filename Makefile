@@ -206,6 +206,7 @@ bench: deps-onnx deps-pytorch deps-node-peer deps-wrk deps-redis
 	$(GO) test $(BENCH_FLAGS) -bench 'ModelState' ./runtimes/tensorflow/
 	$(GO) test $(BENCH_FLAGS) -bench 'MappedEmbedding' -benchtime 1x ./runtimes/tensorflow/
 	$(GO) test $(BENCH_FLAGS) -bench 'Rows' -benchtime 2000x ./varstore/
+	$(GO) test $(BENCH_FLAGS) -run '^$$' -bench 'ExternalEmbedding' -benchtime 1x ./runtimes/tensorflow/
 	$(GO) test $(BENCH_FLAGS) -bench PredictMLP ./sidecar/
 	$(GO) test $(BENCH_FLAGS) -bench 'InferenceLayers|ObjectArgument|JSON' -benchtime 2000x ./jsbridge/ ./jsbridge/nativejson/
 	$(GO) test $(BENCH_FLAGS) -bench 'V2Infer' -benchtime 2000x ./kserve/

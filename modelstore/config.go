@@ -13,6 +13,7 @@ import (
 
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/runtimes"
+	"github.com/inferbid/inferbid/varstore"
 )
 
 // MaxConfigBytes bounds the config object the watcher reads.
@@ -37,6 +38,29 @@ type ModelEntry struct {
 	// low_latency_transformation); nil when it gives none. Registered with
 	// the model, they replace the runtime config's for it.
 	Sequences *runtimes.SequenceSettings
+	// ExternalVariables are the entry's external_variables: checkpoint
+	// variables (their keys, as inferctl variables lists them) served from
+	// a store, redis-cluster://host:port[,host:port...], instead of memory
+	// (the TensorFlow runtime; issue 32); "" when none. Registered with the
+	// model, in its context (runtimes.WithLoadOptions).
+	ExternalVariables ExternalVariables
+}
+
+// ExternalVariables is an entry's external_variables as canonical JSON
+// (an object with sorted keys), so that entries stay comparable; "" means
+// none.
+type ExternalVariables string
+
+// Map returns the variables and their stores (nil when none).
+func (x ExternalVariables) Map() map[string]string {
+	if x == "" {
+		return nil
+	}
+	var m map[string]string
+	if err := json.Unmarshal([]byte(x), &m); err != nil {
+		return nil // canonical: written by parseExternalVariables
+	}
+	return m
 }
 
 // IsDir reports whether the entry selects a directory (a key prefix).
@@ -277,6 +301,7 @@ func parseEntry(i int, raw json.RawMessage) (ModelEntry, error) {
 	type field struct {
 		name  string
 		value json.Token
+		raw   json.RawMessage
 	}
 	var fields []field
 	var firstErr error
@@ -309,7 +334,7 @@ func parseEntry(i int, raw json.RawMessage) (ModelEntry, error) {
 				e.Path = s
 			}
 		}
-		fields = append(fields, field{name, vt})
+		fields = append(fields, field{name, vt, v})
 	}
 	where := func() string {
 		if e.Path != "" {
@@ -323,6 +348,17 @@ func parseEntry(i int, raw json.RawMessage) (ModelEntry, error) {
 	for _, f := range fields {
 		vt := f.value
 		if vt == nil { // null: absent, as in protobuf JSON
+			continue
+		}
+		if f.name == "external_variables" {
+			ext, err := parseExternalVariables(f.raw)
+			if err != nil {
+				return ModelEntry{Path: e.Path}, configErr("%s: external_variables%v", where(), err)
+			}
+			if len(ext) > 0 {
+				b, _ := json.Marshal(ext) // sorted keys
+				e.ExternalVariables = ExternalVariables(b)
+			}
 			continue
 		}
 		if d, ok := vt.(json.Delim); ok && (d == '{' || d == '[') {
@@ -393,6 +429,50 @@ func parseEntry(i int, raw json.RawMessage) (ModelEntry, error) {
 	return e, nil
 }
 
+// maxExternalVariables bounds the variables one entry may name.
+const maxExternalVariables = 256
+
+// parseExternalVariables reads external_variables: an object of variable
+// name -> store URL (varstore.ParseURL). Errors start with what follows
+// "external_variables" in the message (": ..." or "[name]: ...").
+func parseExternalVariables(raw json.RawMessage) (map[string]string, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	t, _ := dec.Token() // raw is valid JSON
+	if d, ok := t.(json.Delim); !ok || d != '{' {
+		return nil, fmt.Errorf(": want an object of variable name -> %shost:port[,host:port...], got %s", varstore.Scheme, describeToken(t))
+	}
+	ext := map[string]string{}
+	for dec.More() {
+		kt, _ := dec.Token()
+		name, _ := kt.(string)
+		vt, _ := dec.Token()
+		if d, ok := vt.(json.Delim); ok {
+			return nil, fmt.Errorf("[%q]: want a %s URL string, got %s", inferr.ClipN(name, 80), varstore.Scheme, describeToken(d))
+		}
+		url, ok := vt.(string)
+		switch {
+		case name == "":
+			return nil, fmt.Errorf(": an empty variable name")
+		case !ok:
+			return nil, fmt.Errorf("[%q]: want a %s URL string, got %s", inferr.ClipN(name, 80), varstore.Scheme, describeToken(vt))
+		}
+		if _, dup := ext[name]; dup {
+			return nil, fmt.Errorf("[%q]: named twice", inferr.ClipN(name, 80))
+		}
+		if len(ext) == maxExternalVariables {
+			return nil, fmt.Errorf(": more than %d variables", maxExternalVariables)
+		}
+		if _, err := varstore.ParseURL(url); err != nil {
+			return nil, fmt.Errorf("[%q]: %s", inferr.ClipN(name, 80), inferr.ClipN(err.Error(), 200))
+		}
+		ext[name] = url
+	}
+	if len(ext) == 0 {
+		return nil, nil
+	}
+	return ext, nil
+}
+
 // parseUint32 reads max_sequence_number: an integer from 0 to 2^32-1, as
 // a number or a decimal string (protobuf JSON's forms of a uint32).
 func parseUint32(t json.Token) (uint32, error) {
@@ -432,6 +512,8 @@ func canonicalField(key string) string {
 		return "idle_sequence_cleanup"
 	case "low_latency_transformation", "lowLatencyTransformation":
 		return "low_latency_transformation"
+	case "external_variables", "externalVariables":
+		return "external_variables"
 	}
 	return ""
 }

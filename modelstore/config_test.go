@@ -3,6 +3,7 @@ package modelstore
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/inferbid/inferbid/inferr"
+	"github.com/inferbid/inferbid/varstore"
 )
 
 const sum1 = "dd94b3b08ea19b4240aa5e5f68ff0447b40e37ebdd06cc76fa1a2cf61143a10c"
@@ -180,6 +182,40 @@ func TestParseConfigSequenceSettings(t *testing.T) {
 // TestParseConfigRejectsEveryEntryOfADuplicatePath: which of two entries
 // for one path was meant cannot be told, so neither applies, whether the
 // other is valid or not.
+// external_variables: an object of checkpoint variable -> store URL, in
+// either JSON name form; anything else rejects the entry alone, naming the
+// entry, the field and the variable.
+func TestParseConfigExternalVariables(t *testing.T) {
+	cfg, err := ParseConfig([]byte(`{"model_metadata":[
+		{"model_path":"a/","external_variables":{"emb/t":"redis-cluster://127.0.0.1:7000,h:7001","b":"redis-cluster://x:1"}},
+		{"model_path":"b/","externalVariables":{}},
+		{"model_path":"c/","external_variables":null},
+		{"model_path":"d/","external_variables":{"emb":"redis://x:1"}},
+		{"model_path":"e/","external_variables":"redis-cluster://x:1"},
+		{"model_path":"f/","external_variables":{"":"redis-cluster://x:1"}},
+		{"model_path":"g/","external_variables":{"emb":7}},
+		{"model_path":"h/","external_variables":{"emb":"redis-cluster://x:1","emb":"redis-cluster://x:2"}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Models) != 3 {
+		t.Fatalf("%d valid entries, want 3 (a, b, c): %v", len(cfg.Models), cfg.Err())
+	}
+	want := map[string]string{"emb/t": "redis-cluster://127.0.0.1:7000,h:7001", "b": "redis-cluster://x:1"}
+	if got := cfg.Models[0].ExternalVariables.Map(); !maps.Equal(got, want) {
+		t.Errorf("a/: %v, want %v", got, want)
+	}
+	if cfg.Models[1].ExternalVariables != "" || cfg.Models[2].ExternalVariables != "" {
+		t.Errorf("empty and null external_variables: %q, %q; want none", cfg.Models[1].ExternalVariables, cfg.Models[2].ExternalVariables)
+	}
+	for i, w := range []string{`"emb"`, "want an object", "empty variable name", "want a redis-cluster:// URL string, got 7", "named twice"} {
+		ie := cfg.Invalid[i]
+		if msg := ie.Err.Error(); !strings.Contains(msg, "external_variables") || !strings.Contains(msg, w) || !strings.Contains(msg, ie.Path) || inferr.TypeOf(ie.Err) != inferr.InputParsing {
+			t.Errorf("entry %d: %v; want INPUT_PARSING naming the entry, external_variables and %q", ie.Index, ie.Err, w)
+		}
+	}
+}
+
 func TestParseConfigRejectsEveryEntryOfADuplicatePath(t *testing.T) {
 	cfg, err := ParseConfig([]byte(`{"model_metadata":[{"model_path":"a/"},{"model_path":"b"},{"model_path":"a/"},
 		{"model_path":"c","checksum":"abc"},{"model_path":"c"}]}`))
@@ -259,6 +295,8 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte(`{"modelMetadata":[{"modelPath":"x","evictionGracePeriodInMs":"7"}]}`))
 	f.Add([]byte(`{"model_metadata":[{"model_path":"a"},{"model_path":"a"}]}`))
 	f.Add([]byte(`{"model_metadata":[{"checksum":"x","model_path":"a"},{"model_path":"b"},1,{"model_path":"a"}]}`))
+	f.Add([]byte(`{"model_metadata":[{"model_path":"a/","external_variables":{"emb/embeddings":"redis-cluster://127.0.0.1:7000,h:7001"}}]}`))
+	f.Add([]byte(`{"model_metadata":[{"model_path":"a/","externalVariables":{"":"redis://x:1","e":["x"]}},{"model_path":"b","external_variables":"e"}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := ParseConfig(data)
 		if err != nil {
@@ -291,6 +329,17 @@ func FuzzParseConfig(f *testing.F) {
 			}
 			if m.WarmUpJSON != "" && !json.Valid([]byte(m.WarmUpJSON)) {
 				t.Fatalf("invalid warm-up accepted")
+			}
+			if m.ExternalVariables != "" {
+				ext := m.ExternalVariables.Map()
+				if len(ext) == 0 {
+					t.Fatalf("external_variables %q does not decode", m.ExternalVariables)
+				}
+				for name, url := range ext {
+					if _, err := varstore.ParseURL(url); name == "" || err != nil {
+						t.Fatalf("external_variables[%q] = %q accepted (%v)", name, url, err)
+					}
+				}
 			}
 		}
 	})

@@ -136,7 +136,7 @@ func Plan(state map[string]Loaded, cfg Config, now time.Time) SyncPlan {
 		case ok && !changed:
 			if !m.EvictAt.IsZero() {
 				plan.Actions = append(plan.Actions, Action{Kind: ActCancelGrace, Path: path, Entry: e})
-			} else if e.EvictionGrace != m.Entry.EvictionGrace || e.WarmUpJSON != m.Entry.WarmUpJSON || !sameSequences(e.Sequences, m.Entry.Sequences) {
+			} else if e.EvictionGrace != m.Entry.EvictionGrace || e.WarmUpJSON != m.Entry.WarmUpJSON || !sameSequences(e.Sequences, m.Entry.Sequences) || e.ExternalVariables != m.Entry.ExternalVariables {
 				plan.Actions = append(plan.Actions, Action{Kind: ActRefresh, Path: path, Entry: e})
 			}
 		case m.EvictAt.IsZero() && m.Entry.EvictionGrace > 0:

@@ -126,6 +126,14 @@ func TestPlan(t *testing.T) {
 			state: map[string]Loaded{"a/": loaded(withSequences(entry("a/", sumA, 0), 3), time.Time{})},
 			cfg:   []ModelEntry{withSequences(entry("a/", sumA, 0), 4)},
 			want:  "refresh a/"},
+		{name: "external_variables change is a refresh, not a reload",
+			state: map[string]Loaded{"a/": loaded(entry("a/", sumA, 0), time.Time{})},
+			cfg:   []ModelEntry{withExternal(entry("a/", sumA, 0), "redis-cluster://h:1")},
+			want:  "refresh a/"},
+		{name: "equal external_variables do nothing",
+			state: map[string]Loaded{"a/": loaded(withExternal(entry("a/", sumA, 0), "redis-cluster://h:1"), time.Time{})},
+			cfg:   []ModelEntry{withExternal(entry("a/", sumA, 0), "redis-cluster://h:1")},
+			want:  ""},
 		{name: "metadata refresh without reload",
 			state: map[string]Loaded{"a/": loaded(entry("a/", sumA, 0), time.Time{})},
 			cfg:   []ModelEntry{entry("a/", sumA, grace)},
@@ -288,6 +296,12 @@ func TestPlanProperties(t *testing.T) {
 			}
 		}
 	}
+}
+
+// withExternal gives e one external variable served from url.
+func withExternal(e ModelEntry, url string) ModelEntry {
+	e.ExternalVariables = ExternalVariables(`{"emb":"` + url + `"}`)
+	return e
 }
 
 // withSequences gives e stateful settings with the limit max (a fresh

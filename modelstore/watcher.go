@@ -629,6 +629,11 @@ func sidecarUnavailable(err error) bool {
 // them: as the downloaded files themselves to a DiskRegistrar (the model
 // never passes through this process's memory), read into memory otherwise.
 func (w *Watcher) register(ctx context.Context, e ModelEntry, d *downloaded) error {
+	if e.ExternalVariables != "" {
+		// The registrar sends them with the model (sidecar.Client,
+		// Supervisor: in the registration; the supervisor replays them).
+		ctx = runtimes.WithLoadOptions(ctx, runtimes.LoadOptions{ExternalVariables: e.ExternalVariables.Map()})
+	}
 	if dr, ok := w.opts.Registrar.(DiskRegistrar); ok {
 		files := make(runtimes.DiskFiles, len(d.files))
 		for _, f := range d.files {

@@ -113,8 +113,44 @@ func (r *Runtime) Load(ctx context.Context, path string, files Files) (*Model, e
 	if len(files) == 0 {
 		return nil, inferr.Errorf(inferr.ModelExecution, "load model %s: no model files", inferr.Quote(path))
 	}
+	if err := r.checkLoadOptions(ctx, path); err != nil {
+		return nil, err
+	}
 	bm, err := r.backend.Load(ctx, files)
 	return r.loaded(path, bm, err)
+}
+
+// LoadOptions are one model's own load settings (driver.LoadOptions); a
+// load takes them from its context.
+type LoadOptions = driver.LoadOptions
+
+// WithLoadOptions returns ctx carrying o for a load (driver.WithLoadOptions).
+func WithLoadOptions(ctx context.Context, o LoadOptions) context.Context {
+	return driver.WithLoadOptions(ctx, o)
+}
+
+// LoadOptionsFrom returns the options ctx carries (driver.LoadOptionsFrom).
+func LoadOptionsFrom(ctx context.Context) LoadOptions { return driver.LoadOptionsFrom(ctx) }
+
+// checkLoadOptions refuses options the backend cannot serve.
+func (r *Runtime) checkLoadOptions(ctx context.Context, path string) error {
+	o := driver.LoadOptionsFrom(ctx)
+	if len(o.ExternalVariables) == 0 {
+		return nil
+	}
+	if _, ok := r.backend.(driver.ExternalVariableLoader); !ok {
+		return inferr.Errorf(inferr.ModelExecution, "load model %s: external_variables: the %s runtime cannot serve variables from a store (only TensorFlow SavedModels can)", inferr.Quote(path), r.name)
+	}
+	return nil
+}
+
+// ExternalVariableStats reports the caches of the stores serving external
+// variables (nil for a backend that serves none).
+func (r *Runtime) ExternalVariableStats() []driver.StoreStats {
+	if l, ok := r.backend.(driver.ExternalVariableLoader); ok {
+		return l.ExternalVariableStats()
+	}
+	return nil
 }
 
 // LoadDisk is Load from files on local disk (the sidecar receives a
@@ -125,6 +161,9 @@ func (r *Runtime) Load(ctx context.Context, path string, files Files) (*Model, e
 func (r *Runtime) LoadDisk(ctx context.Context, path string, files DiskFiles) (*Model, error) {
 	if len(files) == 0 {
 		return nil, inferr.Errorf(inferr.ModelExecution, "load model %s: no model files", inferr.Quote(path))
+	}
+	if err := r.checkLoadOptions(ctx, path); err != nil {
+		return nil, err
 	}
 	if dl, ok := r.backend.(driver.DiskLoader); ok {
 		bm, err := dl.LoadDisk(ctx, files)

@@ -327,3 +327,25 @@ func TestPositionalOptionalInputsMayBeLeftOut(t *testing.T) {
 		t.Fatalf("one input: %v", err)
 	}
 }
+
+// A backend that cannot serve external variables (ONNX, PyTorch) is never
+// asked to: the load is refused, naming the path and the runtime.
+func TestExternalVariablesRefusedByOtherRuntimes(t *testing.T) {
+	rt := NewRuntime("onnx", Config{}, echoBackend{})
+	ctx := WithLoadOptions(context.Background(), LoadOptions{Checksum: "c", ExternalVariables: map[string]string{"emb": "redis-cluster://127.0.0.1:1"}})
+	for _, load := range []func() (*Model, error){
+		func() (*Model, error) { return rt.Load(ctx, "m/", Files{"f": nil}) },
+		func() (*Model, error) { return rt.LoadDisk(ctx, "m/", DiskFiles{"f": "/nonexistent"}) },
+	} {
+		_, err := load()
+		if err == nil || !strings.Contains(err.Error(), "external_variables") || !strings.Contains(err.Error(), "onnx") || !strings.Contains(err.Error(), "m/") {
+			t.Errorf("load: %v, want a refusal naming external_variables, the runtime and the path", err)
+		}
+	}
+	// Without the options the same backend loads.
+	if m, err := rt.Load(context.Background(), "m/", Files{"f": nil}); err != nil {
+		t.Fatal(err)
+	} else {
+		m.Close()
+	}
+}

@@ -299,7 +299,11 @@ func (c *Client) RegisterModelWithSequences(ctx context.Context, modelPath strin
 // An error from body abandons the registration (the sidecar registers
 // nothing) and is returned as is.
 func (c *Client) registerStream(ctx context.Context, modelPath, warmUpJSON string, seq *runtimes.SequenceSettings, files []*inferencepb.FileHeader, body func(i int, send func([]byte) bool) error) error {
-	header := &inferencepb.RegisterModelHeader{ModelPath: modelPath, WarmUpBatchRequestJson: warmUpJSON, Files: files, SequenceSettings: sequenceSettingsToProto(seq)}
+	header := &inferencepb.RegisterModelHeader{ModelPath: modelPath, WarmUpBatchRequestJson: warmUpJSON, Files: files, SequenceSettings: sequenceSettingsToProto(seq),
+		// The model's external variables travel in the registration's
+		// context (runtimes.WithLoadOptions); the sidecar keys their rows
+		// by the checksum of the files it receives.
+		ExternalVariables: runtimes.LoadOptionsFrom(ctx).ExternalVariables}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stream, err := c.api.RegisterModelStream(ctx)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/inferbid/inferbid/internal/testhelp"
 	"github.com/inferbid/inferbid/proto/inferencepb"
+	"github.com/inferbid/inferbid/runtimes/tensorflow"
 	"github.com/inferbid/inferbid/sidecar"
 	"github.com/inferbid/inferbid/sidecar/fastlane"
 	"github.com/inferbid/inferbid/sidecar/sidecartest"
@@ -46,6 +47,9 @@ func TestMain(m *testing.M) {
 	}
 	if os.Getenv(childSidecarEnv) == "1" {
 		os.Exit(sidecartest.ServeChild(os.Args[1:], sidecar.NewAffineRuntime()))
+	}
+	if os.Getenv(childSidecarEnv) == tensorflow.Name {
+		os.Exit(serveTensorFlowChild())
 	}
 	testhelp.Main(m)
 }

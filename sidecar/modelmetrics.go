@@ -17,7 +17,7 @@ import (
 
 // GetMetrics answers the sidecar's metric families.
 func (s *Server) GetMetrics(ctx context.Context, req *inferencepb.GetMetricsRequest) (*inferencepb.GetMetricsResponse, error) {
-	b, err := gatherProtoDelim(s.reg.Gatherer())
+	b, err := gatherProtoDelim(prometheus.Gatherers{s.reg.Gatherer(), s.stores})
 	if err != nil {
 		return nil, toStatus(inferr.Errorf(inferr.Unknown, "gather metrics: %v", err))
 	}

@@ -27,6 +27,8 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/modelstore/modelfiles"
@@ -98,6 +100,7 @@ type Server struct {
 	opts   ServerOptions
 	log    *slog.Logger
 	reg    *registry.Registry
+	stores *prometheus.Registry // the external variables' stores (storeCollector)
 	grpc   *grpc.Server
 	health *health.Server
 	fast   *fastlane.Server
@@ -128,6 +131,8 @@ func NewServer(opts ServerOptions) (*Server, error) {
 		opts.Logger = slog.Default()
 	}
 	s := &Server{opts: opts, log: opts.Logger}
+	s.stores = prometheus.NewRegistry()
+	s.stores.MustRegister(storeCollector{opts.Runtime})
 	s.grpc = grpc.NewServer(
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
 		grpc.MaxSendMsgSize(MaxMessageBytes),
@@ -525,6 +530,10 @@ func (s *Server) RegisterModel(ctx context.Context, req *inferencepb.RegisterMod
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	ctx, err = withExternalVariables(ctx, req.GetModelPath(), req.GetExternalVariables(), func() string { return modelfiles.Checksum(files) })
+	if err != nil {
+		return nil, toStatus(err)
+	}
 	return s.register(ctx, req.GetModelPath(), files, req.GetWarmUpBatchRequestJson(), seq)
 }
 
@@ -573,7 +582,12 @@ func (s *Server) RegisterModelStream(stream inferencepb.InferenceService_Registe
 		// garbage once the model is loaded.
 		defer s.releaseMemorySoon()
 	}
-	res, err := s.reg.RegisterDisk(stream.Context(), rm.path, rm.files, rm.bytes, rm.checksum, rm.warmUp, rm.seq)
+	ctx, err := withExternalVariables(stream.Context(), rm.path, rm.ext, func() string { return rm.checksum })
+	if err != nil {
+		_, err = s.registered(rm.path, len(rm.files), rm.bytes, registry.Result{}, err)
+		return err
+	}
+	res, err := s.reg.RegisterDisk(ctx, rm.path, rm.files, rm.bytes, rm.checksum, rm.warmUp, rm.seq)
 	resp, err := s.registered(rm.path, len(rm.files), rm.bytes, res, err)
 	if err != nil {
 		return err
@@ -586,7 +600,8 @@ type receivedModel struct {
 	path     string
 	warmUp   string
 	seq      *runtimes.SequenceSettings
-	dir      string // "" until the header is checked
+	ext      map[string]string // external_variables
+	dir      string            // "" until the header is checked
 	files    runtimes.DiskFiles
 	bytes    int64
 	checksum string // modelfiles.Checksum of the files
@@ -619,7 +634,7 @@ func receiveModel(stream inferencepb.InferenceService_RegisterModelStreamServer,
 	if path == "" {
 		return nil, inferr.Errorf(inferr.InputParsing, "register model stream: model_path is empty")
 	}
-	rm := &receivedModel{path: path, warmUp: h.GetWarmUpBatchRequestJson()}
+	rm := &receivedModel{path: path, warmUp: h.GetWarmUpBatchRequestJson(), ext: h.GetExternalVariables()}
 	decl := h.GetFiles()
 	if len(decl) == 0 {
 		return rm, inferr.Errorf(inferr.InputParsing, "register model %q: the header declares no files", path)

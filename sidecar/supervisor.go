@@ -91,6 +91,9 @@ type SupervisorOptions struct {
 	// --max_sequences_per_client (ServerOptions.MaxSequencesPerClient)
 	// when it is not 0.
 	SequencesPerClient int
+	// ExternalVariablesCacheBytes is passed to the sidecar as
+	// --external_variables_cache_bytes when it is not 0.
+	ExternalVariablesCacheBytes int64
 	// OnReplay is called at the end of each replay with its duration
 	// and the models it had to replay (for metrics).
 	OnReplay func(took time.Duration, models int)
@@ -145,6 +148,9 @@ type modelRecord struct {
 	stored    *storedModel
 	warmUp    string
 	sequences *runtimes.SequenceSettings // replayed with the model
+	// load are the registration's load options (its context's: external
+	// variables), replayed with the model.
+	load runtimes.LoadOptions
 	// adopted is set for a registration the sidecar died during: its
 	// caller waits for the replay to register it.
 	adopted *adoption
@@ -341,7 +347,7 @@ func (s *Supervisor) registered(ctx context.Context, modelPath string, stored *s
 	s.modelsMu.Lock()
 	s.seq++
 	old := s.models[modelPath]
-	s.models[modelPath] = modelRecord{seq: s.seq, stored: stored, warmUp: warmUpJSON, sequences: seq, adopted: adopted}
+	s.models[modelPath] = modelRecord{seq: s.seq, stored: stored, warmUp: warmUpJSON, sequences: seq, load: runtimes.LoadOptionsFrom(ctx), adopted: adopted}
 	s.modelsMu.Unlock()
 	if adopted != nil {
 		s.gate.add(modelPath)
@@ -547,6 +553,9 @@ func (s *Supervisor) spawn() (*child, error) {
 	}
 	if s.opts.SequencesPerClient != 0 {
 		args = append(args, "--max_sequences_per_client", strconv.Itoa(s.opts.SequencesPerClient))
+	}
+	if s.opts.ExternalVariablesCacheBytes != 0 {
+		args = append(args, "--external_variables_cache_bytes", strconv.FormatInt(s.opts.ExternalVariablesCacheBytes, 10))
 	}
 	cmd := exec.Command(s.opts.BinaryPath, args...)
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
@@ -835,7 +844,7 @@ func (s *Supervisor) replay(ctx context.Context) {
 		wg.Go(func() {
 			for it := range work {
 				t := time.Now()
-				err := s.client.registerStream(ctx, it.path, it.warmUp, it.sequences, it.stored.headers(), it.stored.stream)
+				err := s.client.registerStream(runtimes.WithLoadOptions(ctx, it.load), it.path, it.warmUp, it.sequences, it.stored.headers(), it.stored.stream)
 				if s.gate.finish(gen, it.path, err == nil) && it.adopted != nil {
 					s.settleAdoption(it.path, it.seq, err)
 				}

@@ -1,7 +1,8 @@
 // Package varstore reads and writes rows of a model's variables (embedding
 // tables) held in a Redis Cluster, for models whose tables do not fit one
-// process (issue 32). It is the store half of external variables; the
-// TensorFlow runtime's gathers are not wired to it yet.
+// process (issue 32): the TensorFlow runtime's gathers on a variable a
+// model_metadata entry names in external_variables read their rows here
+// (runtimes/tensorflow/external.go).
 //
 // A store is named by a URL, redis-cluster://host:port[,host:port...]
 // (seed nodes; the client learns the rest of the cluster from them). Row
@@ -15,9 +16,16 @@
 // Rows fetches only the unique ids of a batch, with one pipelined round
 // trip per shard (go-redis's ClusterClient pipelines group commands by
 // node and run them in parallel), under the call's context (its deadline),
-// behind a bounded LRU cache of rows (hashicorp/golang-lru; Stats reports
-// hits and misses). A row the store does not hold, or a store that cannot
-// answer, is a MODEL_EXECUTION error naming the store and the row: never
-// zeros. github.com/redis/go-redis/v9 is the client: cluster slot routing,
-// redirections (MOVED/ASK) and failover are its job, not this package's.
+// behind a bounded LRU cache of rows (hashicorp/golang-lru; bounded by
+// rows, or by bytes with Options.CacheBytes; Stats reports hits and
+// misses). A row the store does not hold, or a store that cannot answer, is
+// a MODEL_EXECUTION error naming the store and the row: never zeros.
+//
+// github.com/redis/go-redis/v9 is the client: cluster slot routing,
+// redirections (MOVED/ASK) and failover are its job, not this package's,
+// but for one thing: a replica taking over from a dead master redirects
+// nothing, so the store asks go-redis to reload the slot map when a node
+// fails a call (and every 10 s instead of every 60 s). Its own log lines
+// (a failed dial per connection attempt while a node is down) go to
+// slog.Default at DEBUG: the calls' errors already report the failure.
 package varstore

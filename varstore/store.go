@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,6 +29,10 @@ type Options struct {
 	// CacheRows bounds the rows the local cache holds (0 = DefaultCacheRows,
 	// negative = no cache).
 	CacheRows int
+	// CacheBytes, when positive, bounds the cache by the bytes of the
+	// rows and keys it holds instead of by rows (CacheRows is then
+	// ignored).
+	CacheBytes int64
 	// DialTimeout bounds one connection attempt (0 = 2 s). Reads and writes
 	// are bounded by the call's context.
 	DialTimeout time.Duration
@@ -39,6 +45,9 @@ type Store struct {
 	client       *redis.ClusterClient
 	cache        *lru.Cache[string, []byte]
 	hits, misses atomic.Int64
+	// With Options.CacheBytes: the bytes the cache holds and its bound.
+	cacheBytes atomic.Int64
+	maxBytes   int64
 }
 
 // ParseURL returns the seed addresses of a redis-cluster:// URL.
@@ -64,8 +73,21 @@ func ParseURL(url string) ([]string, error) {
 	return addrs, nil
 }
 
+// quietRedisLog routes go-redis' own log lines (a failed dial, per
+// connection attempt: a flood while a node is down) to slog.Default at
+// DEBUG: every failure already reaches the caller as a MODEL_EXECUTION
+// error naming the store.
+type quietRedisLog struct{}
+
+func (quietRedisLog) Printf(ctx context.Context, format string, v ...any) {
+	slog.Default().DebugContext(ctx, "go-redis: "+fmt.Sprintf(format, v...))
+}
+
+var setRedisLog sync.Once
+
 // Open returns a store for url; it connects lazily.
 func Open(url string, opts Options) (*Store, error) {
+	setRedisLog.Do(func() { redis.SetLogger(quietRedisLog{}) })
 	addrs, err := ParseURL(url)
 	if err != nil {
 		return nil, inferr.Errorf(inferr.InputParsing, "%v", err)
@@ -81,7 +103,24 @@ func Open(url string, opts Options) (*Store, error) {
 		WriteTimeout:          -1,
 		ContextTimeoutEnabled: true,
 		MaxRedirects:          3,
+		// go-redis reloads the slot map every minute by default, and on
+		// redirections; Rows also asks for a reload when a node fails
+		// (after a failover the old master is gone, not redirecting).
+		ClusterStateReloadInterval: 10 * time.Second,
 	})}
+	if opts.CacheBytes > 0 {
+		// Bounded by bytes: the LRU's own bound only caps the entry count
+		// (a row takes at least its key), add evicts the oldest rows
+		// while the total is above the bound.
+		s.maxBytes = opts.CacheBytes
+		s.cache, err = lru.NewWithEvict(int(min(opts.CacheBytes/16+1, 1<<30)), func(k string, v []byte) {
+			s.cacheBytes.Add(-int64(len(k) + len(v)))
+		})
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
 	n := opts.CacheRows
 	if n == 0 {
 		n = DefaultCacheRows
@@ -153,6 +192,12 @@ func (s *Store) Rows(ctx context.Context, checksum, variable string, ids []int64
 		}
 		_, err := pipe.Exec(ctx)
 		if err != nil && !errors.Is(err, redis.Nil) {
+			if ctx.Err() == nil {
+				// A node down or moved: learn the cluster's slots again
+				// (in the background, at most every 200 ms), so that
+				// calls reach a replica that took over.
+				s.client.ReloadState(context.WithoutCancel(ctx))
+			}
 			return inferr.Wrap(inferr.ModelExecution, err, fmt.Sprintf("variable %q: store %s did not answer for %d rows", variable, s.url, len(wants)))
 		}
 		for _, w := range wants {
@@ -166,9 +211,7 @@ func (s *Store) Rows(ctx context.Context, checksum, variable string, ids []int64
 				return inferr.Errorf(inferr.ModelExecution, "variable %q: store %s: row %s has %d bytes, want %d", variable, s.url, w.key, len(row), rowBytes)
 			}
 			copy(out[w.at[0]*rowBytes:], row)
-			if s.cache != nil {
-				s.cache.Add(w.key, row)
-			}
+			s.add(w.key, row)
 		}
 	}
 	for _, w := range byID {
@@ -179,6 +222,30 @@ func (s *Store) Rows(ctx context.Context, checksum, variable string, ids []int64
 	}
 	return nil
 }
+
+// add caches a row.
+func (s *Store) add(key string, row []byte) {
+	if s.cache == nil {
+		return
+	}
+	if s.maxBytes <= 0 {
+		s.cache.Add(key, row)
+		return
+	}
+	if had, _ := s.cache.ContainsOrAdd(key, row); had {
+		return // another call cached it: counted then
+	}
+	// Evicting calls the callback, which subtracts what leaves.
+	for n := s.cacheBytes.Add(int64(len(key) + len(row))); n > s.maxBytes; n = s.cacheBytes.Load() {
+		if _, _, ok := s.cache.RemoveOldest(); !ok {
+			return
+		}
+	}
+}
+
+// CachedBytes is what the cache holds (rows and keys) when it is bounded
+// by bytes (Options.CacheBytes); 0 otherwise.
+func (s *Store) CachedBytes() int64 { return s.cacheBytes.Load() }
 
 // PutRows writes rows first, first+1, ... of variable in the model with
 // checksum from data (a whole number of rowBytes rows), in one pipelined

@@ -121,3 +121,54 @@ func FuzzParseURL(f *testing.F) {
 		}
 	})
 }
+
+// A cache bounded by bytes holds at most that many bytes of rows and keys,
+// evicting the least recently used rows (which then miss again).
+func TestCacheBytes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster")
+	}
+	rc := testhelp.StartRedisCluster(t, 3)
+	const rows, dim = 200, 16
+	rowBytes := dim * 4
+	tab := table(rows, dim, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	entry := int64(rowBytes + len(varstore.Key("s", "emb", 100)))
+	st, err := varstore.Open(rc.URL(), varstore.Options{CacheBytes: 10 * entry})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.PutRows(ctx, "s", "emb", 0, tab, rowBytes); err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]int64, 50)
+	for i := range ids {
+		ids[i] = int64(100 + i)
+	}
+	out := make([]byte, len(ids)*rowBytes)
+	for range 2 {
+		if err := st.Rows(ctx, "s", "emb", ids, rowBytes, out); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(out, tab[100*rowBytes:150*rowBytes]) {
+			t.Fatal("rows differ from the table")
+		}
+		if n := st.CachedBytes(); n > 10*entry || n <= 0 {
+			t.Fatalf("cache holds %d bytes, bound %d", n, 10*entry)
+		}
+	}
+	// 50 rows through a 10-row cache, twice: the second pass finds only
+	// the last 10 of the first (looked up before anything is fetched).
+	if s := st.Stats(); s.Hits != 10 || s.Misses != 90 {
+		t.Errorf("stats %+v, want 10 hits and 90 misses", s)
+	}
+	// Then the last 10 fetched (ids 130..139) are the ones cached.
+	if err := st.Rows(ctx, "s", "emb", ids[30:40], rowBytes, out[:10*rowBytes]); err != nil {
+		t.Fatal(err)
+	}
+	if s := st.Stats(); s.Hits != 20 {
+		t.Errorf("stats %+v, want 10 more hits", s)
+	}
+}

@@ -39,6 +39,9 @@ type config struct {
 	ModelMaxEntries    int
 	MaxModelBytes      int64
 	LocalModels        []localModel
+	// ExternalVariablesCacheBytes is the sidecar's
+	// --external_variables_cache_bytes (0: its default).
+	ExternalVariablesCacheBytes int64
 	// ReadinessPolicy is --readiness_policy: what the configured models
 	// must do before the server is ready.
 	ReadinessPolicy readinessPolicy
@@ -157,6 +160,7 @@ func newFlagSet(c *config, raw *flagText, stderr io.Writer) *flag.FlagSet {
 	cli.DurationVar(fs, &c.SidecarSpinWait, "inference_sidecar_spin_wait", 0, "how long each end of the fast lane polls its socket before it parks (a wake-up costs tens of µs; polling costs CPU, bounded, and a JS worker polls only while the server runs no more requests at once than half its CPUs); default 0 = 50µs, negative = never")
 	cli.DurationVar(fs, &c.SidecarLiveness, "inference_sidecar_liveness_timeout", sidecar.DefaultLivenessTimeout, "the sidecar is probed every second (a gRPC health check and an empty fast-lane batch); one that does not answer within this is killed and restarted, and from half of it on calls fail at once instead of waiting their deadlines; 0 = the default, negative = no probe")
 	fs.IntVar(&c.SequencesPerClient, "sequence_max_per_client", 0, "most live sequences of one stateful model that one client of the KServe v2 / TF Serving API (its remote host) may hold, so that one client cannot take every slot; default 0 = a quarter of the model's max_sequence_number (at least 16, or all of them when fewer), negative = no cap")
+	fs.Int64Var(&c.ExternalVariablesCacheBytes, "inference_external_variables_cache_bytes", 0, "bytes of rows the sidecar caches per store of external variables (model_metadata external_variables, TensorFlow only); default 0 = the sidecar's 64 MiB, negative = no cache")
 	fs.StringVar(&c.ModelBucketName, "inference_model_bucket_name", "", "the model bucket as a gocloud URL: file:///dir, s3://bucket?..., gs://bucket; default none: no bucket sync")
 	fs.StringVar(&c.ModelConfigPath, "inference_model_config_path", "", "the model_metadata config object in the bucket (e.g. model_config.json); no default, required with a bucket")
 	cli.DurationVar(fs, &c.ModelFetchPeriod, "inference_model_fetch_period_ms", modelstore.DefaultPeriod, "bucket poll period; 0 = the default")

@@ -208,6 +208,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			OTLPEndpoint:       cfg.OTLPEndpoint,
 			OTLPProtocol:       cfg.OTLPProtocol,
 			Tracer:             traces.Tracer(),
+
+			// The model config's external_variables (TensorFlow).
+			ExternalVariablesCacheBytes: cfg.ExternalVariablesCacheBytes,
 		})
 		if err != nil {
 			if ctx.Err() != nil {

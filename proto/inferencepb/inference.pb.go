@@ -1029,8 +1029,13 @@ type RegisterModelRequest struct {
 	// config's stateful_models entry for the path (the registration is per
 	// model).
 	SequenceSettings *SequenceSettings `protobuf:"bytes,4,opt,name=sequence_settings,json=sequenceSettings,proto3" json:"sequence_settings,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Checkpoint variables served from a store instead of memory: variable
+	// name (its checkpoint key) -> redis-cluster://host:port[,host:port...]
+	// (the model_metadata entry's external_variables; TensorFlow only). The
+	// sidecar keys the rows by the checksum of the files it received.
+	ExternalVariables map[string]string `protobuf:"bytes,5,rep,name=external_variables,json=externalVariables,proto3" json:"external_variables,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *RegisterModelRequest) Reset() {
@@ -1087,6 +1092,13 @@ func (x *RegisterModelRequest) GetWarmUpBatchRequestJson() string {
 func (x *RegisterModelRequest) GetSequenceSettings() *SequenceSettings {
 	if x != nil {
 		return x.SequenceSettings
+	}
+	return nil
+}
+
+func (x *RegisterModelRequest) GetExternalVariables() map[string]string {
+	if x != nil {
+		return x.ExternalVariables
 	}
 	return nil
 }
@@ -1213,8 +1225,10 @@ type RegisterModelHeader struct {
 	Files []*FileHeader `protobuf:"bytes,3,rep,name=files,proto3" json:"files,omitempty"`
 	// As in RegisterModelRequest.
 	SequenceSettings *SequenceSettings `protobuf:"bytes,4,opt,name=sequence_settings,json=sequenceSettings,proto3" json:"sequence_settings,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// As in RegisterModelRequest.
+	ExternalVariables map[string]string `protobuf:"bytes,5,rep,name=external_variables,json=externalVariables,proto3" json:"external_variables,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *RegisterModelHeader) Reset() {
@@ -1271,6 +1285,13 @@ func (x *RegisterModelHeader) GetFiles() []*FileHeader {
 func (x *RegisterModelHeader) GetSequenceSettings() *SequenceSettings {
 	if x != nil {
 		return x.SequenceSettings
+	}
+	return nil
+}
+
+func (x *RegisterModelHeader) GetExternalVariables() map[string]string {
+	if x != nil {
+		return x.ExternalVariables
 	}
 	return nil
 }
@@ -2013,13 +2034,17 @@ const file_inference_proto_rawDesc = "" +
 	"\x1alow_latency_transformation\x18\x04 \x01(\bH\x02R\x18lowLatencyTransformation\x88\x01\x01B\x16\n" +
 	"\x14_max_sequence_numberB\x18\n" +
 	"\x16_idle_sequence_cleanupB\x1d\n" +
-	"\x1b_low_latency_transformation\"\xff\x01\n" +
+	"\x1b_low_latency_transformation\"\xb8\x03\n" +
 	"\x14RegisterModelRequest\x12\x1d\n" +
 	"\n" +
 	"model_path\x18\x01 \x01(\tR\tmodelPath\x126\n" +
 	"\x05files\x18\x02 \x03(\v2 .inferbid.inference.v1.ModelFileR\x05files\x12:\n" +
 	"\x1awarm_up_batch_request_json\x18\x03 \x01(\tR\x16warmUpBatchRequestJson\x12T\n" +
-	"\x11sequence_settings\x18\x04 \x01(\v2'.inferbid.inference.v1.SequenceSettingsR\x10sequenceSettings\"j\n" +
+	"\x11sequence_settings\x18\x04 \x01(\v2'.inferbid.inference.v1.SequenceSettingsR\x10sequenceSettings\x12q\n" +
+	"\x12external_variables\x18\x05 \x03(\v2B.inferbid.inference.v1.RegisterModelRequest.ExternalVariablesEntryR\x11externalVariables\x1aD\n" +
+	"\x16ExternalVariablesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"j\n" +
 	"\x15RegisterModelResponse\x12\x1a\n" +
 	"\breplaced\x18\x01 \x01(\bR\breplaced\x12\x17\n" +
 	"\aload_ms\x18\x02 \x01(\x01R\x06loadMs\x12\x1c\n" +
@@ -2028,13 +2053,17 @@ const file_inference_proto_rawDesc = "" +
 	"\n" +
 	"FileHeader\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
-	"\x04size\x18\x02 \x01(\x03R\x04size\"\xff\x01\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\"\xb7\x03\n" +
 	"\x13RegisterModelHeader\x12\x1d\n" +
 	"\n" +
 	"model_path\x18\x01 \x01(\tR\tmodelPath\x12:\n" +
 	"\x1awarm_up_batch_request_json\x18\x02 \x01(\tR\x16warmUpBatchRequestJson\x127\n" +
 	"\x05files\x18\x03 \x03(\v2!.inferbid.inference.v1.FileHeaderR\x05files\x12T\n" +
-	"\x11sequence_settings\x18\x04 \x01(\v2'.inferbid.inference.v1.SequenceSettingsR\x10sequenceSettings\"x\n" +
+	"\x11sequence_settings\x18\x04 \x01(\v2'.inferbid.inference.v1.SequenceSettingsR\x10sequenceSettings\x12p\n" +
+	"\x12external_variables\x18\x05 \x03(\v2A.inferbid.inference.v1.RegisterModelHeader.ExternalVariablesEntryR\x11externalVariables\x1aD\n" +
+	"\x16ExternalVariablesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"x\n" +
 	"\x12RegisterModelChunk\x12D\n" +
 	"\x06header\x18\x01 \x01(\v2*.inferbid.inference.v1.RegisterModelHeaderH\x00R\x06header\x12\x14\n" +
 	"\x04data\x18\x02 \x01(\fH\x00R\x04dataB\x06\n" +
@@ -2145,7 +2174,7 @@ func file_inference_proto_rawDescGZIP() []byte {
 }
 
 var file_inference_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_inference_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_inference_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_inference_proto_goTypes = []any{
 	(DataType)(0),                 // 0: inferbid.inference.v1.DataType
 	(ErrorType)(0),                // 1: inferbid.inference.v1.ErrorType
@@ -2177,6 +2206,8 @@ var file_inference_proto_goTypes = []any{
 	(*GetMetricsRequest)(nil),     // 27: inferbid.inference.v1.GetMetricsRequest
 	(*GetMetricsResponse)(nil),    // 28: inferbid.inference.v1.GetMetricsResponse
 	nil,                           // 29: inferbid.inference.v1.PredictResponse.MetricsEntry
+	nil,                           // 30: inferbid.inference.v1.RegisterModelRequest.ExternalVariablesEntry
+	nil,                           // 31: inferbid.inference.v1.RegisterModelHeader.ExternalVariablesEntry
 }
 var file_inference_proto_depIdxs = []int32{
 	0,  // 0: inferbid.inference.v1.Tensor.data_type:type_name -> inferbid.inference.v1.DataType
@@ -2192,33 +2223,35 @@ var file_inference_proto_depIdxs = []int32{
 	29, // 10: inferbid.inference.v1.PredictResponse.metrics:type_name -> inferbid.inference.v1.PredictResponse.MetricsEntry
 	12, // 11: inferbid.inference.v1.RegisterModelRequest.files:type_name -> inferbid.inference.v1.ModelFile
 	13, // 12: inferbid.inference.v1.RegisterModelRequest.sequence_settings:type_name -> inferbid.inference.v1.SequenceSettings
-	16, // 13: inferbid.inference.v1.RegisterModelHeader.files:type_name -> inferbid.inference.v1.FileHeader
-	13, // 14: inferbid.inference.v1.RegisterModelHeader.sequence_settings:type_name -> inferbid.inference.v1.SequenceSettings
-	17, // 15: inferbid.inference.v1.RegisterModelChunk.header:type_name -> inferbid.inference.v1.RegisterModelHeader
-	0,  // 16: inferbid.inference.v1.TensorSpec.data_type:type_name -> inferbid.inference.v1.DataType
-	3,  // 17: inferbid.inference.v1.ModelStatus.state:type_name -> inferbid.inference.v1.ModelState
-	24, // 18: inferbid.inference.v1.ModelStatus.inputs:type_name -> inferbid.inference.v1.TensorSpec
-	24, // 19: inferbid.inference.v1.ModelStatus.outputs:type_name -> inferbid.inference.v1.TensorSpec
-	25, // 20: inferbid.inference.v1.GetModelsResponse.models:type_name -> inferbid.inference.v1.ModelStatus
-	10, // 21: inferbid.inference.v1.InferenceService.Predict:input_type -> inferbid.inference.v1.PredictRequest
-	14, // 22: inferbid.inference.v1.InferenceService.RegisterModel:input_type -> inferbid.inference.v1.RegisterModelRequest
-	18, // 23: inferbid.inference.v1.InferenceService.RegisterModelStream:input_type -> inferbid.inference.v1.RegisterModelChunk
-	19, // 24: inferbid.inference.v1.InferenceService.DeleteModel:input_type -> inferbid.inference.v1.DeleteModelRequest
-	21, // 25: inferbid.inference.v1.InferenceService.GetModelPaths:input_type -> inferbid.inference.v1.GetModelPathsRequest
-	23, // 26: inferbid.inference.v1.InferenceService.GetModels:input_type -> inferbid.inference.v1.GetModelsRequest
-	27, // 27: inferbid.inference.v1.InferenceService.GetMetrics:input_type -> inferbid.inference.v1.GetMetricsRequest
-	11, // 28: inferbid.inference.v1.InferenceService.Predict:output_type -> inferbid.inference.v1.PredictResponse
-	15, // 29: inferbid.inference.v1.InferenceService.RegisterModel:output_type -> inferbid.inference.v1.RegisterModelResponse
-	15, // 30: inferbid.inference.v1.InferenceService.RegisterModelStream:output_type -> inferbid.inference.v1.RegisterModelResponse
-	20, // 31: inferbid.inference.v1.InferenceService.DeleteModel:output_type -> inferbid.inference.v1.DeleteModelResponse
-	22, // 32: inferbid.inference.v1.InferenceService.GetModelPaths:output_type -> inferbid.inference.v1.GetModelPathsResponse
-	26, // 33: inferbid.inference.v1.InferenceService.GetModels:output_type -> inferbid.inference.v1.GetModelsResponse
-	28, // 34: inferbid.inference.v1.InferenceService.GetMetrics:output_type -> inferbid.inference.v1.GetMetricsResponse
-	28, // [28:35] is the sub-list for method output_type
-	21, // [21:28] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	30, // 13: inferbid.inference.v1.RegisterModelRequest.external_variables:type_name -> inferbid.inference.v1.RegisterModelRequest.ExternalVariablesEntry
+	16, // 14: inferbid.inference.v1.RegisterModelHeader.files:type_name -> inferbid.inference.v1.FileHeader
+	13, // 15: inferbid.inference.v1.RegisterModelHeader.sequence_settings:type_name -> inferbid.inference.v1.SequenceSettings
+	31, // 16: inferbid.inference.v1.RegisterModelHeader.external_variables:type_name -> inferbid.inference.v1.RegisterModelHeader.ExternalVariablesEntry
+	17, // 17: inferbid.inference.v1.RegisterModelChunk.header:type_name -> inferbid.inference.v1.RegisterModelHeader
+	0,  // 18: inferbid.inference.v1.TensorSpec.data_type:type_name -> inferbid.inference.v1.DataType
+	3,  // 19: inferbid.inference.v1.ModelStatus.state:type_name -> inferbid.inference.v1.ModelState
+	24, // 20: inferbid.inference.v1.ModelStatus.inputs:type_name -> inferbid.inference.v1.TensorSpec
+	24, // 21: inferbid.inference.v1.ModelStatus.outputs:type_name -> inferbid.inference.v1.TensorSpec
+	25, // 22: inferbid.inference.v1.GetModelsResponse.models:type_name -> inferbid.inference.v1.ModelStatus
+	10, // 23: inferbid.inference.v1.InferenceService.Predict:input_type -> inferbid.inference.v1.PredictRequest
+	14, // 24: inferbid.inference.v1.InferenceService.RegisterModel:input_type -> inferbid.inference.v1.RegisterModelRequest
+	18, // 25: inferbid.inference.v1.InferenceService.RegisterModelStream:input_type -> inferbid.inference.v1.RegisterModelChunk
+	19, // 26: inferbid.inference.v1.InferenceService.DeleteModel:input_type -> inferbid.inference.v1.DeleteModelRequest
+	21, // 27: inferbid.inference.v1.InferenceService.GetModelPaths:input_type -> inferbid.inference.v1.GetModelPathsRequest
+	23, // 28: inferbid.inference.v1.InferenceService.GetModels:input_type -> inferbid.inference.v1.GetModelsRequest
+	27, // 29: inferbid.inference.v1.InferenceService.GetMetrics:input_type -> inferbid.inference.v1.GetMetricsRequest
+	11, // 30: inferbid.inference.v1.InferenceService.Predict:output_type -> inferbid.inference.v1.PredictResponse
+	15, // 31: inferbid.inference.v1.InferenceService.RegisterModel:output_type -> inferbid.inference.v1.RegisterModelResponse
+	15, // 32: inferbid.inference.v1.InferenceService.RegisterModelStream:output_type -> inferbid.inference.v1.RegisterModelResponse
+	20, // 33: inferbid.inference.v1.InferenceService.DeleteModel:output_type -> inferbid.inference.v1.DeleteModelResponse
+	22, // 34: inferbid.inference.v1.InferenceService.GetModelPaths:output_type -> inferbid.inference.v1.GetModelPathsResponse
+	26, // 35: inferbid.inference.v1.InferenceService.GetModels:output_type -> inferbid.inference.v1.GetModelsResponse
+	28, // 36: inferbid.inference.v1.InferenceService.GetMetrics:output_type -> inferbid.inference.v1.GetMetricsResponse
+	30, // [30:37] is the sub-list for method output_type
+	23, // [23:30] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_inference_proto_init() }
@@ -2245,7 +2278,7 @@ func file_inference_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_inference_proto_rawDesc), len(file_inference_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   26,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -95,6 +95,12 @@ type Config struct {
 	// row into the process: RSS grows to most of the table) instead of
 	// with pread from its file (--map_variables_gather_from_mapping).
 	MapVariablesGatherFromMapping bool `json:"-"`
+	// ExternalVariablesCacheBytes bounds the local cache of rows each
+	// store of external variables (LoadOptions.ExternalVariables) keeps;
+	// 0 means the default (64 MiB), negative no cache. The sidecar sets it
+	// from its flags (--external_variables_cache_bytes). Only TensorFlow
+	// serves external variables.
+	ExternalVariablesCacheBytes int64 `json:"-"`
 }
 
 // Files are the files of one model: slash-separated paths relative to the

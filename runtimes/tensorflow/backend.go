@@ -46,15 +46,16 @@ func init() {
 
 // Backend loads TensorFlow SavedModels.
 type Backend struct {
-	cfg driver.Config
+	cfg    driver.Config
+	stores stores // of external variables (external.go)
 }
 
 // New returns a backend with the runtime config (ModelResetProbability and
 // NumIntraopThreads are used).
 func New(cfg driver.Config) *Backend { return &Backend{cfg: cfg} }
 
-// Close releases nothing: models own their memory.
-func (b *Backend) Close() error { return nil }
+// Close closes the stores of external variables; models own their memory.
+func (b *Backend) Close() error { return b.stores.close() }
 
 const (
 	servingKey   = "serving_default"
@@ -68,12 +69,18 @@ func (b *Backend) Load(ctx context.Context, files driver.Files) (driver.Model, e
 	if b.cfg.NumIntraopThreads < 0 {
 		return nil, fmt.Errorf("num_intraop_threads is %d, want >= 0 (0: all cores)", b.cfg.NumIntraopThreads)
 	}
-	return b.load(mapOptionsOf(b.cfg), files)
+	return b.load(ctx, mapOptionsOf(b.cfg), files)
 }
 
-// load is Load (and LoadDisk) with the checkpoint mapped as mo says.
-func (b *Backend) load(mo mapOptions, files driver.Files) (driver.Model, error) {
-	m, err := loadMapped(files, b.cfg.ModelResetProbability, mo)
+// load is Load (and LoadDisk) with the checkpoint mapped as mo says and
+// the external variables the load's options name (ctx) served from their
+// stores.
+func (b *Backend) load(ctx context.Context, mo mapOptions, files driver.Files) (driver.Model, error) {
+	ext, err := b.externalVarsOf(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m, err := loadExternal(files, b.cfg.ModelResetProbability, mo, ext)
 	if err != nil {
 		return nil, err
 	}
@@ -257,7 +264,13 @@ func load(files driver.Files, resetProb float64) (*model, error) {
 
 // loadMapped is load with the checkpoint's data shards mapped as mo says
 // (mmap.go).
-func loadMapped(files driver.Files, resetProb float64, mo mapOptions) (_ *model, err error) {
+func loadMapped(files driver.Files, resetProb float64, mo mapOptions) (*model, error) {
+	return loadExternal(files, resetProb, mo, nil)
+}
+
+// loadExternal is loadMapped with the variables ext names served from
+// their stores (external.go).
+func loadExternal(files driver.Files, resetProb float64, mo mapOptions, ext externalVars) (_ *model, err error) {
 	if mo.dir == "" && forceMapDir != "" {
 		mo = mapOptions{dir: forceMapDir}
 	}
@@ -304,6 +317,7 @@ func loadMapped(files driver.Files, resetProb float64, mo mapOptions) (_ *model,
 		if ck, err = parseCheckpoint(idx, checkpointAt, files2); err != nil {
 			return nil, err
 		}
+		ck.external = ext
 	}
 	maps, err := ck.mapShards(mo, checkpointAt)
 	if err != nil {
@@ -363,6 +377,9 @@ func loadMapped(files driver.Files, resetProb float64, mo mapOptions) (_ *model,
 				return nil, fmt.Errorf("init op: %w", err)
 			}
 		}
+	}
+	if err := ext.checkRestored(); err != nil {
+		return nil, err
 	}
 	if err := m.compileServing(g, nodes, sigDef, vars, ck); err != nil {
 		return nil, err
@@ -564,6 +581,11 @@ func (m *model) compileServing(g *graphDef, nodes []*ndpb.NodeDef, sd *cpb.Signa
 	}
 	if err := c.missing.err(); err != nil {
 		return err
+	}
+	if ck != nil && len(ck.external) > 0 {
+		if err := externalGathers(c.prog); err != nil {
+			return err
+		}
 	}
 	if err := c.prog.finish(); err != nil {
 		return err

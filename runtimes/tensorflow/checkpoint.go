@@ -36,6 +36,9 @@ type checkpoint struct {
 	// checks the tensors of a file mapped in place (mapOptions).
 	files     []*os.File
 	verifyCRC bool
+	// external are the variables served from a store (external.go): read
+	// gives their placeholders.
+	external externalVars
 }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -137,6 +140,9 @@ func (ck *checkpoint) read(key string, want dtype) (*dense, error) {
 	}
 	if want != 0 && e.Dtype != want {
 		return nil, fmt.Errorf("%w: tensor %q is %s in the checkpoint, the graph restores it as %s", ErrCorruptCheckpoint, key, dtypeName(e.Dtype), dtypeName(want))
+	}
+	if x := ck.external[key]; x != nil {
+		return x.placeholder(e)
 	}
 	mapped := ck.mapped != nil && ck.mapped[e.ShardId]
 	shape, err := shapeOf(e.Shape)

@@ -35,6 +35,14 @@
 // missing fails the load only if the init op reads it; an asset name that
 // is not a clean relative name fails it always.
 //
+// External variables (external.go): a checkpoint variable the load's
+// driver.LoadOptions name in ExternalVariables (a model_metadata entry's
+// external_variables) is not restored; its gathers (GatherV2 on axis 0,
+// ResourceGather) read the batch's rows from a Redis Cluster through
+// package varstore, keyed by LoadOptions.Checksum, one store per URL shared
+// by the backend's models; any other use of it fails the load naming the
+// op and node.
+//
 // Memory-mapped variables (mmap.go): with driver.Config.MapVariablesDir
 // set, a checkpoint data shard of at least MapVariablesMinBytes is mapped
 // read-only with golang.org/x/sys/unix (no cgo): from a streamed

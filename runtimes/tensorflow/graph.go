@@ -42,6 +42,11 @@ type step struct {
 	// such a step has runCtx, which gets the call's context, instead of run.
 	subs   []*program
 	runCtx func(ctx context.Context, v []*dense) error
+	// batchDims is a GatherV2's batch_dims (external.go checks it).
+	batchDims int64
+	// deadAware: wrapSteps made the step skip on a dead TF1 tensor
+	// (external.go does not rewrite such a step).
+	deadAware bool
 }
 
 // program is a compiled subgraph: a flat schedule of kernels over value
@@ -483,7 +488,11 @@ func (c *compiler) build(sc *scope, nd *ndpb.NodeDef, ins []int) ([]int, error) 
 	if err != nil {
 		return nil, err
 	}
-	c.emit(nd, ins, n.outs, run, true).fuse = n.fuse
+	st := c.emit(nd, ins, n.outs, run, true)
+	st.fuse = n.fuse
+	if nd.Op == "GatherV2" {
+		st.batchDims = a.i("batch_dims", 0)
+	}
 	return n.outs, nil
 }
 

@@ -437,7 +437,7 @@ func (b *Backend) LoadDisk(ctx context.Context, files driver.DiskFiles) (driver.
 	}
 	mo := mapOptionsOf(b.cfg)
 	mo.disk = disk
-	return b.load(mo, mem)
+	return b.load(ctx, mo, mem)
 }
 
 // mapInPlace reports whether a received file may be served from a

@@ -80,6 +80,9 @@ type dense struct {
 	// where its bytes are in the mapped file: gathers read rows from
 	// there (fileView).
 	file *fileView
+	// ext marks an external variable's placeholder (external.go): its
+	// dtype and shape, no data; only its gathers read it, from the store.
+	ext *extTable
 
 	// Per-slot scratch that kernels reuse across calls (the state owns the
 	// tensor, so this is race-free).

@@ -185,6 +185,7 @@ func (c *compiler) wrapSteps(from int, guards []int) {
 		}
 		st := &p.steps[i]
 		st.pure, st.readVar, st.fuse = false, nil, nil
+		st.deadAware = true
 		dead := func(v []*dense) bool {
 			for _, g := range guards {
 				if v[g] == deadTensor {

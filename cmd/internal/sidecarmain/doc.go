@@ -6,7 +6,7 @@
 //	    [--max_model_bytes N] [--max_batch_entries N] [--stop_grace 10s] [--log_level info]
 //	    [--log_format text|json] [--map_variables_dir DIR] [--map_variables_min_bytes 64MiB]
 //	    [--max_mapped_model_bytes 64GiB] [--map_variables_verify_crc]
-//	    [--map_variables_gather_from_mapping]
+//	    [--map_variables_gather_from_mapping] [--external_variables_cache_bytes 64MiB]
 //	inference-sidecar-<runtime> --version
 //
 // The --map_variables_* flags let the TensorFlow runtime serve checkpoint
@@ -21,6 +21,9 @@
 // (RSS stays at the heap) unless --map_variables_gather_from_mapping
 // (rows read through the mapping: hot rows cost less, RSS grows to most
 // of the table). The other runtimes ignore them.
+// --external_variables_cache_bytes bounds the local row cache of each
+// store serving external variables (the TensorFlow runtime; negative: no
+// cache).
 //
 // --runtime_config defaults to $INFERENCE_SIDECAR_RUNTIME_CONFIG. When
 // $INFERENCE_SIDECAR_RLIMIT_MB is set the process caps its own address

@@ -101,6 +101,7 @@ type options struct {
 	mapDir                                     string
 	mapMinBytes, maxMappedBytes                int64
 	mapVerifyCRC, mapGatherFromMapping         bool
+	extCacheBytes                              int64
 	maxEntries, seqPerClient                   int
 	stopGrace, spinWait                        time.Duration
 	version                                    bool
@@ -119,6 +120,7 @@ func newFlagSet(prog string, o *options, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&o.mapVerifyCRC, "map_variables_verify_crc", false, "check the CRC32C of the TensorFlow checkpoint tensors served from a streamed registration's mapped shard files, which reads every page of them at load; default false: they are trusted to the SHA-256 the host verified against the config's checksum (list it)")
 	fs.Int64Var(&o.mapMinBytes, "map_variables_min_bytes", DefaultMapVariablesMinBytes, "TensorFlow checkpoint data shards of at least this many bytes are served from a read-only memory mapping instead of the heap; negative = never map")
 	fs.Int64Var(&o.maxMappedBytes, "max_mapped_model_bytes", DefaultMaxMappedModelBytes, "largest total of a model's memory-mapped files (TensorFlow checkpoint data shards, see --map_variables_min_bytes); they do not count against --max_model_bytes")
+	fs.Int64Var(&o.extCacheBytes, "external_variables_cache_bytes", 64<<20, "bytes of rows (and their keys) each store of external variables (a model_metadata entry's external_variables, TensorFlow only) keeps in a local LRU cache; negative = no cache, every row from the store")
 	fs.IntVar(&o.maxEntries, "max_batch_entries", 0, "most entries per Predict batch; default 0 = 4096")
 	cli.DurationVar(fs, &o.stopGrace, "stop_grace", 10*time.Second, "how long a SIGTERM waits for calls in flight")
 	fs.StringVar(&o.logLevel, "log_level", "info", "debug, info, warn or error")
@@ -178,6 +180,7 @@ func serve(ctx context.Context, runtimeName string, o options, log *slog.Logger)
 		}
 		maxMapped = o.maxMappedBytes
 	}
+	cfg.ExternalVariablesCacheBytes = o.extCacheBytes
 	rt, err := runtimes.Open(runtimeName, cfg.Config)
 	if err != nil {
 		return &cli.UsageError{Err: err}

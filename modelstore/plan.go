@@ -30,6 +30,7 @@ const (
 	// ActLoad downloads, verifies and registers a model that is not loaded.
 	ActLoad ActionKind = iota + 1
 	// ActUpdate downloads, verifies and registers new content at a path
+	// (or the same content with new external_variables)
 	// that is serving; the sidecar swaps it in atomically.
 	ActUpdate
 	// ActDelete deletes a delisted model whose grace has ended.
@@ -94,6 +95,9 @@ type SyncPlan struct {
 //     the old content serves until its grace ends, then the new content is
 //     registered at the same path (no MODEL_NOT_FOUND window: the sidecar
 //     swaps atomically, where the seed deletes first).
+//   - A loaded path listed with the same content but other
+//     external_variables is registered again at once (an update without a
+//     grace period: the model reads only the stores its registration names).
 //   - A path listed again with the serving checksum during its grace period
 //     is kept (the seed deletes it anyway when the timer fires).
 //   - An entry without a checksum never counts as changed: there is nothing
@@ -132,11 +136,18 @@ func Plan(state map[string]Loaded, cfg Config, now time.Time) SyncPlan {
 			continue
 		}
 		changed := ok && e.Checksum != "" && e.Checksum != m.Checksum
+		// A model reads its external variables from the stores its
+		// registration named: new stores reach it only by registering it
+		// again (the same content), at once; recorded alone, the model
+		// would go on reading the old store.
+		restore := ok && !changed && m.EvictAt.IsZero() && e.ExternalVariables != m.Entry.ExternalVariables
 		switch {
+		case restore:
+			plan.Actions = append(plan.Actions, Action{Kind: ActUpdate, Path: path, Entry: e})
 		case ok && !changed:
 			if !m.EvictAt.IsZero() {
 				plan.Actions = append(plan.Actions, Action{Kind: ActCancelGrace, Path: path, Entry: e})
-			} else if e.EvictionGrace != m.Entry.EvictionGrace || e.WarmUpJSON != m.Entry.WarmUpJSON || !sameSequences(e.Sequences, m.Entry.Sequences) || e.ExternalVariables != m.Entry.ExternalVariables {
+			} else if e.EvictionGrace != m.Entry.EvictionGrace || e.WarmUpJSON != m.Entry.WarmUpJSON || !sameSequences(e.Sequences, m.Entry.Sequences) {
 				plan.Actions = append(plan.Actions, Action{Kind: ActRefresh, Path: path, Entry: e})
 			}
 		case m.EvictAt.IsZero() && m.Entry.EvictionGrace > 0:

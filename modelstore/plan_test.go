@@ -126,10 +126,14 @@ func TestPlan(t *testing.T) {
 			state: map[string]Loaded{"a/": loaded(withSequences(entry("a/", sumA, 0), 3), time.Time{})},
 			cfg:   []ModelEntry{withSequences(entry("a/", sumA, 0), 4)},
 			want:  "refresh a/"},
-		{name: "external_variables change is a refresh, not a reload",
-			state: map[string]Loaded{"a/": loaded(entry("a/", sumA, 0), time.Time{})},
-			cfg:   []ModelEntry{withExternal(entry("a/", sumA, 0), "redis-cluster://h:1")},
-			want:  "refresh a/"},
+		{name: "external_variables change reloads the same content at once (the sidecar reads the stores its registration names)",
+			state: map[string]Loaded{"a/": loaded(entry("a/", sumA, grace), time.Time{})},
+			cfg:   []ModelEntry{withExternal(entry("a/", sumA, grace), "redis-cluster://h:1")},
+			want:  "update a/ a"},
+		{name: "another store reloads too",
+			state: map[string]Loaded{"a/": loaded(withExternal(entry("a/", sumA, 0), "redis-cluster://h:1"), time.Time{})},
+			cfg:   []ModelEntry{withExternal(entry("a/", sumA, 0), "redis-cluster://h:2")},
+			want:  "update a/ a"},
 		{name: "equal external_variables do nothing",
 			state: map[string]Loaded{"a/": loaded(withExternal(entry("a/", sumA, 0), "redis-cluster://h:1"), time.Time{})},
 			cfg:   []ModelEntry{withExternal(entry("a/", sumA, 0), "redis-cluster://h:1")},
@@ -261,7 +265,7 @@ func TestPlanProperties(t *testing.T) {
 			if holdRetirements && !isListed {
 				fail("retirement while a rejected entry names no path")
 			}
-			same := isListed && (e.Checksum == "" || e.Checksum == m.Checksum)
+			same := isListed && (e.Checksum == "" || e.Checksum == m.Checksum) && e.ExternalVariables == m.Entry.ExternalVariables
 			switch a.Kind {
 			case ActLoad:
 				if loaded || !isListed {

@@ -146,6 +146,7 @@ type downloaded struct {
 
 type downloadedFile struct {
 	rel, tmp string
+	sum      [sha256.Size]byte // of the bytes written to tmp, hashed as they were
 }
 
 func (d *downloaded) cleanup() {
@@ -256,13 +257,13 @@ func (w *Watcher) download(ctx context.Context, e ModelEntry, objs []objectRef) 
 	digests := make([]string, 0, len(objs))
 	for i, o := range objs {
 		tmp := filepath.Join(dir, strconv.Itoa(i))
-		digest, n, err := w.downloadObject(ctx, e, o, tmp, w.maxModelBytes-d.size)
+		sum, n, err := w.downloadObject(ctx, e, o, tmp, w.maxModelBytes-d.size)
 		if err != nil {
 			return nil, err
 		}
 		d.size += n
-		d.files = append(d.files, downloadedFile{rel: o.rel, tmp: tmp})
-		digests = append(digests, digest)
+		d.files = append(d.files, downloadedFile{rel: o.rel, tmp: tmp, sum: sum})
+		digests = append(digests, hex.EncodeToString(sum[:]))
 	}
 	d.checksum = modelfiles.ChecksumOfHexDigests(digests)
 	if e.Checksum != "" && d.checksum != e.Checksum {
@@ -272,31 +273,35 @@ func (w *Watcher) download(ctx context.Context, e ModelEntry, objs []objectRef) 
 	return d, nil
 }
 
-func (w *Watcher) downloadObject(ctx context.Context, e ModelEntry, o objectRef, tmp string, budget int64) (digest string, n int64, err error) {
+// downloadObject writes object o to the new file tmp, hashing the bytes
+// as they are written (the one pass of the download over them: the digest
+// is then carried along, never recomputed, see DigestRegistrar).
+func (w *Watcher) downloadObject(ctx context.Context, e ModelEntry, o objectRef, tmp string, budget int64) (sum [sha256.Size]byte, n int64, err error) {
 	r, err := w.bucket.NewReader(ctx, o.key, w.root.readerOptions())
 	if err != nil {
-		return "", 0, readErr(err, "model %q: object %q", e.Path, o.key)
+		return sum, 0, readErr(err, "model %q: object %q", e.Path, o.key)
 	}
 	defer r.Close()
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
-		return "", 0, failf(reasonLocalError, "model %q: %w", e.Path, err)
+		return sum, 0, failf(reasonLocalError, "model %q: %w", e.Path, err)
 	}
 	h := sha256.New()
 	// The listing's sizes were checked already; the limit guards against an
 	// object that grew since.
 	n, err = io.Copy(io.MultiWriter(f, h), io.LimitReader(r, budget+1))
 	if cerr := f.Close(); err == nil && cerr != nil {
-		return "", 0, failf(reasonLocalError, "model %q: %w", e.Path, cerr)
+		return sum, 0, failf(reasonLocalError, "model %q: %w", e.Path, cerr)
 	}
 	if err != nil {
-		return "", 0, failf(bucketReason(err), "model %q: object %q: read: %w", e.Path, o.key, err)
+		return sum, 0, failf(bucketReason(err), "model %q: object %q: read: %w", e.Path, o.key, err)
 	}
 	if n > budget {
-		return "", 0, failf(reasonTooLarge, "model %q: more than the %d-byte model size limit", e.Path, w.maxModelBytes)
+		return sum, 0, failf(reasonTooLarge, "model %q: more than the %d-byte model size limit", e.Path, w.maxModelBytes)
 	}
 	w.metrics.downloadBytes.Add(float64(n))
-	return hex.EncodeToString(h.Sum(nil)), n, nil
+	h.Sum(sum[:0])
+	return sum, n, nil
 }
 
 // isNotFound reports a MODEL_NOT_FOUND from the sidecar.

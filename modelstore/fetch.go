@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"path"
@@ -289,7 +290,7 @@ func (w *Watcher) downloadObject(ctx context.Context, e ModelEntry, o objectRef,
 	h := sha256.New()
 	// The listing's sizes were checked already; the limit guards against an
 	// object that grew since.
-	n, err = io.Copy(io.MultiWriter(f, h), io.LimitReader(r, budget+1))
+	n, err = w.copyHashed(f, h, io.LimitReader(r, budget+1))
 	if cerr := f.Close(); err == nil && cerr != nil {
 		return sum, 0, failf(reasonLocalError, "model %q: %w", e.Path, cerr)
 	}
@@ -302,6 +303,37 @@ func (w *Watcher) downloadObject(ctx context.Context, e ModelEntry, o objectRef,
 	w.metrics.downloadBytes.Add(float64(n))
 	h.Sum(sum[:0])
 	return sum, n, nil
+}
+
+// downloadChunk is what a download reads before it writes and hashes it.
+const downloadChunk = 1 << 20
+
+// copyHashed copies r to f and h in chunks of downloadChunk. Parallel
+// downloads read (wait for the bucket) at once, but write and hash one
+// chunk at a time (Watcher.passMu): the loads' CPU on this host is at most
+// about one core, so bids keep the other one.
+func (w *Watcher) copyHashed(f *os.File, h hash.Hash, r io.Reader) (int64, error) {
+	buf := make([]byte, downloadChunk)
+	var n int64
+	for {
+		m, rerr := io.ReadFull(r, buf)
+		if m > 0 {
+			w.passMu.Lock()
+			_, werr := f.Write(buf[:m])
+			h.Write(buf[:m])
+			w.passMu.Unlock()
+			n += int64(m)
+			if werr != nil {
+				return n, werr
+			}
+		}
+		switch {
+		case rerr == io.EOF || rerr == io.ErrUnexpectedEOF:
+			return n, nil
+		case rerr != nil:
+			return n, rerr
+		}
+	}
 }
 
 // isNotFound reports a MODEL_NOT_FOUND from the sidecar.

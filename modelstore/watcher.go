@@ -119,12 +119,14 @@ const (
 
 // Watcher polls a bucket's model config and keeps the Registrar in step.
 type Watcher struct {
-	opts          WatcherOptions
-	bucket        *blob.Bucket
-	scheme        string
-	root          *fileRoot // file:// buckets only: reads stay inside it
-	log           *slog.Logger
-	metrics       *metrics
+	opts    WatcherOptions
+	bucket  *blob.Bucket
+	scheme  string
+	root    *fileRoot // file:// buckets only: reads stay inside it
+	log     *slog.Logger
+	metrics *metrics
+	// passMu: one download at a time writes and hashes a chunk (copyHashed).
+	passMu        sync.Mutex
 	now           func() time.Time
 	maxModelBytes int64
 	parallelism   int

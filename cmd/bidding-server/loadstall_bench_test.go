@@ -231,7 +231,7 @@ func BenchmarkLoadStall(b *testing.B) {
 	loadHost := hostCPU - perBid(hostCPU0)*time.Duration(stats[1].calls)
 	loadSidecar := sidecarCPU - perBid(sidecarCPU0)*time.Duration(stats[1].calls)
 	fmt.Printf("CPU of the load itself (bids at their cost before the load taken out): bidding-server %v, sidecar %v; %v per model of %d MiB\n",
-		loadHost.Round(10*time.Millisecond), loadSidecar.Round(10*time.Millisecond), ((loadHost+loadSidecar)/stallBigModels).Round(10*time.Millisecond), bigSize>>20)
+		loadHost.Round(10*time.Millisecond), loadSidecar.Round(10*time.Millisecond), ((loadHost + loadSidecar) / stallBigModels).Round(10*time.Millisecond), bigSize>>20)
 	// The models load one after another and stay: the peak over what the
 	// sidecar holds once all are loaded is what a load costs beyond the
 	// model itself.
@@ -250,7 +250,7 @@ func BenchmarkLoadStall(b *testing.B) {
 	b.ReportMetric(float64(sidecarPeak-sidecarBefore)*1024/float64(bigSize), "sidecar-peak/model")
 	b.ReportMetric(float64(hostMax-hostBefore)*1024/float64(bigSize), "host-growth/model")
 	b.ReportMetric(float64(failures), "failures")
-	b.ReportMetric((loadHost+loadSidecar).Seconds(), "load-cpu-s")
+	b.ReportMetric((loadHost + loadSidecar).Seconds(), "load-cpu-s")
 }
 
 // stallBid sends one bid and returns how many models the module saw.

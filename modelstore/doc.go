@@ -25,9 +25,11 @@
 // config and the time. A Watcher polls the config (skipping the read when
 // S3's ETag or GCS's generation is unchanged, and the parse when the
 // content hash is), executes the plan: downloads new or changed models in
-// parallel into size-capped temporary files, verifies their checksums,
+// parallel into size-capped temporary files, hashing each as it is
+// written (the one pass over the bytes), verifies their checksums,
 // registers them one at a time through a Registrar (the sidecar
-// Supervisor) with their warm-up requests, and deletes delisted models when
+// Supervisor: a DigestRegistrar, which gets the files and their digests
+// and hard-links them) with their warm-up requests, and deletes delisted models when
 // their grace ends. A changed checksum is an in-place update: the old
 // content serves until its grace ends, then the new content is registered
 // at the same path and the sidecar swaps it in atomically (no

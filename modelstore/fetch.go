@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"path"
@@ -146,6 +147,7 @@ type downloaded struct {
 
 type downloadedFile struct {
 	rel, tmp string
+	sum      [sha256.Size]byte // of the bytes written to tmp, hashed as they were
 }
 
 func (d *downloaded) cleanup() {
@@ -256,13 +258,13 @@ func (w *Watcher) download(ctx context.Context, e ModelEntry, objs []objectRef) 
 	digests := make([]string, 0, len(objs))
 	for i, o := range objs {
 		tmp := filepath.Join(dir, strconv.Itoa(i))
-		digest, n, err := w.downloadObject(ctx, e, o, tmp, w.maxModelBytes-d.size)
+		sum, n, err := w.downloadObject(ctx, e, o, tmp, w.maxModelBytes-d.size)
 		if err != nil {
 			return nil, err
 		}
 		d.size += n
-		d.files = append(d.files, downloadedFile{rel: o.rel, tmp: tmp})
-		digests = append(digests, digest)
+		d.files = append(d.files, downloadedFile{rel: o.rel, tmp: tmp, sum: sum})
+		digests = append(digests, hex.EncodeToString(sum[:]))
 	}
 	d.checksum = modelfiles.ChecksumOfHexDigests(digests)
 	if e.Checksum != "" && d.checksum != e.Checksum {
@@ -272,31 +274,66 @@ func (w *Watcher) download(ctx context.Context, e ModelEntry, objs []objectRef) 
 	return d, nil
 }
 
-func (w *Watcher) downloadObject(ctx context.Context, e ModelEntry, o objectRef, tmp string, budget int64) (digest string, n int64, err error) {
+// downloadObject writes object o to the new file tmp, hashing the bytes
+// as they are written (the one pass of the download over them: the digest
+// is then carried along, never recomputed, see DigestRegistrar).
+func (w *Watcher) downloadObject(ctx context.Context, e ModelEntry, o objectRef, tmp string, budget int64) (sum [sha256.Size]byte, n int64, err error) {
 	r, err := w.bucket.NewReader(ctx, o.key, w.root.readerOptions())
 	if err != nil {
-		return "", 0, readErr(err, "model %q: object %q", e.Path, o.key)
+		return sum, 0, readErr(err, "model %q: object %q", e.Path, o.key)
 	}
 	defer r.Close()
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
-		return "", 0, failf(reasonLocalError, "model %q: %w", e.Path, err)
+		return sum, 0, failf(reasonLocalError, "model %q: %w", e.Path, err)
 	}
 	h := sha256.New()
 	// The listing's sizes were checked already; the limit guards against an
 	// object that grew since.
-	n, err = io.Copy(io.MultiWriter(f, h), io.LimitReader(r, budget+1))
+	n, err = w.copyHashed(f, h, io.LimitReader(r, budget+1))
 	if cerr := f.Close(); err == nil && cerr != nil {
-		return "", 0, failf(reasonLocalError, "model %q: %w", e.Path, cerr)
+		return sum, 0, failf(reasonLocalError, "model %q: %w", e.Path, cerr)
 	}
 	if err != nil {
-		return "", 0, failf(bucketReason(err), "model %q: object %q: read: %w", e.Path, o.key, err)
+		return sum, 0, failf(bucketReason(err), "model %q: object %q: read: %w", e.Path, o.key, err)
 	}
 	if n > budget {
-		return "", 0, failf(reasonTooLarge, "model %q: more than the %d-byte model size limit", e.Path, w.maxModelBytes)
+		return sum, 0, failf(reasonTooLarge, "model %q: more than the %d-byte model size limit", e.Path, w.maxModelBytes)
 	}
 	w.metrics.downloadBytes.Add(float64(n))
-	return hex.EncodeToString(h.Sum(nil)), n, nil
+	h.Sum(sum[:0])
+	return sum, n, nil
+}
+
+// downloadChunk is what a download reads before it writes and hashes it.
+const downloadChunk = 1 << 20
+
+// copyHashed copies r to f and h in chunks of downloadChunk. Parallel
+// downloads read (wait for the bucket) at once, but write and hash one
+// chunk at a time (Watcher.passMu): the loads' CPU on this host is at most
+// about one core, so bids keep the other one.
+func (w *Watcher) copyHashed(f *os.File, h hash.Hash, r io.Reader) (int64, error) {
+	buf := make([]byte, downloadChunk)
+	var n int64
+	for {
+		m, rerr := io.ReadFull(r, buf)
+		if m > 0 {
+			w.passMu.Lock()
+			_, werr := f.Write(buf[:m])
+			h.Write(buf[:m])
+			w.passMu.Unlock()
+			n += int64(m)
+			if werr != nil {
+				return n, werr
+			}
+		}
+		switch {
+		case rerr == io.EOF || rerr == io.ErrUnexpectedEOF:
+			return n, nil
+		case rerr != nil:
+			return n, rerr
+		}
+	}
 }
 
 // isNotFound reports a MODEL_NOT_FOUND from the sidecar.

@@ -46,6 +46,17 @@ type DiskRegistrar interface {
 	RegisterModelFiles(ctx context.Context, modelPath string, files runtimes.DiskFiles, warmUpJSON string, seq *runtimes.SequenceSettings) error
 }
 
+// DigestRegistrar is a DiskRegistrar that also takes each downloaded
+// file's SHA-256, which the watcher computed as it wrote the file and
+// verified (the entry's checksum, when it lists one, is made of them), and
+// may keep the files themselves (the sidecar Supervisor hard-links them
+// into its replay store): the watcher only removes its own names for them
+// after it returns, and never writes them again. The model's bytes are
+// then not read or hashed again on their way to the runtime.
+type DigestRegistrar interface {
+	RegisterDownloadedFiles(ctx context.Context, modelPath string, files runtimes.DiskFiles, sums map[string][sha256.Size]byte, warmUpJSON string, seq *runtimes.SequenceSettings) error
+}
+
 // WatcherOptions configure a Watcher; zero fields mean defaults.
 type WatcherOptions struct {
 	// BucketURL is a gocloud.dev/blob URL: file:///dir, s3://bucket?...,
@@ -108,12 +119,14 @@ const (
 
 // Watcher polls a bucket's model config and keeps the Registrar in step.
 type Watcher struct {
-	opts          WatcherOptions
-	bucket        *blob.Bucket
-	scheme        string
-	root          *fileRoot // file:// buckets only: reads stay inside it
-	log           *slog.Logger
-	metrics       *metrics
+	opts    WatcherOptions
+	bucket  *blob.Bucket
+	scheme  string
+	root    *fileRoot // file:// buckets only: reads stay inside it
+	log     *slog.Logger
+	metrics *metrics
+	// passMu: one download at a time writes and hashes a chunk (copyHashed).
+	passMu        sync.Mutex
 	now           func() time.Time
 	maxModelBytes int64
 	parallelism   int
@@ -626,13 +639,22 @@ func sidecarUnavailable(err error) bool {
 }
 
 // register sends the entry's model, with its sequence settings when it has
-// them: as the downloaded files themselves to a DiskRegistrar (the model
-// never passes through this process's memory), read into memory otherwise.
+// them: as the downloaded files themselves, with their SHA-256 digests, to
+// a DigestRegistrar, or without to a DiskRegistrar (the model never passes
+// through this process's memory), read into memory otherwise.
 func (w *Watcher) register(ctx context.Context, e ModelEntry, d *downloaded) error {
 	if e.ExternalVariables != "" {
 		// The registrar sends them with the model (sidecar.Client,
 		// Supervisor: in the registration; the supervisor replays them).
 		ctx = runtimes.WithLoadOptions(ctx, runtimes.LoadOptions{ExternalVariables: e.ExternalVariables.Map()})
+	}
+	if gr, ok := w.opts.Registrar.(DigestRegistrar); ok {
+		files := make(runtimes.DiskFiles, len(d.files))
+		sums := make(map[string][sha256.Size]byte, len(d.files))
+		for _, f := range d.files {
+			files[f.rel], sums[f.rel] = f.tmp, f.sum
+		}
+		return gr.RegisterDownloadedFiles(ctx, e.Path, files, sums, e.WarmUpJSON, e.Sequences)
 	}
 	if dr, ok := w.opts.Registrar.(DiskRegistrar); ok {
 		files := make(runtimes.DiskFiles, len(d.files))

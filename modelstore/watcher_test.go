@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -990,5 +991,53 @@ func TestDiskRegistrarGetsTheDownloadedFiles(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(tmp); len(left) != 0 {
 		t.Errorf("the download stayed: %v", left)
+	}
+}
+
+// digestRegistrar is a diskRegistrar that also takes the downloaded
+// files' SHA-256 digests (the sidecar Supervisor); it checks each against
+// what it reads and records the digests.
+type digestRegistrar struct {
+	*diskRegistrar
+	sums []map[string][sha256.Size]byte
+}
+
+func (r *digestRegistrar) RegisterDownloadedFiles(ctx context.Context, path string, files runtimes.DiskFiles, sums map[string][sha256.Size]byte, warmUp string, seq *runtimes.SequenceSettings) error {
+	for rel, local := range files {
+		b, err := os.ReadFile(local)
+		if err != nil {
+			return err
+		}
+		if sum, ok := sums[rel]; !ok || sum != sha256.Sum256(b) {
+			return fmt.Errorf("file %q: digest %x given, the file's is %x", rel, sum, sha256.Sum256(b))
+		}
+	}
+	r.mu.Lock()
+	r.sums = append(r.sums, sums)
+	r.mu.Unlock()
+	return r.RegisterModelFiles(ctx, path, files, warmUp, seq)
+}
+
+// TestDigestRegistrarGetsTheDownloadsDigests: a DigestRegistrar gets the
+// downloaded files with the SHA-256 of each, computed as the download was
+// written (the registrar checks them against the files), one per file; a
+// download whose checksum does not match the config's never reaches it.
+func TestDigestRegistrarGetsTheDownloadsDigests(t *testing.T) {
+	be := backends()[0]
+	var gr *digestRegistrar
+	e := newEnv(t, be, func(o *WatcherOptions) {
+		gr = &digestRegistrar{diskRegistrar: &diskRegistrar{fakeRegistrar: o.Registrar.(*fakeRegistrar)}}
+		o.Registrar = gr
+	})
+	tf := tfModel(t, "tf")
+	sum := e.putModel("models/pcvr_v1/", tf)
+	e.putModel("models/bad/", tf)
+	e.putConfig(cfgEntry{path: "models/pcvr_v1/", checksum: sum}, cfgEntry{path: "models/bad/", checksum: strings.Repeat("0", 64)})
+	if err := e.sync(); err == nil {
+		t.Error("a sync with a checksum mismatch reported no failure")
+	}
+	calls := e.expectCalls("register models/pcvr_v1/")
+	if gr.disk != 1 || calls[0].checksum != sum || len(gr.sums) != 1 || len(gr.sums[0]) != len(tf) {
+		t.Errorf("RegisterDownloadedFiles calls %d (want 1), checksum %s (want %s), digests %v (want one per file of %d)", gr.disk, calls[0].checksum, sum, gr.sums, len(tf))
 	}
 }

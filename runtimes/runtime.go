@@ -155,7 +155,7 @@ func (r *Runtime) ExternalVariableStats() []driver.StoreStats {
 
 // LoadDisk is Load from files on local disk (the sidecar receives a
 // streamed registration into files): a backend that can load from disk
-// (driver.DiskLoader: ONNX, and TensorFlow for the shards it maps) does, so that no copy of the model passes
+// (driver.DiskLoader: ONNX, PyTorch, and TensorFlow for the shards it maps) does, so that no copy of the model passes
 // through this process's memory; the others get the files read into memory,
 // once. The files can be removed once it returns.
 func (r *Runtime) LoadDisk(ctx context.Context, path string, files DiskFiles) (*Model, error) {

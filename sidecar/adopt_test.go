@@ -2,6 +2,7 @@ package sidecar_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,6 +44,28 @@ func TestSupervisorKillDuringFirstLoadFromDisk(t *testing.T) {
 			disk[name] = p
 		}
 		return sup.RegisterModelFiles(ctx, m.path, disk, "", nil)
+	})
+}
+
+// TestSupervisorKillDuringFirstLoadDownloaded is TestSupervisorKillDuringFirstLoad
+// for verified downloads (RegisterDownloadedFiles: the files are hard-linked
+// into the replay store, and the sidecar links them in turn), which must be
+// adopted by the replay alike.
+func TestSupervisorKillDuringFirstLoadDownloaded(t *testing.T) {
+	killDuringFirstLoad(t, func(ctx context.Context, sup *sidecar.Supervisor, m replayModel) error {
+		dir := t.TempDir()
+		disk := runtimes.DiskFiles{}
+		sums := map[string][sha256.Size]byte{}
+		for name, b := range m.files {
+			p := filepath.Join(dir, strings.ReplaceAll(name, "/", "_"))
+			if err := os.WriteFile(p, b, 0o600); err != nil {
+				return err
+			}
+			disk[name], sums[name] = p, sha256.Sum256(b)
+		}
+		err := sup.RegisterDownloadedFiles(ctx, m.path, disk, sums, "", nil)
+		os.RemoveAll(dir) // as the watcher does: the store keeps its links
+		return err
 	})
 }
 

@@ -25,10 +25,16 @@
 // it writes anything, then receives the files into a private temporary
 // directory (ServerOptions.TempDir), hashing them as they arrive, and has
 // the runtime load them from there (runtimes.Runtime.LoadDisk): no model is
-// held whole in the sidecar's memory by the transfer. On the host,
-// Supervisor.RegisterModelFiles (modelstore.DiskRegistrar) takes a model as
-// files on disk and streams its replay copy, so bidding-server never holds
-// one either.
+// held whole in the sidecar's memory by the transfer. A file the header
+// names by local_path (under ServerOptions.LocalFilesDir, opened through an
+// os.Root) is hard-linked instead, never read (localfile.go). On the host,
+// Supervisor.RegisterDownloadedFiles (modelstore.DigestRegistrar) takes a
+// verified download as files with their SHA-256 digests and hard-links
+// them into its replay store, and Supervisor.RegisterModelFiles
+// (modelstore.DiskRegistrar) copies local files there, hashing them; the
+// sidecar gets the stored files by path (its --local_files_dir is the
+// store), so bidding-server never holds or re-reads a model either. A
+// replay reads each stored file back and checks its SHA-256 first.
 //
 // Dynamic batching (off by default): when the runtime config's
 // dynamic_batching turns it on for a path, the registry merges concurrent

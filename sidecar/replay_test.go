@@ -310,7 +310,7 @@ func TestSupervisorReplayStore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := os.FileMode(0o600)
+		want := os.FileMode(0o400) // sealed: nothing writes a stored file again
 		if fi.IsDir() {
 			want = 0o700
 		}

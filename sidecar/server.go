@@ -90,6 +90,12 @@ type ServerOptions struct {
 	// directory of its own (0700) removed once it is loaded; "" =
 	// os.TempDir() ($TMPDIR). It should be on disk, not tmpfs.
 	TempDir string
+	// LocalFilesDir is the directory a streamed registration may name
+	// files in instead of streaming them (FileHeader.local_path, relative
+	// to it; the supervisor's replay store): each is linked into the
+	// registration's own directory (copied where it cannot be), never
+	// read through this process. "" = registrations by path are refused.
+	LocalFilesDir string
 }
 
 // Server is the sidecar's gRPC InferenceService with the standard health
@@ -565,7 +571,7 @@ func (s *Server) registered(path string, files int, size int64, res registry.Res
 // them from disk where it can: runtimes.Runtime.LoadDisk); the directory
 // is removed once the registration ends.
 func (s *Server) RegisterModelStream(stream inferencepb.InferenceService_RegisterModelStreamServer) error {
-	rm, err := receiveModel(stream, s.reg.NewTally(), s.opts.TempDir)
+	rm, err := receiveModel(stream, s.reg.NewTally(), s.opts.TempDir, s.opts.LocalFilesDir)
 	if rm != nil {
 		defer rm.remove()
 	}
@@ -616,9 +622,11 @@ func (rm *receivedModel) remove() {
 
 // receiveModel reads a streamed registration into files in a new directory
 // under tempDir ("" = os.TempDir()), which the caller removes (when the
-// returned model is not nil, failures included). Errors are INPUT_PARSING,
-// or GRPC when the stream itself fails or a file cannot be written.
-func receiveModel(stream inferencepb.InferenceService_RegisterModelStreamServer, total *registry.Tally, tempDir string) (*receivedModel, error) {
+// returned model is not nil, failures included). Files the header gives by
+// local_path are taken from localDir instead (takeLocalFile). Errors are
+// INPUT_PARSING, or GRPC when the stream itself fails or a file cannot be
+// written.
+func receiveModel(stream inferencepb.InferenceService_RegisterModelStreamServer, total *registry.Tally, tempDir, localDir string) (*receivedModel, error) {
 	first, err := stream.Recv()
 	if errors.Is(err, io.EOF) {
 		return nil, inferr.Errorf(inferr.InputParsing, "register model stream: ended before the header")
@@ -650,6 +658,18 @@ func receiveModel(stream inferencepb.InferenceService_RegisterModelStreamServer,
 		seen[f.GetPath()] = true
 		if err := total.Add(path, f.GetPath(), f.GetSize()); err != nil {
 			return rm, err
+		}
+		if f.GetLocalPath() == "" {
+			if len(f.GetSha256()) != 0 {
+				return rm, inferr.Errorf(inferr.InputParsing, "register model %q: files[%d] (%q): sha256 is set without local_path", path, i, f.GetPath())
+			}
+			continue
+		}
+		if localDir == "" {
+			return rm, inferr.Errorf(inferr.InputParsing, "register model %q: files[%d] (%q): given by local_path, but this sidecar takes no files from local disk (no --local_files_dir)", path, i, f.GetPath())
+		}
+		if len(f.GetSha256()) != sha256.Size {
+			return rm, inferr.Errorf(inferr.InputParsing, "register model %q: files[%d] (%q): a file given by local_path needs its %d-byte sha256, got %d bytes", path, i, f.GetPath(), sha256.Size, len(f.GetSha256()))
 		}
 	}
 	if rm.seq, err = sequenceSettingsFromProto(path, h.GetSequenceSettings()); err != nil {
@@ -698,6 +718,16 @@ func receiveModel(stream inferencepb.InferenceService_RegisterModelStreamServer,
 			}
 			cur++
 			local := filepath.Join(rm.dir, strconv.Itoa(cur))
+			if fh := decl[cur]; fh.GetLocalPath() != "" {
+				// No chunks: the file is taken whole from local disk.
+				if err := takeLocalFile(localDir, fh, local); err != nil {
+					return inferr.Wrap(inferr.GRPC, err, fmt.Sprintf("register model %q: file %q", path, fh.GetPath()))
+				}
+				rm.files[fh.GetPath()] = local
+				digests[fh.GetPath()] = hex.EncodeToString(fh.GetSha256())
+				written = fh.GetSize()
+				continue
+			}
 			f, err := os.OpenFile(local, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 			if err != nil {
 				return inferr.Errorf(inferr.GRPC, "register model %q: file %q: %w", path, decl[cur].GetPath(), err)

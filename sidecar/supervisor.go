@@ -3,6 +3,7 @@ package sidecar
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -368,24 +369,47 @@ func (s *Supervisor) registered(ctx context.Context, modelPath string, stored *s
 }
 
 // RegisterModelFiles is RegisterModelWithSequences for a model whose files
-// are on local disk (modelstore.DiskRegistrar): each file is copied into the
-// replay store in chunks, hashed on the way and verified, and the sidecar
-// gets the stored copy streamed in chunks, checked again as it goes. No
-// file is ever held in memory whole, so the host's memory does not grow
-// with the model's size. The files at the given paths can be removed once
-// it returns.
+// are on local disk (modelstore.DiskRegistrar), the operator's (a local
+// model): each file is copied into the replay store in chunks, hashed on
+// the way, and the sidecar takes the stored copy by path (it links it).
+// No file is ever held in memory whole, so the host's memory does not grow
+// with the model's size. The files at the given paths are left as they
+// are.
 func (s *Supervisor) RegisterModelFiles(ctx context.Context, modelPath string, files runtimes.DiskFiles, warmUpJSON string, seq *runtimes.SequenceSettings) error {
+	return s.RegisterDownloadedFiles(ctx, modelPath, files, nil, warmUpJSON, seq)
+}
+
+// RegisterDownloadedFiles is RegisterModelFiles for files the caller
+// downloaded and verified (modelstore.DigestRegistrar): sums holds the
+// SHA-256 of each file it covers, which the caller computed as it wrote the
+// file, and the caller gives those files up (it only removes its names for
+// them once this returns). Each is hard-linked into the replay store (copied
+// in the kernel across filesystems), and the sidecar links it in turn: the
+// model's bytes are neither read, written nor hashed again on the way to
+// the runtime. Files sums lacks are copied and hashed as RegisterModelFiles
+// does.
+func (s *Supervisor) RegisterDownloadedFiles(ctx context.Context, modelPath string, files runtimes.DiskFiles, sums map[string][sha256.Size]byte, warmUpJSON string, seq *runtimes.SequenceSettings) error {
 	if len(files) == 0 {
 		return inferr.Errorf(inferr.InputParsing, "register model %s: no files", inferr.Quote(modelPath))
 	}
 	s.replayMu.RLock()
-	stored, err := s.store.putFiles(modelPath, files)
+	stored, err := s.store.putFiles(modelPath, files, sums)
 	if err != nil {
 		s.replayMu.RUnlock()
 		return inferr.Errorf(inferr.GRPC, "sidecar supervisor: %w", err)
 	}
-	err = s.client.registerStream(ctx, modelPath, warmUpJSON, seq, stored.headers(), stored.stream)
+	err = s.registerStored(ctx, modelPath, stored, warmUpJSON, seq)
 	return s.registered(ctx, modelPath, stored, warmUpJSON, seq, err)
+}
+
+// registerStored registers a model from its files in the replay store,
+// which the sidecar takes by path (its --local_files_dir is the store).
+func (s *Supervisor) registerStored(ctx context.Context, modelPath string, stored *storedModel, warmUpJSON string, seq *runtimes.SequenceSettings) error {
+	headers, err := stored.headers(s.store.dir)
+	if err != nil {
+		return inferr.Errorf(inferr.InputParsing, "sidecar supervisor: model %s: %w", inferr.Quote(modelPath), err)
+	}
+	return s.client.registerStream(ctx, modelPath, warmUpJSON, seq, headers, func(int, func([]byte) bool) error { return nil })
 }
 
 // DeleteModel forgets a model for replay and deletes it from the sidecar.
@@ -544,7 +568,7 @@ func (s *Supervisor) spawn() (*child, error) {
 	if s.closed {
 		return nil, errors.New("sidecar supervisor is closed")
 	}
-	args := []string{"--socket", s.opts.SocketPath}
+	args := []string{"--socket", s.opts.SocketPath, "--local_files_dir", s.store.dir}
 	if s.opts.RuntimeConfig != "" {
 		args = append(args, "--runtime_config", s.opts.RuntimeConfig)
 	}
@@ -844,7 +868,12 @@ func (s *Supervisor) replay(ctx context.Context) {
 		wg.Go(func() {
 			for it := range work {
 				t := time.Now()
-				err := s.client.registerStream(runtimes.WithLoadOptions(ctx, it.load), it.path, it.warmUp, it.sequences, it.stored.headers(), it.stored.stream)
+				err := it.stored.verify()
+				if err != nil {
+					err = inferr.Errorf(inferr.GRPC, "sidecar supervisor: model %s: %w", inferr.Quote(it.path), err)
+				} else {
+					err = s.registerStored(runtimes.WithLoadOptions(ctx, it.load), it.path, it.stored, it.warmUp, it.sequences)
+				}
 				if s.gate.finish(gen, it.path, err == nil) && it.adopted != nil {
 					s.settleAdoption(it.path, it.seq, err)
 				}

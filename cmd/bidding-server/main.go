@@ -456,6 +456,10 @@ func syncModels(ctx context.Context, cfg config, sup modelstore.Registrar, srv *
 	}
 }
 
+// The watcher hands the supervisor its verified downloads with their
+// digests: hard-linked into the replay store, never read again.
+var _ modelstore.DigestRegistrar = (*sidecar.Supervisor)(nil)
+
 func registerLocal(ctx context.Context, sup modelstore.Registrar, lm localModel) error {
 	if dr, ok := sup.(modelstore.DiskRegistrar); ok {
 		// Streamed from the files: the model never sits in memory here.

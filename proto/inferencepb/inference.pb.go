@@ -1166,9 +1166,22 @@ func (x *RegisterModelResponse) GetWarmUpMs() float64 {
 
 // FileHeader announces one file of a streamed registration.
 type FileHeader struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
-	Size          int64                  `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	Size  int64                  `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	// Set, the file is not streamed (no chunks follow for it): the sidecar
+	// takes it from local disk, at this slash path relative to the directory
+	// its --local_files_dir flag names (refused without the flag, or outside
+	// that directory), linking it into its own directory (copying it where
+	// a link cannot be made). It must have the declared size. The sidecar
+	// supervisor registers so the models it keeps for replay (the sidecar is
+	// its child: same machine, same user), so that no model's bytes pass
+	// through either process.
+	LocalPath string `protobuf:"bytes,3,opt,name=local_path,json=localPath,proto3" json:"local_path,omitempty"`
+	// The SHA-256 (32 bytes) of a file given by local_path, as the sender
+	// computed and verified it: the sidecar does not read the file to hash
+	// it again, and reports it in the model's checksum.
+	Sha256        []byte `protobuf:"bytes,4,opt,name=sha256,proto3" json:"sha256,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1217,11 +1230,26 @@ func (x *FileHeader) GetSize() int64 {
 	return 0
 }
 
+func (x *FileHeader) GetLocalPath() string {
+	if x != nil {
+		return x.LocalPath
+	}
+	return ""
+}
+
+func (x *FileHeader) GetSha256() []byte {
+	if x != nil {
+		return x.Sha256
+	}
+	return nil
+}
+
 type RegisterModelHeader struct {
 	state                  protoimpl.MessageState `protogen:"open.v1"`
 	ModelPath              string                 `protobuf:"bytes,1,opt,name=model_path,json=modelPath,proto3" json:"model_path,omitempty"`
 	WarmUpBatchRequestJson string                 `protobuf:"bytes,2,opt,name=warm_up_batch_request_json,json=warmUpBatchRequestJson,proto3" json:"warm_up_batch_request_json,omitempty"`
-	// Every file that follows, in the order its chunks will arrive.
+	// Every file of the model; those without local_path follow, in this
+	// order, as chunks.
 	Files []*FileHeader `protobuf:"bytes,3,rep,name=files,proto3" json:"files,omitempty"`
 	// As in RegisterModelRequest.
 	SequenceSettings *SequenceSettings `protobuf:"bytes,4,opt,name=sequence_settings,json=sequenceSettings,proto3" json:"sequence_settings,omitempty"`
@@ -2049,11 +2077,14 @@ const file_inference_proto_rawDesc = "" +
 	"\breplaced\x18\x01 \x01(\bR\breplaced\x12\x17\n" +
 	"\aload_ms\x18\x02 \x01(\x01R\x06loadMs\x12\x1c\n" +
 	"\n" +
-	"warm_up_ms\x18\x03 \x01(\x01R\bwarmUpMs\"4\n" +
+	"warm_up_ms\x18\x03 \x01(\x01R\bwarmUpMs\"k\n" +
 	"\n" +
 	"FileHeader\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
-	"\x04size\x18\x02 \x01(\x03R\x04size\"\xb7\x03\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x1d\n" +
+	"\n" +
+	"local_path\x18\x03 \x01(\tR\tlocalPath\x12\x16\n" +
+	"\x06sha256\x18\x04 \x01(\fR\x06sha256\"\xb7\x03\n" +
 	"\x13RegisterModelHeader\x12\x1d\n" +
 	"\n" +
 	"model_path\x18\x01 \x01(\tR\tmodelPath\x12:\n" +

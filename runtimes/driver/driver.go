@@ -213,7 +213,11 @@ type SequenceModel interface {
 
 // DiskFiles are the files of one model on local disk: the same
 // slash-separated model paths as Files, each mapped to the local file that
-// holds its content. The files stay in place until Load returns.
+// holds its content. The files stay in place until Load returns. They are
+// read-only: in the sidecar a file may be a hard link to the sidecar
+// supervisor's replay copy (a registration by path), so a write would
+// change what a replay brings back (the replay's SHA-256 check would then
+// refuse it).
 type DiskFiles map[string]string
 
 // DiskLoader is a Backend that loads a model from its files on disk without

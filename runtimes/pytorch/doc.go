@@ -17,8 +17,12 @@
 // Before libtorch sees it, a pure-Go preflight checks the zip (sizes that fit
 // the file, CRCs) and walks every pickle opcode by opcode, so that a corrupt
 // length field is an error, not a multi-GiB allocation inside libtorch's
-// reader. Load reads it from memory (no temp file, no copy of the bytes), calls
-// eval(), then torch::jit::freeze, which inlines parameters, submodules and
+// reader. Load reads it from memory (no temp file, no copy of the bytes);
+// LoadDisk (driver.DiskLoader: the sidecar's registrations) preflights the
+// file through a read-only mapping, unmaps it, and has libtorch read it with
+// pread (pt_load_fd), so that the file is never in memory beside the loaded
+// tensors (a registration's peak is about the model, not twice it). Either
+// calls eval(), then torch::jit::freeze, which inlines parameters, submodules and
 // read-only attributes. The model is rejected, with the reason in the error,
 // when it is not TorchScript, has no forward(), cannot be frozen, still holds
 // attributes after freezing (forward() mutates them: state that concurrent

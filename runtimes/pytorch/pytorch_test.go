@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -335,20 +336,72 @@ func TestLoadRejects(t *testing.T) {
 		{"no model among files", driver.Files{"README": affine, "LICENSE": affine}, []string{"LICENSE, README"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m, err := rt.Load(context.Background(), "models/"+tc.name, tc.files)
-			if err == nil {
-				m.Close()
-				t.Fatal("loaded; want an error")
-			}
-			if inferr.TypeOf(err) != inferr.ModelExecution {
-				t.Errorf("type %s, want MODEL_EXECUTION: %v", inferr.TypeOf(err), err)
-			}
-			for _, w := range append(tc.want, "models/"+tc.name) {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not mention %q", err, w)
+			// From bytes, and from disk (LoadDisk: the sidecar's path).
+			for _, from := range []string{"bytes", "disk"} {
+				var m *runtimes.Model
+				var err error
+				if from == "bytes" {
+					m, err = rt.Load(context.Background(), "models/"+tc.name, tc.files)
+				} else {
+					m, err = rt.LoadDisk(context.Background(), "models/"+tc.name, onDisk(t, tc.files))
+				}
+				if err == nil {
+					m.Close()
+					t.Fatalf("%s: loaded; want an error", from)
+				}
+				if inferr.TypeOf(err) != inferr.ModelExecution {
+					t.Errorf("%s: type %s, want MODEL_EXECUTION: %v", from, inferr.TypeOf(err), err)
+				}
+				for _, w := range append(tc.want, "models/"+tc.name) {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("%s: error %q does not mention %q", from, err, w)
+					}
 				}
 			}
 		})
+	}
+}
+
+// onDisk writes files into a temporary directory, as the sidecar receives
+// a registration.
+func onDisk(t testing.TB, files driver.Files) runtimes.DiskFiles {
+	t.Helper()
+	dir := t.TempDir()
+	disk := runtimes.DiskFiles{}
+	i := 0
+	for name, b := range files {
+		p := filepath.Join(dir, strconv.Itoa(i))
+		i++
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		disk[name] = p
+	}
+	return disk
+}
+
+// TestLoadDiskKnownAnswer: a model loaded from disk (pt_load_fd) answers
+// as the one loaded from bytes.
+func TestLoadDiskKnownAnswer(t *testing.T) {
+	rt := openRuntime(t)
+	m, err := rt.LoadDisk(context.Background(), "affine/", onDisk(t, readTestdata(t, "affine_v2.pt")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	x := []float32{0, 1, -2.5, 3.25, 100, -0.125}
+	out, err := m.Predict(context.Background(), []tensor.Tensor{tensor.New("x", []int64{2, 3}, x)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, ok := tensor.Data[float32](out[0])
+	if !ok || len(y) != len(x) {
+		t.Fatalf("output %v", out)
+	}
+	for i := range x {
+		if want := 3*x[i] - 1; y[i] != want {
+			t.Errorf("y[%d] = %v, want %v", i, y[i], want)
+		}
 	}
 }
 

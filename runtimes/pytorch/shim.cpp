@@ -10,6 +10,7 @@
 #include <torch/csrc/jit/ir/alias_analysis.h>
 #include <torch/script.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -18,6 +19,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 namespace {
 
@@ -51,6 +54,32 @@ class MemoryReader : public caffe2::serialize::ReadAdapterInterface {
 
  private:
   const char* data_;
+  size_t len_;
+};
+
+// FdReader reads a model file through its descriptor (pread), so that
+// libtorch copies each record from the page cache straight into its own
+// buffers: no copy of the file is held in memory, or mapped, while it
+// loads. The caller keeps fd open during the load.
+class FdReader : public caffe2::serialize::ReadAdapterInterface {
+ public:
+  FdReader(int fd, size_t len) : fd_(fd), len_(len) {}
+  size_t size() const override { return len_; }
+  size_t read(uint64_t pos, void* buf, size_t n, const char* /*what*/) const override {
+    if (pos >= len_) return 0;
+    if (n > len_ - pos) n = len_ - pos;
+    size_t done = 0;
+    while (done < n) {
+      ssize_t got = ::pread(fd_, static_cast<char*>(buf) + done, n - done, static_cast<off_t>(pos + done));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) break;  // libtorch reports the short read
+      done += static_cast<size_t>(got);
+    }
+    return done;
+  }
+
+ private:
+  int fd_;
   size_t len_;
 };
 
@@ -218,12 +247,22 @@ char* pt_set_threads(int32_t intraop, int32_t interop) {
   }
 }
 
+static char* load_from(std::shared_ptr<caffe2::serialize::ReadAdapterInterface> reader, pt_model** out);
+
 char* pt_load(const void* data, size_t len, pt_model** out) {
+  return load_from(std::make_shared<MemoryReader>(data, len), out);
+}
+
+char* pt_load_fd(int fd, size_t len, pt_model** out) {
+  return load_from(std::make_shared<FdReader>(fd, len), out);
+}
+
+static char* load_from(std::shared_ptr<caffe2::serialize::ReadAdapterInterface> reader, pt_model** out) {
   *out = nullptr;
   std::unique_ptr<pt_model> m(new pt_model());
   torch::jit::Module loaded;
   try {
-    loaded = torch::jit::load(std::make_shared<MemoryReader>(data, len), c10::Device(c10::kCPU));
+    loaded = torch::jit::load(reader, c10::Device(c10::kCPU));
     loaded.eval();
   } catch (const std::exception& e) {
     return dup_string("not a TorchScript module: " + message(e));

@@ -69,6 +69,10 @@ char* pt_set_threads(int32_t intraop, int32_t interop);
 // side-effect nodes in forward). Returns NULL and sets *out, or an error.
 char* pt_load(const void* data, size_t len, pt_model** out);
 
+// pt_load_fd is pt_load from an open file of len bytes, read with pread:
+// the file is never held in memory whole. fd stays the caller's.
+char* pt_load_fd(int fd, size_t len, pt_model** out);
+
 // pt_num_inputs is the number of tensors forward() takes, or -1 when the
 // schema does not fix it (default values, varargs).
 int32_t pt_num_inputs(const pt_model* m);

@@ -441,12 +441,15 @@ func (b *Backend) LoadDisk(ctx context.Context, files driver.DiskFiles) (driver.
 }
 
 // mapInPlace reports whether a received file may be served from a
-// mapping of itself: it has no other hard link (an owner who might write
-// it in place) and is not in memory (tmpfs, ramfs: the mapping would keep
+// mapping of itself: it is read-only (no write permission for anyone: the
+// sidecar supervisor's replay store seals its files so, and the sidecar
+// links them) or has no other hard link (an owner who might write it in
+// place), and it is not in memory (tmpfs, ramfs: the mapping would keep
 // the model in memory for as long as it serves, where a copy in
 // MapVariablesDir, on disk, leaves only what the page cache can spare).
 func mapInPlace(f *os.File, st os.FileInfo) bool {
-	if sys, ok := st.Sys().(*syscall.Stat_t); !ok || sys.Nlink != 1 {
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok || (sys.Nlink != 1 && st.Mode().Perm()&0o222 != 0) {
 		return false
 	}
 	var fs unix.Statfs_t

@@ -411,6 +411,46 @@ func TestMappedVariablesLoadDiskSharedFileIsCopied(t *testing.T) {
 	loadDiskIsCopied(t, files, disk, shard)
 }
 
+// A received shard file with other hard links is mapped in place all the
+// same when it is read-only (the sidecar supervisor's replay store seals
+// its files 0400, and the sidecar links them): nobody can write it through
+// another name. The mapping is of the file itself (/proc/self/maps names
+// it), and the answers are the heap model's.
+func TestMappedVariablesLoadDiskReadOnlyLinkedFileIsMappedInPlace(t *testing.T) {
+	files := embeddingModel(t, 1000, 16, 4, false)
+	disk, recv := writeDisk(t, files)
+	shard := disk["variables/variables.data-00000-of-00001"]
+	if err := os.Link(shard, filepath.Join(recv, "replay-store-link")); err != nil {
+		t.Skipf("no hard links here: %v", err)
+	}
+	if err := os.Chmod(shard, 0o400); err != nil {
+		t.Fatal(err)
+	}
+	var fs unix.Statfs_t
+	if err := unix.Statfs(recv, &fs); err != nil || fs.Type == unix.TMPFS_MAGIC || fs.Type == unix.RAMFS_MAGIC {
+		t.Skipf("the test's temporary directory is in memory (%v): files there are always copied", err)
+	}
+	heap := loadWith(t, driver.Config{}, files)
+	defer heap.Close()
+	bm, err := New(driver.Config{MapVariablesDir: t.TempDir()}).LoadDisk(context.Background(), disk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := bm.(*model)
+	defer m.Close()
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Skip(err)
+	}
+	if !strings.Contains(string(maps), shard) {
+		t.Errorf("no mapping of %s itself: a read-only file with another link was copied, not mapped in place", shard)
+	}
+	ids := []int64{0, 999, 17, 500}
+	if want, got := predictIDs(t, heap, ids...), predictIDs(t, m, ids...); !reflect.DeepEqual(want, got) {
+		t.Fatalf("LoadDisk answers %v, Load %v", got, want)
+	}
+}
+
 // A received shard file on tmpfs is copied to MapVariablesDir, not mapped
 // in place (which would keep it in memory): writing the file after the
 // load changes no answer.

@@ -52,7 +52,8 @@ func Serve(tb testing.TB, opts sidecar.ServerOptions, clientOpts sidecar.ClientO
 // ServeChild is the main of a test binary that a sidecar.Supervisor runs
 // as its sidecar (the binary re-executed with an environment variable its
 // TestMain checks): it reads the flags the supervisor passes, as the real
-// sidecars do (--socket, --runtime_config, --fast_lane_spin_wait), serves
+// sidecars do (--socket, --runtime_config, --fast_lane_spin_wait,
+// --local_files_dir), serves
 // rt on the socket until the process is killed, and returns the exit
 // status: 2 for bad flags, 1 when serving fails.
 func ServeChild(args []string, rt *runtimes.Runtime) int {
@@ -60,11 +61,12 @@ func ServeChild(args []string, rt *runtimes.Runtime) int {
 	socket := fs.String("socket", "", "")
 	fs.String("runtime_config", "", "")
 	spinWait := fs.Duration("fast_lane_spin_wait", 0, "")
+	localFiles := fs.String("local_files_dir", "", "")
 	if err := fs.Parse(args); err != nil || *socket == "" || fs.NArg() > 0 {
 		fmt.Fprintln(os.Stderr, "test sidecar: bad args", args, err)
 		return 2
 	}
-	srv, err := sidecar.NewServer(sidecar.ServerOptions{Runtime: rt, FastLaneSpinWait: *spinWait})
+	srv, err := sidecar.NewServer(sidecar.ServerOptions{Runtime: rt, FastLaneSpinWait: *spinWait, LocalFilesDir: *localFiles})
 	if err == nil {
 		err = srv.Serve(*socket)
 	}

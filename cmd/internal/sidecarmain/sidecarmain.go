@@ -98,7 +98,7 @@ type options struct {
 	socket, runtimeConfig, logLevel, logFormat string
 	otlpEndpoint, otlpProtocol                 string
 	maxModelBytes                              int64
-	mapDir                                     string
+	mapDir, localFilesDir                      string
 	mapMinBytes, maxMappedBytes                int64
 	mapVerifyCRC, mapGatherFromMapping         bool
 	extCacheBytes                              int64
@@ -121,6 +121,7 @@ func newFlagSet(prog string, o *options, stderr io.Writer) *flag.FlagSet {
 	fs.Int64Var(&o.mapMinBytes, "map_variables_min_bytes", DefaultMapVariablesMinBytes, "TensorFlow checkpoint data shards of at least this many bytes are served from a read-only memory mapping instead of the heap; negative = never map")
 	fs.Int64Var(&o.maxMappedBytes, "max_mapped_model_bytes", DefaultMaxMappedModelBytes, "largest total of a model's memory-mapped files (TensorFlow checkpoint data shards, see --map_variables_min_bytes); they do not count against --max_model_bytes")
 	fs.Int64Var(&o.extCacheBytes, "external_variables_cache_bytes", 64<<20, "bytes of rows (and their keys) each store of external variables (a model_metadata entry's external_variables, TensorFlow only) keeps in a local LRU cache; negative = no cache, every row from the store")
+	fs.StringVar(&o.localFilesDir, "local_files_dir", "", "directory whose files a registration may name instead of streaming them (the sidecar supervisor passes its replay store: the files are hard-linked, never read through the process); default \"\" = none, every file is streamed")
 	fs.IntVar(&o.maxEntries, "max_batch_entries", 0, "most entries per Predict batch; default 0 = 4096")
 	cli.DurationVar(fs, &o.stopGrace, "stop_grace", 10*time.Second, "how long a SIGTERM waits for calls in flight")
 	fs.StringVar(&o.logLevel, "log_level", "info", "debug, info, warn or error")
@@ -196,6 +197,7 @@ func serve(ctx context.Context, runtimeName string, o options, log *slog.Logger)
 		FastLaneSpinWait:      o.spinWait,
 		MaxSequencesPerClient: o.seqPerClient,
 		Tracer:                traces.Tracer(),
+		LocalFilesDir:         o.localFilesDir,
 	})
 	if err != nil {
 		return err

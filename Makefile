@@ -228,7 +228,7 @@ bench: deps-onnx deps-pytorch deps-node-peer deps-wrk deps-redis
 
 # fuzz: a short run of every fuzz target (the seed corpora run in make test).
 FUZZTIME ?= 30s
-fuzz:
+fuzz: deps-pytorch
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./batch/
 	$(GO) test -run '^$$' -fuzz '^FuzzClipN$$' -fuzztime $(FUZZTIME) ./inferr/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME) ./modelstore/
@@ -241,8 +241,18 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeTFServingJSON$$' -fuzztime $(FUZZTIME) ./kserve/
 	$(GO) test -run '^$$' -fuzz '^FuzzUnmarshalJSONPredict$$' -fuzztime $(FUZZTIME) ./sidecar/
 	$(GO) test -run '^$$' -fuzz '^FuzzParseModelInfo$$' -fuzztime $(FUZZTIME) ./runtimes/onnx/
+	$(GO) test -run '^$$' -fuzz '^FuzzExternalFiles$$' -fuzztime $(FUZZTIME) ./runtimes/onnx/
 	$(GO) test -run '^$$' -fuzz '^FuzzReadFrame$$' -fuzztime $(FUZZTIME) ./sidecar/fastlane/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeInferJSON$$' -fuzztime $(FUZZTIME) ./kserve/
+	$(GO) test -run '^$$' -fuzz '^FuzzCheckpointTensors$$' -fuzztime $(FUZZTIME) ./runtimes/tensorflow/
+	$(GO) test -run '^$$' -fuzz '^FuzzExternalize$$' -fuzztime $(FUZZTIME) ./runtimes/onnx/
+	$(GO) test -run '^$$' -fuzz '^FuzzGenerateBidsBody$$' -fuzztime $(FUZZTIME) ./cmd/bidding-server/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseURL$$' -fuzztime $(FUZZTIME) ./varstore/
+	$(GO) test -run '^$$' -fuzz '^FuzzPreflight$$' -fuzztime $(FUZZTIME) ./runtimes/pytorch/
+	$(GO) test -tags pytorch -run '^$$' -fuzz '^FuzzLoad$$' -fuzztime $(FUZZTIME) ./runtimes/pytorch/
+	$(GO) test -run '^$$' -fuzz '^FuzzStripTrailingCommas$$' -fuzztime $(FUZZTIME) ./modelstore/
+	$(GO) test -run '^$$' -fuzz '^FuzzTensorFromProto$$' -fuzztime $(FUZZTIME) ./sidecar/
+	$(GO) test -run '^$$' -fuzz '^FuzzWriteBundle$$' -fuzztime $(FUZZTIME) ./runtimes/tensorflow/tfsave/
 
 # diagram: rewrite the package diagram of docs/architecture.md from go list
 # (internal/pkggraph; TestDiagramMatchesImports fails when it is stale).

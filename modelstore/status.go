@@ -49,6 +49,9 @@ type ModelStatus struct {
 	// attempts in a row.
 	LastErrorAt time.Time
 	Failures    int
+	// ExternalVariables are the serving content's variables served from a
+	// store (its entry's external_variables: variable -> store URL).
+	ExternalVariables map[string]string
 }
 
 // modelError is the last failure of a model.
@@ -173,6 +176,7 @@ func (w *Watcher) Status() []ModelStatus {
 		}
 		if m, ok := w.state[p]; ok {
 			st.State, st.Checksum, st.LoadedAt = ModelServing, m.Checksum, m.LoadedAt
+			st.ExternalVariables = m.Entry.ExternalVariables.Map()
 			if !m.EvictAt.IsZero() {
 				st.State, st.EvictAt = ModelDraining, m.EvictAt
 			}

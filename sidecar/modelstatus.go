@@ -31,11 +31,14 @@ type ModelStatus struct {
 	Bytes          int64   `json:"bytes,omitempty"`
 	// MappedBytes and CopiedBytes: how the runtime holds the weights
 	// (ModelInfo), when it can tell.
-	MappedBytes int64              `json:"mapped_bytes,omitempty"`
-	CopiedBytes int64              `json:"copied_bytes,omitempty"`
-	Positional  bool               `json:"positional_inputs,omitempty"`
-	Inputs      []StatusTensorSpec `json:"inputs,omitempty"`
-	Outputs     []StatusTensorSpec `json:"outputs,omitempty"`
+	MappedBytes int64 `json:"mapped_bytes,omitempty"`
+	CopiedBytes int64 `json:"copied_bytes,omitempty"`
+	// ExternalVariables: the variables served from a store (variable ->
+	// store URL), as the model sync registered them.
+	ExternalVariables map[string]string  `json:"external_variables,omitempty"`
+	Positional        bool               `json:"positional_inputs,omitempty"`
+	Inputs            []StatusTensorSpec `json:"inputs,omitempty"`
+	Outputs           []StatusTensorSpec `json:"outputs,omitempty"`
 }
 
 // StatusTensorSpec is one input or output of a model's signature in a

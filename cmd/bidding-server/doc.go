@@ -33,7 +33,7 @@
 //	                       with {"error":..}
 //	GET  /v1/models        {"model_paths":[..],"inference_enabled":bool,"models":[{"model_path":..,
 //	                       "state":"loading|serving|failed|draining","checksum":..,"loaded_at":..,
-//	                       "last_error":..,"mapped_bytes":..,"copied_bytes":..,
+//	                       "last_error":..,"mapped_bytes":..,"copied_bytes":..,"external_variables":{..},
 //	                       "inputs":[{"name":..,"dtype":..,"shape":[..]}],"outputs":[..]},..]}
 //	                       (docs/architecture.md, "Model status over HTTP")
 //	GET  /v1/models/{path} one model of the models array (e.g. /v1/models/pctr/v1/); 404 {"error":..}

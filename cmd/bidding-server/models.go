@@ -42,6 +42,7 @@ func mergeModelStatus(infos []sidecar.ModelInfo, synced []modelstore.ModelStatus
 			m.ListedChecksum = st.ListedChecksum
 		}
 		m.EvictAt = sidecar.StatusTime(st.EvictAt)
+		m.ExternalVariables = st.ExternalVariables
 		if st.LastError != "" {
 			m.LastError, m.LastErrorAt, m.Failures = st.LastError, sidecar.StatusTime(st.LastErrorAt), st.Failures
 		}

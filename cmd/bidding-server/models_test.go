@@ -179,7 +179,8 @@ func TestMergeModelStatus(t *testing.T) {
 	synced := []modelstore.ModelStatus{
 		{Path: "drain/", State: modelstore.ModelDraining, Checksum: "d1", EvictAt: t0.Add(time.Minute)},
 		{Path: "gone/", State: modelstore.ModelServing, Checksum: "g1", ListedChecksum: "g1", LoadedAt: t0},
-		{Path: "upd/", State: modelstore.ModelServing, Checksum: "u1", ListedChecksum: "u2", LastError: "checksum mismatch", Failures: 2, LastErrorAt: t0},
+		{Path: "upd/", State: modelstore.ModelServing, Checksum: "u1", ListedChecksum: "u2", LastError: "checksum mismatch", Failures: 2, LastErrorAt: t0,
+			ExternalVariables: map[string]string{"emb": "redis-cluster://127.0.0.1:7000"}},
 		{Path: "replaying/", State: modelstore.ModelServing, Checksum: "r1", ListedChecksum: "r1"},
 		{Path: "new/", State: modelstore.ModelLoading, ListedChecksum: "n1"},
 	}
@@ -203,5 +204,12 @@ func TestMergeModelStatus(t *testing.T) {
 	}
 	if len(got) != 6 {
 		t.Errorf("merged %d models, want 6", len(got))
+	}
+	// The model sync's external_variables are listed with the model.
+	if ev := got["upd/"].ExternalVariables; len(ev) != 1 || ev["emb"] != "redis-cluster://127.0.0.1:7000" {
+		t.Errorf("upd/ external_variables = %v, want emb from redis-cluster://127.0.0.1:7000", ev)
+	}
+	if ev := got["local/"].ExternalVariables; ev != nil {
+		t.Errorf("local/ external_variables = %v, want none", ev)
 	}
 }

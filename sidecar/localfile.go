@@ -31,7 +31,9 @@ func takeLocalFile(localDir string, fh *inferencepb.FileHeader, dst string) erro
 		return fmt.Errorf("local files directory: %w", err)
 	}
 	defer root.Close()
-	src, err := root.Open(fh.GetLocalPath())
+	// O_NONBLOCK: a FIFO (or a device) opens at once, to be refused
+	// below, rather than waiting for a writer; a regular file ignores it.
+	src, err := root.OpenFile(fh.GetLocalPath(), os.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return inferr.Errorf(inferr.InputParsing, "local_path %q: %w", fh.GetLocalPath(), err)
 	}

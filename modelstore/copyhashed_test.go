@@ -59,3 +59,22 @@ func TestCopyHashed(t *testing.T) {
 type failingReader struct{ err error }
 
 func (r *failingReader) Read([]byte) (int, error) { return 0, r.err }
+
+// TestCopyHashedTruncatedBody: a body that ends early fails with
+// io.ErrUnexpectedEOF (net/http's truncated response): copyHashed must
+// return it, not take it for the end of the object, or a truncated model
+// without a listed checksum would be registered.
+func TestCopyHashedTruncatedBody(t *testing.T) {
+	w := &Watcher{}
+	for _, size := range []int{0, 10, downloadChunk, downloadChunk + 10} {
+		f, err := os.Create(filepath.Join(t.TempDir(), "truncated"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = w.copyHashed(f, sha256.New(), io.MultiReader(bytes.NewReader(make([]byte, size)), &failingReader{io.ErrUnexpectedEOF}))
+		f.Close()
+		if !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Errorf("a body truncated after %d bytes: %v, want %v", size, err, io.ErrUnexpectedEOF)
+		}
+	}
+}

@@ -316,7 +316,7 @@ func (w *Watcher) copyHashed(f *os.File, h hash.Hash, r io.Reader) (int64, error
 	buf := make([]byte, downloadChunk)
 	var n int64
 	for {
-		m, rerr := io.ReadFull(r, buf)
+		m, rerr := fill(r, buf)
 		if m > 0 {
 			w.passMu.Lock()
 			_, werr := f.Write(buf[:m])
@@ -328,12 +328,28 @@ func (w *Watcher) copyHashed(f *os.File, h hash.Hash, r io.Reader) (int64, error
 			}
 		}
 		switch {
-		case rerr == io.EOF || rerr == io.ErrUnexpectedEOF:
+		case rerr == io.EOF:
 			return n, nil
 		case rerr != nil:
 			return n, rerr
 		}
 	}
+}
+
+// fill reads into buf until it is full or r fails; unlike io.ReadFull it
+// returns r's own error, io.EOF at the end of the object, so that a body
+// that ends early (net/http's io.ErrUnexpectedEOF) is not taken for the
+// end.
+func fill(r io.Reader, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := r.Read(buf[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // isNotFound reports a MODEL_NOT_FOUND from the sidecar.

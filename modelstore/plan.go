@@ -97,7 +97,8 @@ type SyncPlan struct {
 //     swaps atomically, where the seed deletes first).
 //   - A loaded path listed with the same content but other
 //     external_variables is registered again at once (an update without a
-//     grace period: the model reads only the stores its registration names).
+//     grace period, also one that ends a grace: the model reads only the
+//     stores its registration names).
 //   - A path listed again with the serving checksum during its grace period
 //     is kept (the seed deletes it anyway when the timer fires).
 //   - An entry without a checksum never counts as changed: there is nothing
@@ -138,9 +139,10 @@ func Plan(state map[string]Loaded, cfg Config, now time.Time) SyncPlan {
 		changed := ok && e.Checksum != "" && e.Checksum != m.Checksum
 		// A model reads its external variables from the stores its
 		// registration named: new stores reach it only by registering it
-		// again (the same content), at once; recorded alone, the model
-		// would go on reading the old store.
-		restore := ok && !changed && m.EvictAt.IsZero() && e.ExternalVariables != m.Entry.ExternalVariables
+		// again (the same content), at once; recorded alone (a refresh,
+		// or a grace cancelled by a relisting), the model would go on
+		// reading the old store.
+		restore := ok && !changed && e.ExternalVariables != m.Entry.ExternalVariables
 		switch {
 		case restore:
 			plan.Actions = append(plan.Actions, Action{Kind: ActUpdate, Path: path, Entry: e})

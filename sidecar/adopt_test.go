@@ -73,6 +73,10 @@ func killDuringFirstLoad(t *testing.T, register func(context.Context, *sidecar.S
 	if testing.Short() {
 		t.Skip("starts and kills sidecar processes")
 	}
+	// The killed sidecar's registration directories (links to the
+	// replay store's files) must not be left in $TMPDIR.
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
 	var log testhelp.SyncBuffer
 	var slow, replays atomic.Int64
 	var replayedModels atomic.Int64
@@ -145,6 +149,13 @@ func killDuringFirstLoad(t *testing.T, register func(context.Context, *sidecar.S
 	<-pollDone
 	if sup.Pid() == pid {
 		t.Fatalf("same pid %d after the kill", pid)
+	}
+	if left, err := filepath.Glob(filepath.Join(tmp, "inferbid-register-*")); err != nil || len(left) > 0 {
+		t.Errorf("the killed sidecar's registration directories are left in $TMPDIR: %v (%v)", left, err)
+	}
+	// Nor in the supervisor's: the new sidecar's registrations ended.
+	if left, err := filepath.Glob(filepath.Join(sup.SidecarTempDir(), "inferbid-register-*")); err != nil || len(left) > 0 {
+		t.Errorf("the killed sidecar's registration directories are left in its temp dir: %v (%v)", left, err)
 	}
 	if err := sup.WaitHealthy(ctx); err != nil {
 		t.Fatalf("not healthy after the registrations returned: %v", err)

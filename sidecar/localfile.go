@@ -31,7 +31,9 @@ func takeLocalFile(localDir string, fh *inferencepb.FileHeader, dst string) erro
 		return fmt.Errorf("local files directory: %w", err)
 	}
 	defer root.Close()
-	src, err := root.Open(fh.GetLocalPath())
+	// O_NONBLOCK: a FIFO (or a device) opens at once, to be refused
+	// below, rather than waiting for a writer; a regular file ignores it.
+	src, err := root.OpenFile(fh.GetLocalPath(), os.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return inferr.Errorf(inferr.InputParsing, "local_path %q: %w", fh.GetLocalPath(), err)
 	}
@@ -46,7 +48,7 @@ func takeLocalFile(localDir string, fh *inferencepb.FileHeader, dst string) erro
 	if st.Size() != fh.GetSize() {
 		return inferr.Errorf(inferr.InputParsing, "local_path %q has %d bytes, the header declares %d", fh.GetLocalPath(), st.Size(), fh.GetSize())
 	}
-	linkErr := unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(int(src.Fd())), unix.AT_FDCWD, dst, unix.AT_SYMLINK_FOLLOW)
+	linkErr := linkOpened(src, dst)
 	if linkErr == nil {
 		return nil
 	}
@@ -54,6 +56,13 @@ func takeLocalFile(localDir string, fh *inferencepb.FileHeader, dst string) erro
 		return fmt.Errorf("link %s: %w", dst, linkErr)
 	}
 	return copyLocalFile(src, dst, fh.GetSize())
+}
+
+// linkOpened makes dst a new hard link to the opened file f (through
+// /proc/self/fd), not to whatever f's path names by now (another file, a
+// symlink: link(2) does not follow one).
+func linkOpened(f *os.File, dst string) error {
+	return unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(int(f.Fd())), unix.AT_FDCWD, dst, unix.AT_SYMLINK_FOLLOW)
 }
 
 // copyLocalFile copies src into a new file dst: io.Copy between two

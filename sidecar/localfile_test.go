@@ -6,7 +6,11 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/inferbid/inferbid/batch"
 	"github.com/inferbid/inferbid/inferr"
@@ -145,5 +149,32 @@ func TestCopyLocalFile(t *testing.T) {
 	defer f2.Close()
 	if err := copyLocalFile(f2, filepath.Join(dir, "dst2"), int64(len(content))+1); err == nil {
 		t.Error("a copy shorter than the declared size passed")
+	}
+}
+
+// TestTakeLocalFileFIFO: a local_path naming a FIFO (or a device) is
+// refused as not a regular file at once; opening it for reading must not
+// wait for a writer that never comes.
+func TestTakeLocalFileFIFO(t *testing.T) {
+	local, dst := t.TempDir(), t.TempDir()
+	fifo := filepath.Join(local, "fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("no FIFO: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- takeLocalFile(local, localFile("m", 3, "fifo", make([]byte, sha256.Size)), filepath.Join(dst, "0"))
+	}()
+	select {
+	case err := <-done:
+		if inferr.TypeOf(err) != inferr.InputParsing || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("a FIFO: %v, want INPUT_PARSING, not a regular file", err)
+		}
+	case <-time.After(20 * time.Second):
+		// Release the blocked open before failing.
+		if w, err := os.OpenFile(fifo, os.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
+			w.Close()
+		}
+		t.Fatal("takeLocalFile hangs on a FIFO (it waits for a writer)")
 	}
 }

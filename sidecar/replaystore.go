@@ -159,7 +159,7 @@ func linkOrCopy(dir, name, src string, sum [sha256.Size]byte) (storedFile, error
 		return sf, fmt.Errorf("%s is not a regular file", src)
 	}
 	sf.size = fi.Size()
-	if os.Link(src, sf.blob) == nil {
+	if linkOpened(in, sf.blob) == nil { // the file opened and measured
 		return sf, nil
 	}
 	tmp, err := os.CreateTemp(dir, ".tmp-*") // mode 0600

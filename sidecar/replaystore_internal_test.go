@@ -144,3 +144,34 @@ func TestVerifyCatchesChanges(t *testing.T) {
 		t.Errorf("verify of a truncated file: %v, want its size", err)
 	}
 }
+
+// TestPutFilesLinksTheOpenedFile: the store links the file it opened and
+// measured, not whatever the path names: a path that is a symlink puts
+// the file it points to in the store (link(2) of the path would store the
+// symlink itself, which seal would follow and the sidecar resolve
+// relative to its own directory).
+func TestPutFilesLinksTheOpenedFile(t *testing.T) {
+	st := newTestStore(t)
+	src := t.TempDir()
+	weights := []byte("weights")
+	target := writeSource(t, src, "target", weights)
+	if err := os.Link(target, filepath.Join(st.dir, "probe")); err != nil {
+		t.Skipf("no hard links from %s to %s: %v", src, st.dir, err)
+	}
+	link := filepath.Join(src, "link")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	m, err := st.putFiles("m/", runtimes.DiskFiles{"w": link}, map[string][sha256.Size]byte{"w": sha256.Sum256(weights)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Lstat(m.files[0].blob)
+	if err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("stored %s: %v (%v), want a regular file", m.files[0].blob, fi.Mode(), err)
+	}
+	a, _ := os.Stat(target)
+	if !os.SameFile(a, fi) {
+		t.Errorf("stored %s is not the symlink's target %s", m.files[0].blob, target)
+	}
+}

@@ -63,9 +63,9 @@ type SupervisorOptions struct {
 	// gets it as --fast_lane_spin_wait): 0 = the default, < 0 = never.
 	FastLaneSpinWait time.Duration
 	// TempDir is where the supervisor's private directory (the copies of
-	// the registered models kept for replay, and the socket unless
-	// SocketPath is set) is made; "" = os.TempDir(). It should be on disk,
-	// not tmpfs: files on tmpfs are held in memory.
+	// the registered models kept for replay, the sidecar's $TMPDIR, and
+	// the socket unless SocketPath is set) is made; "" = os.TempDir(). It
+	// should be on disk, not tmpfs: files on tmpfs are held in memory.
 	TempDir string
 	// ReplayParallelism bounds the models replayed at once after a
 	// restart; 0 = min(4, GOMAXPROCS).
@@ -588,6 +588,20 @@ func (s *Supervisor) spawn() (*child, error) {
 	if s.opts.RlimitMB > 0 {
 		env = append(env, RlimitEnv+"="+strconv.Itoa(s.opts.RlimitMB))
 	}
+	// The sidecar's temporary files (its registrations' directories,
+	// which hold links to the replay store's files) go under the private
+	// directory: what a sidecar killed with -9 left there is removed
+	// here, before the next one starts (the last has exited), or with the
+	// private directory, rather than pinning deleted models' bytes in
+	// $TMPDIR.
+	tmp := filepath.Join(s.tmpDir, "sidecar-tmp")
+	if err := os.RemoveAll(tmp); err != nil {
+		return nil, fmt.Errorf("sidecar supervisor: the sidecar's temp dir: %w", err)
+	}
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		return nil, fmt.Errorf("sidecar supervisor: the sidecar's temp dir: %w", err)
+	}
+	env = append(slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "TMPDIR=") }), "TMPDIR="+tmp)
 	if s.opts.OTLPEndpoint != "" {
 		env = append(env, "OTEL_EXPORTER_OTLP_ENDPOINT="+s.opts.OTLPEndpoint)
 		if s.opts.OTLPProtocol != "" {

@@ -151,6 +151,12 @@ func (x *extTable) placeholder(e *cpb.BundleEntryProto) (*dense, error) {
 	if len(shape) == 0 || shape[0] <= 0 {
 		return nil, fmt.Errorf("external variable %q has shape %v: want a table of rows (rank >= 1)", x.name, shape)
 	}
+	// A row is gathered into the heap as any tensor: bounded as the
+	// model's own tensors are (the table itself is bounded only by the
+	// store), so that an index cannot make one lookup allocate terabytes.
+	if n := int64(numElems(shape[1:])); n > maxModelElements {
+		return nil, fmt.Errorf("%w: external variable %q has shape %v: a row of %d elements (more than %d)", ErrCorruptCheckpoint, x.name, shape, n, maxModelElements)
+	}
 	row := int64(elemSize(e.Dtype)) * int64(numElems(shape[1:]))
 	if row*shape[0] != e.Size {
 		return nil, fmt.Errorf("%w: external variable %q: %d bytes in the checkpoint for shape %v", ErrCorruptCheckpoint, x.name, e.Size, shape)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"sync"
-	"unsafe"
 
 	cpb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
 
@@ -323,26 +322,18 @@ func (x *extTable) gather(ctx context.Context, o, indices *dense) error {
 func rowsBuffer(o *dense, dt dtype, shape []int64) []byte {
 	switch dt {
 	case dtFloat:
-		return asBytes(alloc[float32](o, dt, shape))
+		return bytesOf(alloc[float32](o, dt, shape))
 	case dtDouble:
-		return asBytes(alloc[float64](o, dt, shape))
+		return bytesOf(alloc[float64](o, dt, shape))
 	case dtInt32:
-		return asBytes(alloc[int32](o, dt, shape))
+		return bytesOf(alloc[int32](o, dt, shape))
 	case dtInt64:
-		return asBytes(alloc[int64](o, dt, shape))
+		return bytesOf(alloc[int64](o, dt, shape))
 	case dtInt16:
-		return asBytes(alloc[int16](o, dt, shape))
+		return bytesOf(alloc[int16](o, dt, shape))
 	case dtInt8:
-		return asBytes(alloc[int8](o, dt, shape))
+		return bytesOf(alloc[int8](o, dt, shape))
 	default: // dtUint8: placeholder allows only gatherFunc's dtypes
 		return alloc[uint8](o, dt, shape)
 	}
-}
-
-func asBytes[T elem](s []T) []byte {
-	if len(s) == 0 {
-		return nil
-	}
-	var z T
-	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(z)))
 }

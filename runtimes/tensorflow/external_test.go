@@ -536,3 +536,49 @@ func TestExternalVariablesFailover(t *testing.T) {
 	}
 	t.Logf("serving resumed %v after the kill (%d calls failed meanwhile)", time.Since(start).Round(time.Millisecond), failed)
 }
+
+// A negative or too large id on an external table is the in-memory
+// gather's out-of-range error, checked before the store is asked (not a
+// missing row "-1" in the store, nor a key another variable could hold).
+func TestExternalVariablesBadIDs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster")
+	}
+	rc := testhelp.StartRedisCluster(t, 3)
+	files, err := tfsave.PCTRModel(tfsave.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := New(driver.Config{})
+	defer b.Close()
+	st, err := b.stores.open(rc.URL(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exportTable(t, st, "bad-ids", files, adTable, nil)
+	exportTable(t, st, "bad-ids", files, pubTable, nil)
+	mem := loadWith(t, driver.Config{}, files)
+	defer mem.Close()
+	m, err := loadExt(t, b, files, "bad-ids", map[string]string{adTable: rc.URL(), pubTable: rc.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r := rand.New(rand.NewPCG(3, 3))
+	for _, id := range []int64{-1, -tfsave.PCTRAdVocab, math.MinInt64, tfsave.PCTRAdVocab, math.MaxInt64} {
+		in := pctrBatch(m, 8, r, -1)
+		for _, x := range in {
+			if ad, ok := x.Data.([]int64); ok && x.Name == "ad_id" {
+				ad[5] = id
+			}
+		}
+		want := fmt.Sprintf("index %d is out of range [0, %d)", id, tfsave.PCTRAdVocab)
+		_, werr := mem.Predict(ctx, in)
+		_, gerr := m.Predict(ctx, in)
+		if werr == nil || gerr == nil || !strings.Contains(werr.Error(), want) || !strings.Contains(gerr.Error(), want) {
+			t.Errorf("ad id %d: external %v, in-memory %v; want both %q", id, gerr, werr, want)
+		}
+	}
+}

@@ -171,4 +171,18 @@ func TestCacheBytes(t *testing.T) {
 	if s := st.Stats(); s.Hits != 20 {
 		t.Errorf("stats %+v, want 10 more hits", s)
 	}
+
+	// The zero Options bound the cache by bytes too (DefaultCacheBytes),
+	// not by a count of rows of any size.
+	def, err := varstore.Open(rc.URL(), varstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer def.Close()
+	if err := def.Rows(ctx, "s", "emb", ids[:3], rowBytes, out[:3*rowBytes]); err != nil {
+		t.Fatal(err)
+	}
+	if n := def.CachedBytes(); n != 3*entry {
+		t.Errorf("the default cache counts %d bytes after 3 rows, want %d (bounded by bytes)", n, 3*entry)
+	}
 }

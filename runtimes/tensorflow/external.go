@@ -58,10 +58,7 @@ func (s *stores) open(url string, cacheBytes int64) (*varstore.Store, error) {
 	if st, ok := s.m[url]; ok {
 		return st, nil
 	}
-	if cacheBytes == 0 {
-		cacheBytes = DefaultExternalCacheBytes
-	}
-	opts := varstore.Options{CacheBytes: cacheBytes}
+	opts := varstore.Options{CacheBytes: cacheBytes} // 0: DefaultExternalCacheBytes
 	if cacheBytes < 0 {
 		opts = varstore.Options{CacheRows: -1}
 	}
@@ -100,7 +97,7 @@ func (s *stores) close() error {
 
 // DefaultExternalCacheBytes bounds each store's row cache when
 // driver.Config.ExternalVariablesCacheBytes is 0.
-const DefaultExternalCacheBytes = 64 << 20
+const DefaultExternalCacheBytes = varstore.DefaultCacheBytes
 
 var _ driver.ExternalVariableLoader = (*Backend)(nil)
 

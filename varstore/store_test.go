@@ -186,3 +186,51 @@ func TestCacheBytes(t *testing.T) {
 		t.Errorf("the default cache counts %d bytes after 3 rows, want %d (bounded by bytes)", n, 3*entry)
 	}
 }
+
+// A master that hangs (stopped: its connections open, no answer, as
+// behind a partition) fails a call needing its rows with MODEL_EXECUTION
+// naming the store when the call's deadline passes: reads are bounded by
+// the context, not by a read timeout (there is none), so no call hangs.
+func TestRowsMasterHung(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster")
+	}
+	rc := testhelp.StartRedisCluster(t, 3)
+	const rows, dim = 300, 4
+	rowBytes := dim * 4
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, err := varstore.Open(rc.URL(), varstore.Options{CacheRows: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.PutRows(ctx, "s", "emb", 0, table(rows, dim, 4), rowBytes); err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]int64, 64) // spread over every shard
+	for i := range ids {
+		ids[i] = int64(i * 4)
+	}
+	// Connections to every master are open (and the slot map known).
+	if err := st.Rows(ctx, "s", "emb", ids, rowBytes, make([]byte, len(ids)*rowBytes)); err != nil {
+		t.Fatal(err)
+	}
+	rc.Pause(1)
+	t.Cleanup(func() { rc.Resume(1) })
+	done := make(chan error, 1)
+	go func() {
+		cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
+		defer ccancel()
+		done <- st.Rows(cctx, "s", "emb", ids, rowBytes, make([]byte, len(ids)*rowBytes))
+	}()
+	select {
+	case err := <-done:
+		if inferr.TypeOf(err) != inferr.ModelExecution || !strings.Contains(err.Error(), rc.URL()) {
+			t.Fatalf("a batch needing a hung master's rows: %v; want MODEL_EXECUTION naming %s", err, rc.URL())
+		}
+		t.Logf("with a master hung: %v", err)
+	case <-time.After(45 * time.Second):
+		t.Fatal("Rows still waits on a hung master 45 s after its 2 s deadline")
+	}
+}

@@ -296,6 +296,25 @@ func TestExternalVariablesRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A [4, 2] "table" read otherwise than by an axis-0 gather.
+	tableModel := func(use func(tb *tfsave.Builder, v tfsave.Var, ids string) string) map[string][]byte {
+		tb := tfsave.NewBuilder()
+		ids := tb.Placeholder("serving_default_ids", tensor.Int64, []int64{-1, 1})
+		v := tb.Variable("table", tensor.New("", []int64{4, 2}, tfsave.Weight(2, 1, 8)))
+		tb.Signature(tfsave.ServingSignature, map[string]string{"ids": ids}, map[string]string{"y": use(tb, v, ids)})
+		files, err := tb.Files()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return files
+	}
+	asOutput := tableModel(func(tb *tfsave.Builder, v tfsave.Var, ids string) string { return v.Value })
+	axis1 := tableModel(func(tb *tfsave.Builder, v tfsave.Var, ids string) string {
+		return tb.OpNamed("lookup", "GatherV2", []string{v.Value, ids, tfsave.ConstOf[int32](tb, "axis", []int64{}, 1)}, nil)
+	})
+	batched := tableModel(func(tb *tfsave.Builder, v tfsave.Var, ids string) string {
+		return tb.OpNamed("lookup", "GatherV2", []string{v.Value, ids, tfsave.ConstOf[int32](tb, "axis", []int64{}, 1)}, map[string]any{"batch_dims": int64(1)})
+	})
 	for _, c := range []struct {
 		name  string
 		files map[string][]byte
@@ -307,6 +326,9 @@ func TestExternalVariablesRefused(t *testing.T) {
 		{"unknown", pctr, "s", map[string]string{"no/such": url}, []string{`"no/such"`, "inferctl variables"}},
 		{"no checksum", pctr, "", map[string]string{adTable: url}, []string{"checksum"}},
 		{"bad url", pctr, "s", map[string]string{adTable: "redis://x:1"}, []string{adTable, "redis://x:1"}},
+		{"as output", asOutput, "s", map[string]string{"table": url}, []string{`"table"`, url, "output"}},
+		{"axis 1", axis1, "s", map[string]string{"table": url}, []string{"GatherV2", "lookup", `"table"`, "axis"}},
+		{"batch_dims", batched, "s", map[string]string{"table": url}, []string{"GatherV2", "lookup", `"table"`, "batch_dims 1"}},
 	} {
 		_, err := loadExt(t, b, c.files, c.sum, c.ext)
 		if err == nil {

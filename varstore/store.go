@@ -191,7 +191,15 @@ func (s *Store) Rows(ctx context.Context, checksum, variable string, ids []int64
 		for _, w := range wants {
 			w.cmd = pipe.Get(ctx, w.key)
 		}
+		// Exec's error is its first command's: a missing row (redis.Nil)
+		// there must not hide a node that failed the others.
 		_, err := pipe.Exec(ctx)
+		for _, w := range wants {
+			if e := w.cmd.Err(); e != nil && !errors.Is(e, redis.Nil) {
+				err = e
+				break
+			}
+		}
 		if err != nil && !errors.Is(err, redis.Nil) {
 			if ctx.Err() == nil {
 				// A node down or moved: learn the cluster's slots again
@@ -206,8 +214,6 @@ func (s *Store) Rows(ctx context.Context, checksum, variable string, ids []int64
 			switch {
 			case errors.Is(err, redis.Nil):
 				return inferr.Errorf(inferr.ModelExecution, "variable %q: store %s holds no row %s (not exported for this model version?)", variable, s.url, w.key)
-			case err != nil:
-				return inferr.Wrap(inferr.ModelExecution, err, fmt.Sprintf("variable %q: store %s, row %s", variable, s.url, w.key))
 			case len(row) != rowBytes:
 				return inferr.Errorf(inferr.ModelExecution, "variable %q: store %s: row %s has %d bytes, want %d", variable, s.url, w.key, len(row), rowBytes)
 			}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/internal/testhelp"
 	"github.com/inferbid/inferbid/varstore"
@@ -305,4 +307,59 @@ func TestCacheBytesConcurrent(t *testing.T) {
 	if n <= 0 || n > bound || n != held {
 		t.Fatalf("cache counts %d bytes after the calls and holds %d; want them equal, positive, within %d", n, held, bound)
 	}
+}
+
+// A batch that needs a killed master's rows and also names a row nobody
+// wrote (on a live master, first in the batch) reports the store failing,
+// not a missing row: go-redis' pipeline error is its first command's, a
+// redis.Nil there would otherwise hide the node that did not answer (and
+// skip the slot-map reload a failover needs).
+func TestRowsMissingRowDoesNotHideAFailedNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster")
+	}
+	rc := testhelp.StartRedisCluster(t, 3)
+	const rows, dim = 300, 4
+	rowBytes := dim * 4
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, err := varstore.Open(rc.URL(), varstore.Options{CacheRows: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.PutRows(ctx, "s", "emb", 0, table(rows, dim, 5), rowBytes); err != nil {
+		t.Fatal(err)
+	}
+	// A missing row whose key a master other than 1 serves.
+	probe := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs})
+	defer probe.Close()
+	missing := int64(-1)
+	for id := int64(rows); id < rows+100 && missing < 0; id++ {
+		c, err := probe.MasterForKey(ctx, varstore.Key("s", "emb", id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Options().Addr != rc.Addrs[1] {
+			missing = id
+		}
+	}
+	if missing < 0 {
+		t.Fatal("master 1 serves every probed key")
+	}
+	ids := []int64{missing}
+	for i := range 64 { // rows on every master, 1 among them
+		ids = append(ids, int64(i*4))
+	}
+	if err := st.Rows(ctx, "s", "emb", ids[1:], rowBytes, make([]byte, 64*rowBytes)); err != nil {
+		t.Fatal(err) // connections open, slot map known
+	}
+	rc.Kill(1)
+	cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+	defer ccancel()
+	err = st.Rows(cctx, "s", "emb", ids, rowBytes, make([]byte, len(ids)*rowBytes))
+	if inferr.TypeOf(err) != inferr.ModelExecution || !strings.Contains(err.Error(), rc.URL()) || strings.Contains(err.Error(), "holds no row") {
+		t.Fatalf("a batch with a missing row and a killed master's rows: %v; want MODEL_EXECUTION naming %s for the master, not the missing row", err, rc.URL())
+	}
+	t.Logf("%v", err)
 }

@@ -17,8 +17,8 @@
 // trip per shard (go-redis's ClusterClient pipelines group commands by
 // node and run them in parallel), under the call's context (its deadline),
 // behind a bounded LRU cache of rows (hashicorp/golang-lru; bounded by
-// rows, or by bytes with Options.CacheBytes; Stats reports hits and
-// misses). A row the store does not hold, or a store that cannot answer, is
+// bytes, DefaultCacheBytes unless Options.CacheBytes says otherwise, or by
+// rows with Options.CacheRows; Stats reports hits and misses). A row the store does not hold, or a store that cannot answer, is
 // a MODEL_EXECUTION error naming the store and the row: never zeros.
 //
 // github.com/redis/go-redis/v9 is the client: cluster slot routing,

@@ -21,17 +21,19 @@ import (
 // Scheme is the URL scheme of a Redis Cluster store.
 const Scheme = "redis-cluster://"
 
-// DefaultCacheRows is the cache's size when Options.CacheRows is 0.
-const DefaultCacheRows = 1 << 20
+// DefaultCacheBytes bounds the cache's rows and keys when neither
+// Options.CacheRows nor Options.CacheBytes is set.
+const DefaultCacheBytes = 64 << 20
 
-// Options configure a Store; the zero value means the defaults.
+// Options configure a Store; the zero value means the defaults: a cache
+// bounded by bytes (DefaultCacheBytes), whatever the rows' size.
 type Options struct {
-	// CacheRows bounds the rows the local cache holds (0 = DefaultCacheRows,
-	// negative = no cache).
+	// CacheRows, when positive, bounds the cache by the rows it holds
+	// instead (and CacheBytes is 0); negative = no cache.
 	CacheRows int
 	// CacheBytes, when positive, bounds the cache by the bytes of the
-	// rows and keys it holds instead of by rows (CacheRows is then
-	// ignored).
+	// rows and keys it holds (CacheRows is then ignored); 0 =
+	// DefaultCacheBytes unless CacheRows is set.
 	CacheBytes int64
 	// DialTimeout bounds one connection attempt (0 = 2 s). Reads and writes
 	// are bounded by the call's context.
@@ -108,6 +110,9 @@ func Open(url string, opts Options) (*Store, error) {
 		// (after a failover the old master is gone, not redirecting).
 		ClusterStateReloadInterval: 10 * time.Second,
 	})}
+	if opts.CacheBytes <= 0 && opts.CacheRows == 0 {
+		opts.CacheBytes = DefaultCacheBytes
+	}
 	if opts.CacheBytes > 0 {
 		// Bounded by bytes: the LRU's own bound only caps the entry count
 		// (a row takes at least its key), add evicts the oldest rows
@@ -121,12 +126,8 @@ func Open(url string, opts Options) (*Store, error) {
 		}
 		return s, nil
 	}
-	n := opts.CacheRows
-	if n == 0 {
-		n = DefaultCacheRows
-	}
-	if n > 0 {
-		if s.cache, err = lru.New[string, []byte](n); err != nil {
+	if opts.CacheRows > 0 {
+		if s.cache, err = lru.New[string, []byte](opts.CacheRows); err != nil {
 			return nil, err
 		}
 	}
@@ -190,7 +191,15 @@ func (s *Store) Rows(ctx context.Context, checksum, variable string, ids []int64
 		for _, w := range wants {
 			w.cmd = pipe.Get(ctx, w.key)
 		}
+		// Exec's error is its first command's: a missing row (redis.Nil)
+		// there must not hide a node that failed the others.
 		_, err := pipe.Exec(ctx)
+		for _, w := range wants {
+			if e := w.cmd.Err(); e != nil && !errors.Is(e, redis.Nil) {
+				err = e
+				break
+			}
+		}
 		if err != nil && !errors.Is(err, redis.Nil) {
 			if ctx.Err() == nil {
 				// A node down or moved: learn the cluster's slots again
@@ -205,8 +214,6 @@ func (s *Store) Rows(ctx context.Context, checksum, variable string, ids []int64
 			switch {
 			case errors.Is(err, redis.Nil):
 				return inferr.Errorf(inferr.ModelExecution, "variable %q: store %s holds no row %s (not exported for this model version?)", variable, s.url, w.key)
-			case err != nil:
-				return inferr.Wrap(inferr.ModelExecution, err, fmt.Sprintf("variable %q: store %s, row %s", variable, s.url, w.key))
 			case len(row) != rowBytes:
 				return inferr.Errorf(inferr.ModelExecution, "variable %q: store %s: row %s has %d bytes, want %d", variable, s.url, w.key, len(row), rowBytes)
 			}

@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/internal/testhelp"
@@ -171,4 +175,191 @@ func TestCacheBytes(t *testing.T) {
 	if s := st.Stats(); s.Hits != 20 {
 		t.Errorf("stats %+v, want 10 more hits", s)
 	}
+
+	// The zero Options bound the cache by bytes too (DefaultCacheBytes),
+	// not by a count of rows of any size.
+	def, err := varstore.Open(rc.URL(), varstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer def.Close()
+	if err := def.Rows(ctx, "s", "emb", ids[:3], rowBytes, out[:3*rowBytes]); err != nil {
+		t.Fatal(err)
+	}
+	if n := def.CachedBytes(); n != 3*entry {
+		t.Errorf("the default cache counts %d bytes after 3 rows, want %d (bounded by bytes)", n, 3*entry)
+	}
+}
+
+// A master that hangs (stopped: its connections open, no answer, as
+// behind a partition) fails a call needing its rows with MODEL_EXECUTION
+// naming the store when the call's deadline passes: reads are bounded by
+// the context, not by a read timeout (there is none), so no call hangs.
+func TestRowsMasterHung(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster")
+	}
+	rc := testhelp.StartRedisCluster(t, 3)
+	const rows, dim = 300, 4
+	rowBytes := dim * 4
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, err := varstore.Open(rc.URL(), varstore.Options{CacheRows: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.PutRows(ctx, "s", "emb", 0, table(rows, dim, 4), rowBytes); err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]int64, 64) // spread over every shard
+	for i := range ids {
+		ids[i] = int64(i * 4)
+	}
+	// Connections to every master are open (and the slot map known).
+	if err := st.Rows(ctx, "s", "emb", ids, rowBytes, make([]byte, len(ids)*rowBytes)); err != nil {
+		t.Fatal(err)
+	}
+	rc.Pause(1)
+	t.Cleanup(func() { rc.Resume(1) })
+	done := make(chan error, 1)
+	go func() {
+		cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
+		defer ccancel()
+		done <- st.Rows(cctx, "s", "emb", ids, rowBytes, make([]byte, len(ids)*rowBytes))
+	}()
+	select {
+	case err := <-done:
+		if inferr.TypeOf(err) != inferr.ModelExecution || !strings.Contains(err.Error(), rc.URL()) {
+			t.Fatalf("a batch needing a hung master's rows: %v; want MODEL_EXECUTION naming %s", err, rc.URL())
+		}
+		t.Logf("with a master hung: %v", err)
+	case <-time.After(45 * time.Second):
+		t.Fatal("Rows still waits on a hung master 45 s after its 2 s deadline")
+	}
+}
+
+// Many models (checksums) read one store at once through a cache far
+// smaller than their rows: every call gets its own model's rows, and the
+// cache's byte count stays within its bound and matches what it holds
+// (run with -race).
+func TestCacheBytesConcurrent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster")
+	}
+	rc := testhelp.StartRedisCluster(t, 3)
+	const rows, dim, models = 200, 8, 4
+	rowBytes := dim * 4
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	entry := int64(rowBytes + len(varstore.Key("m0", "emb", 100)))
+	bound := 40 * entry
+	st, err := varstore.Open(rc.URL(), varstore.Options{CacheBytes: bound})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	tabs := make([][]byte, models)
+	for m := range tabs {
+		tabs[m] = table(rows, dim, uint64(10+m))
+		if err := st.PutRows(ctx, fmt.Sprint("m", m), "emb", 0, tabs[m], rowBytes); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*models)
+	for g := range 2 * models {
+		wg.Go(func() {
+			m := g % models
+			r := rand.New(rand.NewPCG(uint64(g), 2))
+			ids := make([]int64, 32)
+			out := make([]byte, len(ids)*rowBytes)
+			for range 30 {
+				for i := range ids {
+					ids[i] = 100 + r.Int64N(100) // ids 100..199: keys of one length
+				}
+				if err := st.Rows(ctx, fmt.Sprint("m", m), "emb", ids, rowBytes, out); err != nil {
+					errs <- err
+					return
+				}
+				for i, id := range ids {
+					if !bytes.Equal(out[i*rowBytes:(i+1)*rowBytes], tabs[m][id*int64(rowBytes):(id+1)*int64(rowBytes)]) {
+						errs <- fmt.Errorf("model m%d: row %d is not its own", m, id)
+						return
+					}
+				}
+				if n := st.CachedBytes(); n > bound+int64(2*models)*entry {
+					errs <- fmt.Errorf("cache counts %d bytes during calls, bound %d", n, bound)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	// Quiet now: the count is within the bound and is what the cache
+	// holds (every entry the same size), not drifted by the races
+	// between adding, counting and evicting.
+	n, held := st.CachedBytes(), int64(st.CacheLen())*entry
+	if n <= 0 || n > bound || n != held {
+		t.Fatalf("cache counts %d bytes after the calls and holds %d; want them equal, positive, within %d", n, held, bound)
+	}
+}
+
+// A batch that needs a killed master's rows and also names a row nobody
+// wrote (on a live master, first in the batch) reports the store failing,
+// not a missing row: go-redis' pipeline error is its first command's, a
+// redis.Nil there would otherwise hide the node that did not answer (and
+// skip the slot-map reload a failover needs).
+func TestRowsMissingRowDoesNotHideAFailedNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster")
+	}
+	rc := testhelp.StartRedisCluster(t, 3)
+	const rows, dim = 300, 4
+	rowBytes := dim * 4
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, err := varstore.Open(rc.URL(), varstore.Options{CacheRows: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.PutRows(ctx, "s", "emb", 0, table(rows, dim, 5), rowBytes); err != nil {
+		t.Fatal(err)
+	}
+	// A missing row whose key a master other than 1 serves.
+	probe := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs})
+	defer probe.Close()
+	missing := int64(-1)
+	for id := int64(rows); id < rows+100 && missing < 0; id++ {
+		c, err := probe.MasterForKey(ctx, varstore.Key("s", "emb", id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Options().Addr != rc.Addrs[1] {
+			missing = id
+		}
+	}
+	if missing < 0 {
+		t.Fatal("master 1 serves every probed key")
+	}
+	ids := []int64{missing}
+	for i := range 64 { // rows on every master, 1 among them
+		ids = append(ids, int64(i*4))
+	}
+	if err := st.Rows(ctx, "s", "emb", ids[1:], rowBytes, make([]byte, 64*rowBytes)); err != nil {
+		t.Fatal(err) // connections open, slot map known
+	}
+	rc.Kill(1)
+	cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+	defer ccancel()
+	err = st.Rows(cctx, "s", "emb", ids, rowBytes, make([]byte, len(ids)*rowBytes))
+	if inferr.TypeOf(err) != inferr.ModelExecution || !strings.Contains(err.Error(), rc.URL()) || strings.Contains(err.Error(), "holds no row") {
+		t.Fatalf("a batch with a missing row and a killed master's rows: %v; want MODEL_EXECUTION naming %s for the master, not the missing row", err, rc.URL())
+	}
+	t.Logf("%v", err)
 }

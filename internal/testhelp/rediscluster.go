@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -29,6 +30,14 @@ func (c *RedisCluster) Kill(i int) {
 	_ = c.cmds[i].Process.Kill()
 	_ = c.cmds[i].Wait()
 }
+
+// Pause stops master i (SIGSTOP) without closing anything: its
+// connections stay open and it answers nothing, as a hung node or one
+// behind a network partition. Resume continues it (Kill works either way).
+func (c *RedisCluster) Pause(i int) { _ = c.cmds[i].Process.Signal(syscall.SIGSTOP) }
+
+// Resume continues master i after Pause.
+func (c *RedisCluster) Resume(i int) { _ = c.cmds[i].Process.Signal(syscall.SIGCONT) }
 
 // Restart starts master i again (after Kill) on its port, with its
 // directory: it rejoins the cluster as the same node and reloads its data

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"sync"
-	"unsafe"
 
 	cpb "github.com/wamuir/graft/tensorflow/core/protobuf/for_core_protos_go_proto"
 
@@ -59,10 +58,7 @@ func (s *stores) open(url string, cacheBytes int64) (*varstore.Store, error) {
 	if st, ok := s.m[url]; ok {
 		return st, nil
 	}
-	if cacheBytes == 0 {
-		cacheBytes = DefaultExternalCacheBytes
-	}
-	opts := varstore.Options{CacheBytes: cacheBytes}
+	opts := varstore.Options{CacheBytes: cacheBytes} // 0: DefaultExternalCacheBytes
 	if cacheBytes < 0 {
 		opts = varstore.Options{CacheRows: -1}
 	}
@@ -101,7 +97,7 @@ func (s *stores) close() error {
 
 // DefaultExternalCacheBytes bounds each store's row cache when
 // driver.Config.ExternalVariablesCacheBytes is 0.
-const DefaultExternalCacheBytes = 64 << 20
+const DefaultExternalCacheBytes = varstore.DefaultCacheBytes
 
 var _ driver.ExternalVariableLoader = (*Backend)(nil)
 
@@ -150,6 +146,12 @@ func (x *extTable) placeholder(e *cpb.BundleEntryProto) (*dense, error) {
 	}
 	if len(shape) == 0 || shape[0] <= 0 {
 		return nil, fmt.Errorf("external variable %q has shape %v: want a table of rows (rank >= 1)", x.name, shape)
+	}
+	// A row is gathered into the heap as any tensor: bounded as the
+	// model's own tensors are (the table itself is bounded only by the
+	// store), so that an index cannot make one lookup allocate terabytes.
+	if n := int64(numElems(shape[1:])); n > maxModelElements {
+		return nil, fmt.Errorf("%w: external variable %q has shape %v: a row of %d elements (more than %d)", ErrCorruptCheckpoint, x.name, shape, n, maxModelElements)
 	}
 	row := int64(elemSize(e.Dtype)) * int64(numElems(shape[1:]))
 	if row*shape[0] != e.Size {
@@ -317,26 +319,18 @@ func (x *extTable) gather(ctx context.Context, o, indices *dense) error {
 func rowsBuffer(o *dense, dt dtype, shape []int64) []byte {
 	switch dt {
 	case dtFloat:
-		return asBytes(alloc[float32](o, dt, shape))
+		return bytesOf(alloc[float32](o, dt, shape))
 	case dtDouble:
-		return asBytes(alloc[float64](o, dt, shape))
+		return bytesOf(alloc[float64](o, dt, shape))
 	case dtInt32:
-		return asBytes(alloc[int32](o, dt, shape))
+		return bytesOf(alloc[int32](o, dt, shape))
 	case dtInt64:
-		return asBytes(alloc[int64](o, dt, shape))
+		return bytesOf(alloc[int64](o, dt, shape))
 	case dtInt16:
-		return asBytes(alloc[int16](o, dt, shape))
+		return bytesOf(alloc[int16](o, dt, shape))
 	case dtInt8:
-		return asBytes(alloc[int8](o, dt, shape))
+		return bytesOf(alloc[int8](o, dt, shape))
 	default: // dtUint8: placeholder allows only gatherFunc's dtypes
 		return alloc[uint8](o, dt, shape)
 	}
-}
-
-func asBytes[T elem](s []T) []byte {
-	if len(s) == 0 {
-		return nil
-	}
-	var z T
-	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(z)))
 }

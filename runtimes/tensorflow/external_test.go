@@ -296,6 +296,25 @@ func TestExternalVariablesRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A [4, 2] "table" read otherwise than by an axis-0 gather.
+	tableModel := func(use func(tb *tfsave.Builder, v tfsave.Var, ids string) string) map[string][]byte {
+		tb := tfsave.NewBuilder()
+		ids := tb.Placeholder("serving_default_ids", tensor.Int64, []int64{-1, 1})
+		v := tb.Variable("table", tensor.New("", []int64{4, 2}, tfsave.Weight(2, 1, 8)))
+		tb.Signature(tfsave.ServingSignature, map[string]string{"ids": ids}, map[string]string{"y": use(tb, v, ids)})
+		files, err := tb.Files()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return files
+	}
+	asOutput := tableModel(func(tb *tfsave.Builder, v tfsave.Var, ids string) string { return v.Value })
+	axis1 := tableModel(func(tb *tfsave.Builder, v tfsave.Var, ids string) string {
+		return tb.OpNamed("lookup", "GatherV2", []string{v.Value, ids, tfsave.ConstOf[int32](tb, "axis", []int64{}, 1)}, nil)
+	})
+	batched := tableModel(func(tb *tfsave.Builder, v tfsave.Var, ids string) string {
+		return tb.OpNamed("lookup", "GatherV2", []string{v.Value, ids, tfsave.ConstOf[int32](tb, "axis", []int64{}, 1)}, map[string]any{"batch_dims": int64(1)})
+	})
 	for _, c := range []struct {
 		name  string
 		files map[string][]byte
@@ -307,6 +326,9 @@ func TestExternalVariablesRefused(t *testing.T) {
 		{"unknown", pctr, "s", map[string]string{"no/such": url}, []string{`"no/such"`, "inferctl variables"}},
 		{"no checksum", pctr, "", map[string]string{adTable: url}, []string{"checksum"}},
 		{"bad url", pctr, "s", map[string]string{adTable: "redis://x:1"}, []string{adTable, "redis://x:1"}},
+		{"as output", asOutput, "s", map[string]string{"table": url}, []string{`"table"`, url, "output"}},
+		{"axis 1", axis1, "s", map[string]string{"table": url}, []string{"GatherV2", "lookup", `"table"`, "axis"}},
+		{"batch_dims", batched, "s", map[string]string{"table": url}, []string{"GatherV2", "lookup", `"table"`, "batch_dims 1"}},
 	} {
 		_, err := loadExt(t, b, c.files, c.sum, c.ext)
 		if err == nil {
@@ -535,4 +557,50 @@ func TestExternalVariablesFailover(t *testing.T) {
 		}
 	}
 	t.Logf("serving resumed %v after the kill (%d calls failed meanwhile)", time.Since(start).Round(time.Millisecond), failed)
+}
+
+// A negative or too large id on an external table is the in-memory
+// gather's out-of-range error, checked before the store is asked (not a
+// missing row "-1" in the store, nor a key another variable could hold).
+func TestExternalVariablesBadIDs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster")
+	}
+	rc := testhelp.StartRedisCluster(t, 3)
+	files, err := tfsave.PCTRModel(tfsave.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := New(driver.Config{})
+	defer b.Close()
+	st, err := b.stores.open(rc.URL(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exportTable(t, st, "bad-ids", files, adTable, nil)
+	exportTable(t, st, "bad-ids", files, pubTable, nil)
+	mem := loadWith(t, driver.Config{}, files)
+	defer mem.Close()
+	m, err := loadExt(t, b, files, "bad-ids", map[string]string{adTable: rc.URL(), pubTable: rc.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r := rand.New(rand.NewPCG(3, 3))
+	for _, id := range []int64{-1, -tfsave.PCTRAdVocab, math.MinInt64, tfsave.PCTRAdVocab, math.MaxInt64} {
+		in := pctrBatch(m, 8, r, -1)
+		for _, x := range in {
+			if ad, ok := x.Data.([]int64); ok && x.Name == "ad_id" {
+				ad[5] = id
+			}
+		}
+		want := fmt.Sprintf("index %d is out of range [0, %d)", id, tfsave.PCTRAdVocab)
+		_, werr := mem.Predict(ctx, in)
+		_, gerr := m.Predict(ctx, in)
+		if werr == nil || gerr == nil || !strings.Contains(werr.Error(), want) || !strings.Contains(gerr.Error(), want) {
+			t.Errorf("ad id %d: external %v, in-memory %v; want both %q", id, gerr, werr, want)
+		}
+	}
 }

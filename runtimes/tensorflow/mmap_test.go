@@ -548,3 +548,79 @@ func TestMappedGatherConcurrent(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// Gathers on mapped tables of every dtype read the rows with pread at the
+// right offsets (rows of 3 elements, so no row is page- or word-sized,
+// after a prefix variable so no table starts the shard), and refuse a
+// negative or too large id as the heap gather does: row -1 of a table
+// would otherwise be the bytes of the tensor before it in the file.
+func TestMappedGatherEveryDtypeAndBadIDs(t *testing.T) {
+	const rows, dim = 48, 3 // 48: every table's offset aligned for its dtype
+	b := tfsave.NewBuilder()
+	ids := b.Placeholder("serving_default_ids", tensor.Int64, []int64{-1})
+	p := make([]int8, 256)
+	for i := range p {
+		p[i] = int8(i)
+	}
+	b.Variable("a_prefix", tensor.New("", []int64{int64(len(p))}, p))
+	outs := map[string]string{}
+	add := func(name string, data any) {
+		var v tfsave.Var
+		switch d := data.(type) {
+		case []float64:
+			v = b.Variable(name, tensor.New("", []int64{rows, dim}, d))
+		case []int64:
+			v = b.Variable(name, tensor.New("", []int64{rows, dim}, d))
+		case []int32:
+			v = b.Variable(name, tensor.New("", []int64{rows, dim}, d))
+		case []int16:
+			v = b.Variable(name, tensor.New("", []int64{rows, dim}, d))
+		case []int8:
+			v = b.Variable(name, tensor.New("", []int64{rows, dim}, d))
+		}
+		g := b.OpNamed(name+"_lookup", "GatherV2", []string{v.Value, ids, tfsave.ConstOf[int32](b, name+"_axis", []int64{}, 0)}, nil)
+		outs[name] = b.OpNamed(name+"_out", "Identity", []string{g}, nil)
+	}
+	f64, i64, i32, i16, i8 := make([]float64, rows*dim), make([]int64, rows*dim), make([]int32, rows*dim), make([]int16, rows*dim), make([]int8, rows*dim)
+	for i := range rows * dim {
+		f64[i], i64[i], i32[i], i16[i], i8[i] = float64(i)+0.5, int64(i)<<33|int64(i), int32(i)*-7, int16(i*3), int8(i)
+	}
+	add("t_f64", f64)
+	add("t_i64", i64)
+	add("t_i32", i32)
+	add("t_i16", i16)
+	add("t_i8", i8)
+	b.Signature(tfsave.ServingSignature, map[string]string{"ids": ids}, outs)
+	files, err := b.Files()
+	if err != nil {
+		t.Fatal(err)
+	}
+	heap := loadWith(t, driver.Config{}, files)
+	defer heap.Close()
+	copied := loadWith(t, driver.Config{MapVariablesDir: t.TempDir()}, files)
+	defer copied.Close()
+	disk, _ := writeDisk(t, files)
+	bm, err := New(driver.Config{MapVariablesDir: t.TempDir()}).LoadDisk(context.Background(), disk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inPlace := bm.(*model)
+	defer inPlace.Close()
+	for name, m := range map[string]*model{"Load": copied, "LoadDisk": inPlace} {
+		if wm := m.WeightMemory(); wm.MappedBytes < rows*dim*(8+8+4+2+1) {
+			t.Fatalf("%s: %d bytes mapped, want every table's", name, wm.MappedBytes)
+		}
+		if want, got := predictIDs(t, heap, 47, 0, 17, 17, 1), predictIDs(t, m, 47, 0, 17, 17, 1); !reflect.DeepEqual(want, got) {
+			t.Fatalf("%s: the mapped model answers %v, the heap one %v", name, got, want)
+		}
+		for _, id := range []int64{-1, -2, rows, math.MinInt64, math.MaxInt64} {
+			in := []tensor.Tensor{tensor.New("ids", []int64{2}, []int64{3, id})}
+			want := fmt.Sprintf("index %d is out of range [0, %d)", id, rows)
+			_, werr := heap.Predict(context.Background(), in)
+			_, gerr := m.Predict(context.Background(), in)
+			if werr == nil || gerr == nil || !strings.Contains(werr.Error(), want) || !strings.Contains(gerr.Error(), want) {
+				t.Errorf("%s: id %d: mapped %v, heap %v; want both %q", name, id, gerr, werr, want)
+			}
+		}
+	}
+}

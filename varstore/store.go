@@ -38,7 +38,16 @@ type Options struct {
 	// DialTimeout bounds one connection attempt (0 = 2 s). Reads and writes
 	// are bounded by the call's context.
 	DialTimeout time.Duration
+	// NoDeadlineTimeout bounds a Rows call whose context has no deadline
+	// (a warm-up, a registration from a client without one), which would
+	// otherwise wait on a hung master for ever; 0 = DefaultNoDeadlineTimeout.
+	NoDeadlineTimeout time.Duration
 }
+
+// DefaultNoDeadlineTimeout is Options.NoDeadlineTimeout's default: longer
+// than any serving call's deadline, short enough that a hung master cannot
+// hold a registration for long.
+const DefaultNoDeadlineTimeout = 30 * time.Second
 
 // Store is a Redis Cluster holding variables' rows. It is safe for
 // concurrent use.
@@ -50,6 +59,8 @@ type Store struct {
 	// With Options.CacheBytes: the bytes the cache holds and its bound.
 	cacheBytes atomic.Int64
 	maxBytes   int64
+	// noDeadline bounds a Rows call without a deadline.
+	noDeadline time.Duration
 }
 
 // ParseURL returns the seed addresses of a redis-cluster:// URL.
@@ -97,7 +108,10 @@ func Open(url string, opts Options) (*Store, error) {
 	if opts.DialTimeout <= 0 {
 		opts.DialTimeout = 2 * time.Second
 	}
-	s := &Store{url: url, client: redis.NewClusterClient(&redis.ClusterOptions{
+	if opts.NoDeadlineTimeout <= 0 {
+		opts.NoDeadlineTimeout = DefaultNoDeadlineTimeout
+	}
+	s := &Store{url: url, noDeadline: opts.NoDeadlineTimeout, client: redis.NewClusterClient(&redis.ClusterOptions{
 		Addrs:       addrs,
 		DialTimeout: opts.DialTimeout,
 		// Reads and writes end with the call's context.
@@ -159,6 +173,13 @@ func Key(checksum, variable string, row int64) string {
 func (s *Store) Rows(ctx context.Context, checksum, variable string, ids []int64, rowBytes int, out []byte) error {
 	if len(out) != len(ids)*rowBytes {
 		return inferr.Errorf(inferr.ModelExecution, "variable %q: %d bytes for %d rows of %d bytes", variable, len(out), len(ids), rowBytes)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		// Reads are bounded only by the context (no read timeout): without
+		// a deadline, a hung master would hold the call for ever.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.noDeadline)
+		defer cancel()
 	}
 	type want struct {
 		key string

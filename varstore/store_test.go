@@ -239,6 +239,48 @@ func TestRowsMasterHung(t *testing.T) {
 	}
 }
 
+// A call whose context has no deadline (a warm-up) does not wait on a hung
+// master for ever: Options.NoDeadlineTimeout bounds it.
+func TestRowsMasterHungWithoutDeadline(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster")
+	}
+	rc := testhelp.StartRedisCluster(t, 3)
+	const rows, dim = 300, 4
+	rowBytes := dim * 4
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, err := varstore.Open(rc.URL(), varstore.Options{CacheRows: -1, NoDeadlineTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.PutRows(ctx, "s", "emb", 0, table(rows, dim, 4), rowBytes); err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]int64, 64) // spread over every shard
+	for i := range ids {
+		ids[i] = int64(i * 4)
+	}
+	if err := st.Rows(ctx, "s", "emb", ids, rowBytes, make([]byte, len(ids)*rowBytes)); err != nil {
+		t.Fatal(err)
+	}
+	rc.Pause(1)
+	t.Cleanup(func() { rc.Resume(1) })
+	done := make(chan error, 1)
+	go func() {
+		done <- st.Rows(context.Background(), "s", "emb", ids, rowBytes, make([]byte, len(ids)*rowBytes))
+	}()
+	select {
+	case err := <-done:
+		if inferr.TypeOf(err) != inferr.ModelExecution || !strings.Contains(err.Error(), rc.URL()) {
+			t.Fatalf("a batch without a deadline needing a hung master's rows: %v; want MODEL_EXECUTION naming %s", err, rc.URL())
+		}
+	case <-time.After(45 * time.Second):
+		t.Fatal("Rows without a deadline still waits on a hung master 45 s later (NoDeadlineTimeout is 1 s)")
+	}
+}
+
 // Many models (checksums) read one store at once through a cache far
 // smaller than their rows: every call gets its own model's rows, and the
 // cache's byte count stays within its bound and matches what it holds

@@ -410,17 +410,26 @@ func (m *Manager) removeIdleLocked(before time.Time) int {
 		if s.last.Load() >= cut {
 			continue
 		}
-		select {
-		case s.lock <- struct{}{}: // nothing in flight
-			m.dropLocked(s)
-			s.removed = true
-			s.state = nil
-			<-s.lock
+		if m.removeIfIdleLocked(s) {
 			n++
-		default:
 		}
 	}
 	return n
+}
+
+// removeIfIdleLocked removes s when no request of it is in flight (its
+// lock is free; m.mu held) and reports whether it did.
+func (m *Manager) removeIfIdleLocked(s *seq) bool {
+	select {
+	case s.lock <- struct{}{}: // nothing in flight
+		m.dropLocked(s)
+		s.removed = true
+		s.state = nil
+		<-s.lock
+		return true
+	default:
+		return false
+	}
 }
 
 // PerClient is the number of live sequences client holds.
@@ -444,14 +453,8 @@ func (m *Manager) Sweep() int {
 		if s.used.Swap(false) {
 			continue
 		}
-		select {
-		case s.lock <- struct{}{}: // nothing in flight
-			m.dropLocked(s)
-			s.removed = true
-			s.state = nil
-			<-s.lock
+		if m.removeIfIdleLocked(s) {
 			n++
-		default:
 		}
 	}
 	return n

@@ -62,20 +62,22 @@ func newReplayStore(dir string) (*replayStore, error) {
 
 // put writes a registration's files; on any failure it leaves nothing.
 func (st *replayStore) put(modelPath string, files runtimes.Files) (*storedModel, error) {
+	return st.store(modelPath, slices.Sorted(maps.Keys(files)), func(dir, blob, name string) (storedFile, error) {
+		return writeVerified(dir, blob, files[name])
+	})
+}
+
+// store makes a model's directory in the store and puts each of names in
+// it with putOne (as blob "0", "1", ... in that order), then seals them;
+// on any failure it leaves nothing.
+func (st *replayStore) store(modelPath string, names []string, putOne func(dir, blob, name string) (storedFile, error)) (*storedModel, error) {
 	dir := filepath.Join(st.dir, strconv.FormatUint(st.seq.Add(1), 10))
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("replay store: model %q: %w", modelPath, err)
 	}
 	m := &storedModel{dir: dir}
-	names := slices.Sorted(func(yield func(string) bool) {
-		for name := range files {
-			if !yield(name) {
-				return
-			}
-		}
-	})
 	for i, name := range names {
-		f, err := writeVerified(dir, strconv.Itoa(i), files[name])
+		f, err := putOne(dir, strconv.Itoa(i), name)
 		if err != nil {
 			os.RemoveAll(dir)
 			return nil, fmt.Errorf("replay store: model %q: file %q: %w", modelPath, name, err)
@@ -112,31 +114,12 @@ func (m *storedModel) seal() error {
 // chunks (no file is held in memory), hashed on the way (copyVerified). On
 // any failure it leaves nothing.
 func (st *replayStore) putFiles(modelPath string, files runtimes.DiskFiles, sums map[string][sha256.Size]byte) (*storedModel, error) {
-	dir := filepath.Join(st.dir, strconv.FormatUint(st.seq.Add(1), 10))
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("replay store: model %q: %w", modelPath, err)
-	}
-	m := &storedModel{dir: dir}
-	for i, name := range slices.Sorted(maps.Keys(files)) {
-		var f storedFile
-		var err error
+	return st.store(modelPath, slices.Sorted(maps.Keys(files)), func(dir, blob, name string) (storedFile, error) {
 		if sum, ok := sums[name]; ok {
-			f, err = linkOrCopy(dir, strconv.Itoa(i), files[name], sum)
-		} else {
-			f, err = copyVerified(dir, strconv.Itoa(i), files[name])
+			return linkOrCopy(dir, blob, files[name], sum)
 		}
-		if err != nil {
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("replay store: model %q: file %q: %w", modelPath, name, err)
-		}
-		f.name = name
-		m.files = append(m.files, f)
-	}
-	if err := m.seal(); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("replay store: model %q: %w", modelPath, err)
-	}
-	return m, nil
+		return copyVerified(dir, blob, files[name])
+	})
 }
 
 // linkOrCopy puts the file at src, whose SHA-256 is sum, at dir/name: a

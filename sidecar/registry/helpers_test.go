@@ -5,12 +5,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/internal/affine"
+	"github.com/inferbid/inferbid/internal/testhelp"
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/tensor"
 )
@@ -57,18 +56,4 @@ func warmUpJSON(path, name string) string {
 }
 
 // errType asserts err's type and that its text names every fragment.
-func errType(t *testing.T, what string, err error, want inferr.Type, fragments ...string) {
-	t.Helper()
-	if err == nil {
-		t.Errorf("%s: no error, want %s", what, want)
-		return
-	}
-	if got := inferr.TypeOf(err); got != want {
-		t.Errorf("%s: type %s (%v), want %s", what, got, err, want)
-	}
-	for _, f := range fragments {
-		if !strings.Contains(err.Error(), f) {
-			t.Errorf("%s: %q does not mention %q", what, err, f)
-		}
-	}
-}
+var errType = testhelp.ErrType

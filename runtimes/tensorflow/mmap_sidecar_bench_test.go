@@ -25,9 +25,10 @@ import (
 // BenchmarkMappedEmbeddingSidecar measures memory-mapped variables as a
 // user sees them: the benchmark model of BenchmarkMappedEmbedding
 // (INFERBID_BENCH_TABLE_MB, default 1200, written with tfsave into a temp
-// dir) is registered from disk through a Supervisor (RegisterModelFiles,
-// what the bucket watcher does: replay-store copy, then streamed over the
-// Unix socket into the sidecar's files and loaded from there) into a real
+// dir) is registered from disk through a Supervisor (RegisterModelFiles: a
+// copy into the replay store, sealed read-only, then registered by path:
+// the sidecar links the stored file and loads it from there, as it does
+// the bucket watcher's linked downloads) into a real
 // inference-sidecar-tensorflow process, four times in one run: "copied"
 // with --map_variables_min_bytes -1 (the heap runtime), "mapped" with the
 // defaults, "mapped-crc" with --map_variables_verify_crc and

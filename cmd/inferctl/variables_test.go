@@ -156,4 +156,14 @@ func TestExportVariablesCommand(t *testing.T) {
 	if _, errOut, code := inferctl(t, append([]string{"export-variables", "--restart"}, args[1:]...)...); code != 1 || !strings.Contains(errOut, "crc32c") {
 		t.Errorf("corrupt checkpoint: exit %d, stderr %q", code, errOut)
 	}
+	badSum, err := modelfiles.ChecksumPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := st.ExportedRows(ctx, badSum, name); err != nil || n != 0 {
+		t.Errorf("corrupt checkpoint: %d rows recorded as exported (%v), want 0", n, err)
+	}
+	if err := st.Rows(ctx, badSum, name, []int64{0}, 16, got[:16]); err == nil {
+		t.Error("corrupt checkpoint: row 0 was written under its checksum")
+	}
 }

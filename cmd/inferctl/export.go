@@ -51,10 +51,10 @@ func exportCmd(fset *flag.FlagSet) func(context.Context, *sidecar.Client, []stri
 		if t == nil {
 			return inferr.Errorf(inferr.InputParsing, "export-variables %s: no variable %q in %s (inferctl variables lists them)", dir, *variable, index)
 		}
-		if t.DType == "STRING" || len(t.Shape) == 0 || t.Shape[0] <= 0 || t.Bytes%t.Shape[0] != 0 {
-			return inferr.Errorf(inferr.InputParsing, "export-variables %s: variable %q (%s %v) is not a table of rows", dir, *variable, t.DType, t.Shape)
+		rows, rowBytes, ok := tableRows(t)
+		if !ok {
+			return inferr.Errorf(inferr.InputParsing, "export-variables %s: variable %q (%s %v, %d bytes at %d) is not a table of rows", dir, *variable, t.DType, t.Shape, t.Bytes, t.Offset)
 		}
-		rows, rowBytes := t.Shape[0], t.Bytes/t.Shape[0]
 		data := filepath.Join(filepath.Dir(index), fmt.Sprintf("variables.data-%05d-of-", t.Shard))
 		matches, _ := filepath.Glob(data + "*")
 		if len(matches) != 1 {
@@ -143,4 +143,16 @@ func (c *sectionCRC) Write(p []byte) (int, error) {
 	}
 	c.pos += int64(len(p))
 	return len(p), nil
+}
+
+// tableRows is the row count and row size of t as a table export-variables
+// can write: fixed-size elements, rows of at least one byte, all within
+// the shard's possible offsets. ok is false for anything else (a crafted
+// index's zero-byte or negative rows would divide by zero or allocate a
+// negative buffer).
+func tableRows(t *tensorflow.CheckpointTensor) (rows, rowBytes int64, ok bool) {
+	if t.DType == "STRING" || len(t.Shape) == 0 || t.Shape[0] <= 0 || t.Offset < 0 || t.Bytes <= 0 || t.Bytes%t.Shape[0] != 0 {
+		return 0, 0, false
+	}
+	return t.Shape[0], t.Bytes / t.Shape[0], true
 }

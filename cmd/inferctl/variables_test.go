@@ -132,6 +132,16 @@ func TestExportVariablesCommand(t *testing.T) {
 	if _, errOut, code := inferctl(t, append([]string{"export-variables", "--restart"}, args[1:]...)...); code != 0 || !strings.Contains(errOut, "from row 0") || !strings.Contains(errOut, "100/100") {
 		t.Errorf("--restart: exit %d, stderr %q", code, errOut)
 	}
+	// A run stopped after 40 rows resumes at row 40 and records all 100.
+	if err := st.SetExportedRows(ctx, sum, name, 40); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := inferctl(t, args...); code != 0 || !strings.Contains(errOut, "from row 40") || !strings.Contains(errOut, "100/100") {
+		t.Errorf("resumed export: exit %d, stderr %q; want a resume from row 40", code, errOut)
+	}
+	if n, err := st.ExportedRows(ctx, sum, name); err != nil || n != 100 {
+		t.Errorf("after the resumed export %d rows recorded (%v), want 100", n, err)
+	}
 
 	bad := append([]string(nil), args...)
 	bad[2] = "no/such"

@@ -102,7 +102,7 @@ func exportCmd(fset *flag.FlagSet) func(context.Context, *sidecar.Client, []stri
 			if from, err = st.ExportedRows(ctx, sum, *variable); err != nil {
 				return err
 			}
-			from = min(from, rows)
+			from = min(max(from, 0), rows) // a progress key not ours (negative) starts over
 		}
 		chunk := max(int64(exportChunkBytes)/rowBytes, 1)
 		buf := make([]byte, chunk*rowBytes)

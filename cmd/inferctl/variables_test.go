@@ -142,6 +142,14 @@ func TestExportVariablesCommand(t *testing.T) {
 	if n, err := st.ExportedRows(ctx, sum, name); err != nil || n != 100 {
 		t.Errorf("after the resumed export %d rows recorded (%v), want 100", n, err)
 	}
+	// A negative count (not an export's) starts over instead of reading
+	// before the table.
+	if err := st.SetExportedRows(ctx, sum, name, -5); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := inferctl(t, args...); code != 0 || !strings.Contains(errOut, "from row 0") || !strings.Contains(errOut, "100/100") {
+		t.Errorf("export after a negative count: exit %d, stderr %q; want a run from row 0", code, errOut)
+	}
 
 	bad := append([]string(nil), args...)
 	bad[2] = "no/such"

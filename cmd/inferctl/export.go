@@ -51,10 +51,10 @@ func exportCmd(fset *flag.FlagSet) func(context.Context, *sidecar.Client, []stri
 		if t == nil {
 			return inferr.Errorf(inferr.InputParsing, "export-variables %s: no variable %q in %s (inferctl variables lists them)", dir, *variable, index)
 		}
-		if t.DType == "STRING" || len(t.Shape) == 0 || t.Shape[0] <= 0 || t.Bytes%t.Shape[0] != 0 {
-			return inferr.Errorf(inferr.InputParsing, "export-variables %s: variable %q (%s %v) is not a table of rows", dir, *variable, t.DType, t.Shape)
+		rows, rowBytes, ok := tableRows(t)
+		if !ok {
+			return inferr.Errorf(inferr.InputParsing, "export-variables %s: variable %q (%s %v, %d bytes at %d) is not a table of rows", dir, *variable, t.DType, t.Shape, t.Bytes, t.Offset)
 		}
-		rows, rowBytes := t.Shape[0], t.Bytes/t.Shape[0]
 		data := filepath.Join(filepath.Dir(index), fmt.Sprintf("variables.data-%05d-of-", t.Shard))
 		matches, _ := filepath.Glob(data + "*")
 		if len(matches) != 1 {
@@ -66,16 +66,31 @@ func exportCmd(fset *flag.FlagSet) func(context.Context, *sidecar.Client, []stri
 		}
 		defer f.Close()
 		sec := io.NewSectionReader(f, t.Offset, t.Bytes)
-		crc := crc32.New(crc32.MakeTable(crc32.Castagnoli))
-		if _, err := io.Copy(crc, sec); err != nil {
-			return inferr.Wrap(inferr.InputParsing, err, matches[0])
-		}
-		if got := tensorflow.MaskCRC(crc.Sum32()); got != t.CRC32C {
-			return inferr.Errorf(inferr.InputParsing, "export-variables %s: variable %q: crc32c %08x, the index says %08x (a corrupt checkpoint)", dir, *variable, got, t.CRC32C)
-		}
-		sum, err := modelfiles.ChecksumPath(dir)
+		// The table's CRC32C is taken on the model checksum's read of the
+		// shard (one read, not two), and checked before anything is written.
+		crc := &sectionCRC{off: t.Offset, n: t.Bytes}
+		shard := filepath.Clean(matches[0])
+		sum, err := modelfiles.ChecksumPathTee(dir, func(local string) io.Writer {
+			if filepath.Clean(local) == shard {
+				crc.seen = true
+				return crc
+			}
+			return nil
+		})
 		if err != nil {
 			return localModelError(dir, err)
+		}
+		if !crc.seen { // the shard is not one of the model's regular files (a symlink)
+			crc.pos = t.Offset
+			if _, err := io.Copy(crc, sec); err != nil {
+				return inferr.Wrap(inferr.InputParsing, err, matches[0])
+			}
+		}
+		if crc.pos < t.Offset+t.Bytes {
+			return inferr.Errorf(inferr.InputParsing, "export-variables %s: variable %q: %s ends at byte %d, before the table's end (%d)", dir, *variable, matches[0], crc.pos, t.Offset+t.Bytes)
+		}
+		if got := tensorflow.MaskCRC(crc.sum); got != t.CRC32C {
+			return inferr.Errorf(inferr.InputParsing, "export-variables %s: variable %q: crc32c %08x, the index says %08x (a corrupt checkpoint)", dir, *variable, got, t.CRC32C)
 		}
 		st, err := varstore.Open(*store, varstore.Options{CacheRows: -1})
 		if err != nil {
@@ -87,7 +102,7 @@ func exportCmd(fset *flag.FlagSet) func(context.Context, *sidecar.Client, []stri
 			if from, err = st.ExportedRows(ctx, sum, *variable); err != nil {
 				return err
 			}
-			from = min(from, rows)
+			from = min(max(from, 0), rows) // a progress key not ours (negative) starts over
 		}
 		chunk := max(int64(exportChunkBytes)/rowBytes, 1)
 		buf := make([]byte, chunk*rowBytes)
@@ -109,4 +124,35 @@ func exportCmd(fset *flag.FlagSet) func(context.Context, *sidecar.Client, []stri
 		fmt.Fprintf(s.out, "exported %s %s: %d rows to %s under checksum %s\n", *modelPath, *variable, rows, *store, sum)
 		return nil
 	}
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// sectionCRC is an io.Writer that takes the CRC32C of the bytes at
+// [off, off+n) of what is written to it from its start; pos counts them all.
+type sectionCRC struct {
+	off, n, pos int64
+	sum         uint32
+	seen        bool
+}
+
+func (c *sectionCRC) Write(p []byte) (int, error) {
+	lo, hi := max(c.off-c.pos, 0), min(c.off+c.n-c.pos, int64(len(p)))
+	if lo < hi {
+		c.sum = crc32.Update(c.sum, castagnoli, p[lo:hi])
+	}
+	c.pos += int64(len(p))
+	return len(p), nil
+}
+
+// tableRows is the row count and row size of t as a table export-variables
+// can write: fixed-size elements, rows of at least one byte, all within
+// the shard's possible offsets. ok is false for anything else (a crafted
+// index's zero-byte or negative rows would divide by zero or allocate a
+// negative buffer).
+func tableRows(t *tensorflow.CheckpointTensor) (rows, rowBytes int64, ok bool) {
+	if t.DType == "STRING" || len(t.Shape) == 0 || t.Shape[0] <= 0 || t.Offset < 0 || t.Bytes <= 0 || t.Bytes%t.Shape[0] != 0 {
+		return 0, 0, false
+	}
+	return t.Shape[0], t.Bytes / t.Shape[0], true
 }

@@ -86,8 +86,9 @@ func readIndex(cmd, dir string) (index string, ts []tensorflow.CheckpointTensor,
 	return index, ts, nil
 }
 
-// findIndex finds variables/variables.index in dir: at its root, or in
-// the one folder holding saved_model.pb (the shallowest).
+// findIndex finds the shallowest variables/variables.index in dir: at its
+// root, or in a versioned folder. Unlike the runtime (modelRoot), it does
+// not look for saved_model.pb, so a bare checkpoint folder lists too.
 func findIndex(dir string) (string, error) {
 	best := ""
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {

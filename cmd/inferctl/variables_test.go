@@ -132,6 +132,24 @@ func TestExportVariablesCommand(t *testing.T) {
 	if _, errOut, code := inferctl(t, append([]string{"export-variables", "--restart"}, args[1:]...)...); code != 0 || !strings.Contains(errOut, "from row 0") || !strings.Contains(errOut, "100/100") {
 		t.Errorf("--restart: exit %d, stderr %q", code, errOut)
 	}
+	// A run stopped after 40 rows resumes at row 40 and records all 100.
+	if err := st.SetExportedRows(ctx, sum, name, 40); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := inferctl(t, args...); code != 0 || !strings.Contains(errOut, "from row 40") || !strings.Contains(errOut, "100/100") {
+		t.Errorf("resumed export: exit %d, stderr %q; want a resume from row 40", code, errOut)
+	}
+	if n, err := st.ExportedRows(ctx, sum, name); err != nil || n != 100 {
+		t.Errorf("after the resumed export %d rows recorded (%v), want 100", n, err)
+	}
+	// A negative count (not an export's) starts over instead of reading
+	// before the table.
+	if err := st.SetExportedRows(ctx, sum, name, -5); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := inferctl(t, args...); code != 0 || !strings.Contains(errOut, "from row 0") || !strings.Contains(errOut, "100/100") {
+		t.Errorf("export after a negative count: exit %d, stderr %q; want a run from row 0", code, errOut)
+	}
 
 	bad := append([]string(nil), args...)
 	bad[2] = "no/such"
@@ -155,5 +173,15 @@ func TestExportVariablesCommand(t *testing.T) {
 	}
 	if _, errOut, code := inferctl(t, append([]string{"export-variables", "--restart"}, args[1:]...)...); code != 1 || !strings.Contains(errOut, "crc32c") {
 		t.Errorf("corrupt checkpoint: exit %d, stderr %q", code, errOut)
+	}
+	badSum, err := modelfiles.ChecksumPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := st.ExportedRows(ctx, badSum, name); err != nil || n != 0 {
+		t.Errorf("corrupt checkpoint: %d rows recorded as exported (%v), want 0", n, err)
+	}
+	if err := st.Rows(ctx, badSum, name, []int64{0}, 16, got[:16]); err == nil {
+		t.Error("corrupt checkpoint: row 0 was written under its checksum")
 	}
 }

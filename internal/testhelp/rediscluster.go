@@ -81,6 +81,9 @@ func (c *RedisCluster) IsMaster(i int) bool {
 func startRedisCluster(t testing.TB, masters, replicas int) *RedisCluster {
 	t.Helper()
 	n := masters * (1 + replicas)
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster (not under -short)")
+	}
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Skip("no redis-server (make test installs it: scripts/apt-install.sh redis-server)")
 	}

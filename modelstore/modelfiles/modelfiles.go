@@ -44,6 +44,14 @@ func ChecksumOfHexDigests(hexDigests []string) string {
 // ChecksumPath reads a local file or directory and returns its checksum. It
 // streams each file, so it needs no memory proportional to the model.
 func ChecksumPath(path string) (string, error) {
+	return ChecksumPathTee(path, nil)
+}
+
+// ChecksumPathTee is ChecksumPath that also writes each file's bytes, as it
+// hashes them, to the writer tee returns for the file's local path (nil:
+// none), so a caller that needs another digest of a file reads it once.
+// tee may be nil.
+func ChecksumPathTee(path string, tee func(local string) io.Writer) (string, error) {
 	paths, err := localFiles(path)
 	if err != nil {
 		return "", err
@@ -55,7 +63,11 @@ func ChecksumPath(path string) (string, error) {
 	sort.Strings(rels)
 	digests := make([]string, 0, len(rels))
 	for _, rel := range rels {
-		d, err := fileDigest(paths[rel])
+		var w io.Writer
+		if tee != nil {
+			w = tee(paths[rel])
+		}
+		d, err := fileDigest(paths[rel], w)
 		if err != nil {
 			return "", err
 		}
@@ -64,14 +76,20 @@ func ChecksumPath(path string) (string, error) {
 	return ChecksumOfHexDigests(digests), nil
 }
 
-func fileDigest(name string) (string, error) {
+// fileDigest is the hex SHA-256 of the file name; its bytes are also
+// written to also unless it is nil.
+func fileDigest(name string, also io.Writer) (string, error) {
 	f, err := os.Open(name)
 	if err != nil {
 		return "", fmt.Errorf("modelstore: checksum %q: %w", name, err)
 	}
 	defer f.Close()
 	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
+	var w io.Writer = h
+	if also != nil {
+		w = io.MultiWriter(h, also)
+	}
+	if _, err := io.Copy(w, f); err != nil {
 		return "", fmt.Errorf("modelstore: checksum %q: %w", name, err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil

@@ -3,6 +3,7 @@ package modelfiles
 import (
 	"bytes"
 	"crypto/rand"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -216,5 +217,40 @@ func TestInferctlChecksumMatchesSeedPipeline(t *testing.T) {
 		if got, want := strings.TrimSpace(string(out)), pipelineChecksum(t, p); got != want {
 			t.Errorf("inferctl checksum %s = %s, seed pipeline = %s", p, got, want)
 		}
+	}
+}
+
+// TestChecksumPathTee: the tee sees each file's bytes, whole, under its
+// local path, and the checksum is ChecksumPath's.
+func TestChecksumPathTee(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string][]byte{"a": []byte("first file"), "sub/b": bytes.Repeat([]byte{7}, 100000)}
+	for rel, b := range files {
+		p := filepath.Join(dir, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[string]*bytes.Buffer{}
+	got, err := ChecksumPathTee(dir, func(local string) io.Writer {
+		seen[local] = &bytes.Buffer{}
+		return seen[local]
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, err := ChecksumPath(dir); err != nil || got != want {
+		t.Fatalf("ChecksumPathTee = %s, ChecksumPath = %s (%v)", got, want, err)
+	}
+	for rel, b := range files {
+		if w := seen[filepath.Join(dir, filepath.FromSlash(rel))]; w == nil || !bytes.Equal(w.Bytes(), b) {
+			t.Errorf("tee of %s: not given its bytes", rel)
+		}
+	}
+	if len(seen) != len(files) {
+		t.Errorf("tee called for %d files, want %d", len(seen), len(files))
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/inferbid/inferbid/runtimes"
@@ -297,5 +298,46 @@ func TestExternalDataStagingRemoved(t *testing.T) {
 		if left, _ := os.ReadDir(dir); len(left) != 2 {
 			t.Errorf("LoadDisk, %s: %d entries in the registration's directory, want its 2 files", c.what, len(left))
 		}
+	}
+}
+
+// TestLoadDiskExternalDataOnAnotherFilesystem: a file of the model that
+// cannot be hard-linked beside it (here on another filesystem, /dev/shm)
+// is staged as a symbolic link, which ONNX Runtime follows.
+func TestLoadDiskExternalDataOnAnotherFilesystem(t *testing.T) {
+	requireLibrary(t)
+	dir := t.TempDir()
+	shm, err := os.MkdirTemp("/dev/shm", "inferbid-test-*")
+	if err != nil {
+		t.Skipf("no /dev/shm: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(shm) })
+	var a, b unix.Stat_t
+	if unix.Stat(dir, &a) != nil || unix.Stat(shm, &b) != nil || a.Dev == b.Dev {
+		t.Skip("/dev/shm is not another filesystem here")
+	}
+	rt := openRuntime(t, runtimes.Config{})
+	w := make([]byte, 16)
+	for i, v := range []float32{1, 2, 3, 4} {
+		binary.LittleEndian.PutUint32(w[4*i:], math.Float32bits(v))
+	}
+	local, weights := filepath.Join(dir, "0"), filepath.Join(shm, "1")
+	if err := os.WriteFile(local, externalDataModel("initializer", "w.bin"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(weights, w, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m, err := rt.LoadDisk(context.Background(), "disk/", runtimes.DiskFiles{"m/model.onnx": local, "m/w.bin": weights})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	out, err := m.Predict(context.Background(), []tensor.Tensor{tensor.New("x", []int64{1, 2}, []float32{1, 1})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if y, _ := tensor.Data[float32](out[0]); !reflect.DeepEqual(y, []float32{4, 6}) {
+		t.Errorf("y = %v, want [4 6]", out[0].Data)
 	}
 }

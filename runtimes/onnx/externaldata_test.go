@@ -240,7 +240,9 @@ func TestLoadExternalDataOfTheModel(t *testing.T) {
 }
 
 // FuzzExternalFiles: any bytes are accepted or refused, never a panic or
-// a walk without end.
+// a walk without end; and a location allowed even where every path is a
+// file of the registration is never the model itself and stays inside the
+// staging directory (a load from bytes writes the files there).
 func FuzzExternalFiles(f *testing.F) {
 	f.Add(bigMatMulModel(2, 3))
 	f.Add(externalDataModel("initializer", "../../etc/passwd"))
@@ -248,6 +250,16 @@ func FuzzExternalFiles(f *testing.F) {
 	f.Add([]byte{0x3a, 0x05, 0x2a, 0x03, 0x4a, 0x01})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		externalFiles(data, "m/model.onnx", func(p string) bool { return p == "m/weights.bin" })
+		refs, err := externalFiles(data, "m/model.onnx", func(string) bool { return true })
+		if err != nil {
+			return
+		}
+		for location, p := range refs {
+			staged := filepath.Join("/staging", filepath.FromSlash(location))
+			if !strings.HasPrefix(staged, "/staging/") || p == "m/model.onnx" {
+				t.Errorf("location %q (%s) allowed: staged at %s", location, p, staged)
+			}
+		}
 	})
 }
 

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/inferbid/inferbid/runtimes"
@@ -239,7 +240,9 @@ func TestLoadExternalDataOfTheModel(t *testing.T) {
 }
 
 // FuzzExternalFiles: any bytes are accepted or refused, never a panic or
-// a walk without end.
+// a walk without end; and a location allowed even where every path is a
+// file of the registration is never the model itself and stays inside the
+// staging directory (a load from bytes writes the files there).
 func FuzzExternalFiles(f *testing.F) {
 	f.Add(bigMatMulModel(2, 3))
 	f.Add(externalDataModel("initializer", "../../etc/passwd"))
@@ -247,5 +250,106 @@ func FuzzExternalFiles(f *testing.F) {
 	f.Add([]byte{0x3a, 0x05, 0x2a, 0x03, 0x4a, 0x01})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		externalFiles(data, "m/model.onnx", func(p string) bool { return p == "m/weights.bin" })
+		refs, err := externalFiles(data, "m/model.onnx", func(string) bool { return true })
+		if err != nil {
+			return
+		}
+		for location, p := range refs {
+			staged := filepath.Join("/staging", filepath.FromSlash(location))
+			if !strings.HasPrefix(staged, "/staging/") || p == "m/model.onnx" {
+				t.Errorf("location %q (%s) allowed: staged at %s", location, p, staged)
+			}
+		}
 	})
+}
+
+// TestExternalDataStagingRemoved: the directory a load stages a model with
+// external data in is removed whether ONNX Runtime takes the model or not
+// (here, weights 8 bytes short of the 16 the tensor declares): from bytes
+// no staging directory is left in $TMPDIR, from disk nothing beside the
+// registration's files.
+func TestExternalDataStagingRemoved(t *testing.T) {
+	requireLibrary(t)
+	rt := openRuntime(t, runtimes.Config{})
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	model := externalDataModel("initializer", "w.bin")
+	for _, c := range []struct {
+		what    string
+		weights []byte
+		ok      bool
+	}{
+		{"weights", make([]byte, 16), true},
+		{"short weights", make([]byte, 8), false},
+	} {
+		m, err := rt.Load(context.Background(), "mem/", runtimes.Files{"m/model.onnx": model, "m/w.bin": c.weights})
+		if err == nil {
+			m.Close()
+		}
+		if (err == nil) != c.ok {
+			t.Errorf("Load, %s: %v, want ok=%v", c.what, err, c.ok)
+		}
+		// Only the staging directories: other code of the process may
+		// keep its own files in $TMPDIR.
+		if left, _ := filepath.Glob(filepath.Join(tmp, "inferbid-onnx-*")); len(left) != 0 {
+			t.Errorf("Load, %s: left %v in $TMPDIR", c.what, left)
+		}
+		dir := t.TempDir()
+		for name, data := range map[string][]byte{"0": model, "1": c.weights} {
+			if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m, err = rt.LoadDisk(context.Background(), "disk/", runtimes.DiskFiles{"m/model.onnx": filepath.Join(dir, "0"), "m/w.bin": filepath.Join(dir, "1")})
+		if err == nil {
+			m.Close()
+		}
+		if (err == nil) != c.ok {
+			t.Errorf("LoadDisk, %s: %v, want ok=%v", c.what, err, c.ok)
+		}
+		if left, _ := os.ReadDir(dir); len(left) != 2 {
+			t.Errorf("LoadDisk, %s: %d entries in the registration's directory, want its 2 files", c.what, len(left))
+		}
+	}
+}
+
+// TestLoadDiskExternalDataOnAnotherFilesystem: a file of the model that
+// cannot be hard-linked beside it (here on another filesystem, /dev/shm)
+// is staged as a symbolic link, which ONNX Runtime follows.
+func TestLoadDiskExternalDataOnAnotherFilesystem(t *testing.T) {
+	requireLibrary(t)
+	dir := t.TempDir()
+	shm, err := os.MkdirTemp("/dev/shm", "inferbid-test-*")
+	if err != nil {
+		t.Skipf("no /dev/shm: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(shm) })
+	var a, b unix.Stat_t
+	if unix.Stat(dir, &a) != nil || unix.Stat(shm, &b) != nil || a.Dev == b.Dev {
+		t.Skip("/dev/shm is not another filesystem here")
+	}
+	rt := openRuntime(t, runtimes.Config{})
+	w := make([]byte, 16)
+	for i, v := range []float32{1, 2, 3, 4} {
+		binary.LittleEndian.PutUint32(w[4*i:], math.Float32bits(v))
+	}
+	local, weights := filepath.Join(dir, "0"), filepath.Join(shm, "1")
+	if err := os.WriteFile(local, externalDataModel("initializer", "w.bin"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(weights, w, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m, err := rt.LoadDisk(context.Background(), "disk/", runtimes.DiskFiles{"m/model.onnx": local, "m/w.bin": weights})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	out, err := m.Predict(context.Background(), []tensor.Tensor{tensor.New("x", []int64{1, 2}, []float32{1, 1})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if y, _ := tensor.Data[float32](out[0]); !reflect.DeepEqual(y, []float32{4, 6}) {
+		t.Errorf("y = %v, want [4 6]", out[0].Data)
+	}
 }

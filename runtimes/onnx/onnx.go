@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -183,12 +184,12 @@ func (b *backend) LoadDisk(ctx context.Context, files driver.DiskFiles) (driver.
 		}
 		if path == "" {
 			path = filepath.Join(dir, stagedModelName)
-			if err := linkOrSymlink(local, path); err != nil {
+			if err := linkOrCopy(local, path); err != nil {
 				return nil, fmt.Errorf("staging %s: %w", name, err)
 			}
 		}
 		for location, p := range refs {
-			if err := stageFile(dir, location, func(dst string) error { return linkOrSymlink(files[p], dst) }); err != nil {
+			if err := stageFile(dir, location, func(dst string) error { return linkOrCopy(files[p], dst) }); err != nil {
 				return nil, fmt.Errorf("staging %s: %w", p, err)
 			}
 		}
@@ -206,17 +207,27 @@ func stageFile(dir, location string, put func(dst string) error) error {
 	return put(dst)
 }
 
-// linkOrSymlink makes dst name src's file: a hard link (no copy, and the
-// file stays for as long as ONNX Runtime maps it), else a symbolic link.
-func linkOrSymlink(src, dst string) error {
+// linkOrCopy makes dst a new file with src's content: a hard link (no
+// copy, and the file stays for as long as ONNX Runtime maps it), else (src
+// on another filesystem) a copy, which io.Copy between two *os.File makes
+// in the kernel (copy_file_range or sendfile). Not a symbolic link: ONNX
+// Runtime resolves one and refuses external data whose file lies outside
+// the model's directory.
+func linkOrCopy(src, dst string) error {
 	if err := os.Link(src, dst); err == nil {
 		return nil
 	}
-	abs, err := filepath.Abs(src)
+	in, err := os.Open(src)
 	if err != nil {
 		return err
 	}
-	return os.Symlink(abs, dst)
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, in)
+	return errors.Join(err, out.Close())
 }
 
 // mapFile maps a file read-only (an empty file is an empty slice).

@@ -20,7 +20,6 @@ import (
 	"unsafe"
 
 	ort "github.com/yalue/onnxruntime_go"
-	"golang.org/x/sys/unix"
 
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/runtimes/driver"
@@ -150,7 +149,7 @@ func (b *backend) LoadDisk(ctx context.Context, files driver.DiskFiles) (driver.
 		return nil, fmt.Errorf("onnx: %s: %w", name, err)
 	}
 	defer f.Close()
-	data, unmap, err := mapFile(f)
+	data, unmap, err := driver.MapFile(f)
 	if err != nil {
 		return nil, fmt.Errorf("onnx: %s: %w", name, err)
 	}
@@ -228,25 +227,6 @@ func linkOrCopy(src, dst string) error {
 	}
 	_, err = io.Copy(out, in)
 	return errors.Join(err, out.Close())
-}
-
-// mapFile maps a file read-only (an empty file is an empty slice).
-func mapFile(f *os.File) ([]byte, func(), error) {
-	st, err := f.Stat()
-	if err != nil {
-		return nil, nil, err
-	}
-	if st.Size() == 0 {
-		return []byte{}, func() {}, nil
-	}
-	if st.Size() != int64(int(st.Size())) {
-		return nil, nil, fmt.Errorf("%d bytes do not fit in memory", st.Size())
-	}
-	data, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		return nil, nil, fmt.Errorf("map %s: %w", f.Name(), err)
-	}
-	return data, func() { unix.Munmap(data) }, nil
 }
 
 // load reads the signature from data (the model file's bytes) and creates

@@ -21,8 +21,6 @@ import (
 	"strings"
 	"unsafe"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/inferbid/inferbid/runtimes"
 	"github.com/inferbid/inferbid/runtimes/driver"
 	"github.com/inferbid/inferbid/tensor"
@@ -96,30 +94,25 @@ func (*backend) LoadDisk(ctx context.Context, files driver.DiskFiles) (driver.Mo
 		return nil, fmt.Errorf("pytorch: %s: %w", name, err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("pytorch: %s: %w", name, err)
-	}
-	if st.Size() == 0 {
-		return nil, fmt.Errorf("pytorch: %s: empty file", name)
-	}
-	if st.Size() != int64(int(st.Size())) {
-		return nil, fmt.Errorf("pytorch: %s: %d bytes do not fit in memory", name, st.Size())
-	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	data, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	data, unmap, err := driver.MapFile(f)
 	if err != nil {
-		return nil, fmt.Errorf("pytorch: %s: map: %w", name, err)
+		return nil, fmt.Errorf("pytorch: %s: %w", name, err)
 	}
+	if len(data) == 0 {
+		unmap()
+		return nil, fmt.Errorf("pytorch: %s: empty file", name)
+	}
+	size := len(data)
 	err = preflight(data)
-	unix.Munmap(data)
+	unmap()
 	if err != nil {
 		return nil, fmt.Errorf("pytorch: %s: %w", name, err)
 	}
 	var cm *C.pt_model
-	err = takeError(C.pt_load_fd(C.int(f.Fd()), C.size_t(st.Size()), &cm))
+	err = takeError(C.pt_load_fd(C.int(f.Fd()), C.size_t(size), &cm))
 	runtime.KeepAlive(f)
 	return loaded(name, cm, err)
 }

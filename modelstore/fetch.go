@@ -150,6 +150,17 @@ type downloadedFile struct {
 	sum      [sha256.Size]byte // of the bytes written to tmp, hashed as they were
 }
 
+// onDisk returns the downloaded files (relative path -> temp file) and
+// their SHA-256 digests, by relative path.
+func (d *downloaded) onDisk() (runtimes.DiskFiles, map[string][sha256.Size]byte) {
+	files := make(runtimes.DiskFiles, len(d.files))
+	sums := make(map[string][sha256.Size]byte, len(d.files))
+	for _, f := range d.files {
+		files[f.rel], sums[f.rel] = f.tmp, f.sum
+	}
+	return files, sums
+}
+
 func (d *downloaded) cleanup() {
 	if d != nil && d.dir != "" {
 		os.RemoveAll(d.dir)

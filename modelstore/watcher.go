@@ -54,6 +54,7 @@ type DiskRegistrar interface {
 // after it returns, and never writes them again. The model's bytes are
 // then not read or hashed again on their way to the runtime.
 type DigestRegistrar interface {
+	DiskRegistrar
 	RegisterDownloadedFiles(ctx context.Context, modelPath string, files runtimes.DiskFiles, sums map[string][sha256.Size]byte, warmUpJSON string, seq *runtimes.SequenceSettings) error
 }
 

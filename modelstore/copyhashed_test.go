@@ -33,7 +33,7 @@ func TestCopyHashed(t *testing.T) {
 			}
 			h := sha256.New()
 			// A reader that returns short reads, as a network body does.
-			n, err := w.copyHashed(f, h, io.MultiReader(bytes.NewReader(data[:size/3]), bytes.NewReader(data[size/3:])))
+			n, err := w.copyHashed(f, h, io.MultiReader(bytes.NewReader(data[:size/3]), bytes.NewReader(data[size/3:])), make([]byte, downloadChunk))
 			f.Close()
 			got, rerr := os.ReadFile(f.Name())
 			if err != nil || rerr != nil || n != int64(size) || !bytes.Equal(got, data) {
@@ -51,7 +51,7 @@ func TestCopyHashed(t *testing.T) {
 	}
 	defer f.Close()
 	boom := errors.New("connection reset")
-	if _, err := w.copyHashed(f, sha256.New(), io.MultiReader(bytes.NewReader(make([]byte, 10)), &failingReader{boom})); !errors.Is(err, boom) {
+	if _, err := w.copyHashed(f, sha256.New(), io.MultiReader(bytes.NewReader(make([]byte, 10)), &failingReader{boom}), make([]byte, downloadChunk)); !errors.Is(err, boom) {
 		t.Errorf("a failing read: %v, want %v", err, boom)
 	}
 }
@@ -71,7 +71,7 @@ func TestCopyHashedTruncatedBody(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = w.copyHashed(f, sha256.New(), io.MultiReader(bytes.NewReader(make([]byte, size)), &failingReader{io.ErrUnexpectedEOF}))
+		_, err = w.copyHashed(f, sha256.New(), io.MultiReader(bytes.NewReader(make([]byte, size)), &failingReader{io.ErrUnexpectedEOF}), make([]byte, downloadChunk))
 		f.Close()
 		if !errors.Is(err, io.ErrUnexpectedEOF) {
 			t.Errorf("a body truncated after %d bytes: %v, want %v", size, err, io.ErrUnexpectedEOF)

@@ -150,6 +150,17 @@ type downloadedFile struct {
 	sum      [sha256.Size]byte // of the bytes written to tmp, hashed as they were
 }
 
+// onDisk returns the downloaded files (relative path -> temp file) and
+// their SHA-256 digests, by relative path.
+func (d *downloaded) onDisk() (runtimes.DiskFiles, map[string][sha256.Size]byte) {
+	files := make(runtimes.DiskFiles, len(d.files))
+	sums := make(map[string][sha256.Size]byte, len(d.files))
+	for _, f := range d.files {
+		files[f.rel], sums[f.rel] = f.tmp, f.sum
+	}
+	return files, sums
+}
+
 func (d *downloaded) cleanup() {
 	if d != nil && d.dir != "" {
 		os.RemoveAll(d.dir)
@@ -256,9 +267,12 @@ func (w *Watcher) download(ctx context.Context, e ModelEntry, objs []objectRef) 
 		}
 	}()
 	digests := make([]string, 0, len(objs))
+	// One chunk buffer for the download's objects, read one after another
+	// (not one per object: a model may have thousands of small files).
+	buf := make([]byte, downloadChunk)
 	for i, o := range objs {
 		tmp := filepath.Join(dir, strconv.Itoa(i))
-		sum, n, err := w.downloadObject(ctx, e, o, tmp, w.maxModelBytes-d.size)
+		sum, n, err := w.downloadObject(ctx, e, o, tmp, w.maxModelBytes-d.size, buf)
 		if err != nil {
 			return nil, err
 		}
@@ -277,7 +291,7 @@ func (w *Watcher) download(ctx context.Context, e ModelEntry, objs []objectRef) 
 // downloadObject writes object o to the new file tmp, hashing the bytes
 // as they are written (the one pass of the download over them: the digest
 // is then carried along, never recomputed, see DigestRegistrar).
-func (w *Watcher) downloadObject(ctx context.Context, e ModelEntry, o objectRef, tmp string, budget int64) (sum [sha256.Size]byte, n int64, err error) {
+func (w *Watcher) downloadObject(ctx context.Context, e ModelEntry, o objectRef, tmp string, budget int64, buf []byte) (sum [sha256.Size]byte, n int64, err error) {
 	r, err := w.bucket.NewReader(ctx, o.key, w.root.readerOptions())
 	if err != nil {
 		return sum, 0, readErr(err, "model %q: object %q", e.Path, o.key)
@@ -290,7 +304,7 @@ func (w *Watcher) downloadObject(ctx context.Context, e ModelEntry, o objectRef,
 	h := sha256.New()
 	// The listing's sizes were checked already; the limit guards against an
 	// object that grew since.
-	n, err = w.copyHashed(f, h, io.LimitReader(r, budget+1))
+	n, err = w.copyHashed(f, h, io.LimitReader(r, budget+1), buf)
 	if cerr := f.Close(); err == nil && cerr != nil {
 		return sum, 0, failf(reasonLocalError, "model %q: %w", e.Path, cerr)
 	}
@@ -308,12 +322,11 @@ func (w *Watcher) downloadObject(ctx context.Context, e ModelEntry, o objectRef,
 // downloadChunk is what a download reads before it writes and hashes it.
 const downloadChunk = 1 << 20
 
-// copyHashed copies r to f and h in chunks of downloadChunk. Parallel
+// copyHashed copies r to f and h in chunks of len(buf) (downloadChunk). Parallel
 // downloads read (wait for the bucket) at once, but write and hash one
 // chunk at a time (Watcher.passMu): the loads' CPU on this host is at most
 // about one core, so bids keep the other one.
-func (w *Watcher) copyHashed(f *os.File, h hash.Hash, r io.Reader) (int64, error) {
-	buf := make([]byte, downloadChunk)
+func (w *Watcher) copyHashed(f *os.File, h hash.Hash, r io.Reader, buf []byte) (int64, error) {
 	var n int64
 	for {
 		m, rerr := fill(r, buf)

@@ -54,6 +54,7 @@ type DiskRegistrar interface {
 // after it returns, and never writes them again. The model's bytes are
 // then not read or hashed again on their way to the runtime.
 type DigestRegistrar interface {
+	DiskRegistrar
 	RegisterDownloadedFiles(ctx context.Context, modelPath string, files runtimes.DiskFiles, sums map[string][sha256.Size]byte, warmUpJSON string, seq *runtimes.SequenceSettings) error
 }
 
@@ -648,20 +649,13 @@ func (w *Watcher) register(ctx context.Context, e ModelEntry, d *downloaded) err
 		// Supervisor: in the registration; the supervisor replays them).
 		ctx = runtimes.WithLoadOptions(ctx, runtimes.LoadOptions{ExternalVariables: e.ExternalVariables.Map()})
 	}
-	if gr, ok := w.opts.Registrar.(DigestRegistrar); ok {
-		files := make(runtimes.DiskFiles, len(d.files))
-		sums := make(map[string][sha256.Size]byte, len(d.files))
-		for _, f := range d.files {
-			files[f.rel], sums[f.rel] = f.tmp, f.sum
-		}
-		return gr.RegisterDownloadedFiles(ctx, e.Path, files, sums, e.WarmUpJSON, e.Sequences)
-	}
-	if dr, ok := w.opts.Registrar.(DiskRegistrar); ok {
-		files := make(runtimes.DiskFiles, len(d.files))
-		for _, f := range d.files {
-			files[f.rel] = f.tmp
-		}
-		return dr.RegisterModelFiles(ctx, e.Path, files, e.WarmUpJSON, e.Sequences)
+	switch r := w.opts.Registrar.(type) {
+	case DigestRegistrar:
+		files, sums := d.onDisk()
+		return r.RegisterDownloadedFiles(ctx, e.Path, files, sums, e.WarmUpJSON, e.Sequences)
+	case DiskRegistrar:
+		files, _ := d.onDisk()
+		return r.RegisterModelFiles(ctx, e.Path, files, e.WarmUpJSON, e.Sequences)
 	}
 	files, err := d.read()
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -1039,5 +1040,58 @@ func TestDigestRegistrarGetsTheDownloadsDigests(t *testing.T) {
 	calls := e.expectCalls("register models/pcvr_v1/")
 	if gr.disk != 1 || calls[0].checksum != sum || len(gr.sums) != 1 || len(gr.sums[0]) != len(tf) {
 		t.Errorf("RegisterDownloadedFiles calls %d (want 1), checksum %s (want %s), digests %v (want one per file of %d)", gr.disk, calls[0].checksum, sum, gr.sums, len(tf))
+	}
+}
+
+// loadOptionsRegistrar records the external variables each registration's
+// context carries (runtimes.LoadOptionsFrom), as the sidecar reads them.
+type loadOptionsRegistrar struct {
+	*fakeRegistrar
+	ext []map[string]string
+}
+
+func (r *loadOptionsRegistrar) RegisterModel(ctx context.Context, path string, files runtimes.Files, warmUp string) error {
+	r.mu.Lock()
+	r.ext = append(r.ext, runtimes.LoadOptionsFrom(ctx).ExternalVariables)
+	r.mu.Unlock()
+	return r.fakeRegistrar.RegisterModel(ctx, path, files, warmUp)
+}
+
+// TestWatcherExternalVariables: an entry's external_variables reach the
+// registration (in its context) and Status; the same content listed with
+// other stores, or with none, is registered again at once, with them.
+func TestWatcherExternalVariables(t *testing.T) {
+	be := backends()[0]
+	var lr *loadOptionsRegistrar
+	e := newEnv(t, be, func(o *WatcherOptions) {
+		lr = &loadOptionsRegistrar{fakeRegistrar: o.Registrar.(*fakeRegistrar)}
+		o.Registrar = lr
+	})
+	sum := e.putModel("models/emb/", tfModel(t, "tf"))
+	status := func() map[string]string {
+		for _, st := range e.w.Status() {
+			if st.Path == "models/emb/" {
+				return st.ExternalVariables
+			}
+		}
+		t.Fatal("models/emb/ is not in Status")
+		return nil
+	}
+	for i, url := range []string{"redis-cluster://127.0.0.1:7000", "redis-cluster://127.0.0.1:7001,127.0.0.1:7002", ""} {
+		c := cfgEntry{path: "models/emb/", checksum: sum}
+		var want map[string]string
+		if url != "" {
+			c.extra = `"external_variables":{"emb/table":"` + url + `"}`
+			want = map[string]string{"emb/table": url}
+		}
+		e.putConfig(c)
+		e.mustSync()
+		e.expectCalls("register models/emb/")
+		if got := lr.ext[i]; !maps.Equal(got, want) {
+			t.Errorf("registration %d: external variables %v in its context, want %v", i, got, want)
+		}
+		if got := status(); !maps.Equal(got, want) {
+			t.Errorf("registration %d: Status' external variables %v, want %v", i, got, want)
+		}
 	}
 }

@@ -24,6 +24,15 @@ type attempt struct {
 	objects string
 }
 
+// same reports whether two attempts would download the same bytes and
+// register them the same way: entries equal with their sequence settings
+// compared by value (each config read parses them into a new pointer).
+func (a attempt) same(b attempt) bool {
+	ea, eb := a.entry, b.entry
+	ea.Sequences, eb.Sequences = nil, nil
+	return a.objects == b.objects && ea == eb && sameSequences(a.entry.Sequences, b.entry.Sequences)
+}
+
 // listingDigest identifies a model's objects as the bucket lists them.
 func listingDigest(objs []objectRef) string {
 	h := sha256.New()
@@ -73,7 +82,7 @@ func (f *failures) heldBack(path string, at attempt, now time.Time) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	last := f.m[path]
-	if last == nil || at.objects == "" || last.attempt != at || !now.Add(f.slack).Before(last.retryAt) {
+	if last == nil || at.objects == "" || !last.attempt.same(at) || !now.Add(f.slack).Before(last.retryAt) {
 		return nil
 	}
 	return &backedOffError{err: last.err, count: last.count, retryAt: last.retryAt}
@@ -85,7 +94,7 @@ func (f *failures) failed(path string, at attempt, err error, now time.Time) (ti
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	last := f.m[path]
-	if last == nil || last.attempt != at {
+	if last == nil || !last.attempt.same(at) {
 		last = &failure{attempt: at, backoff: f.initial}
 		f.m[path] = last
 	} else {

@@ -434,3 +434,22 @@ func TestUnreachableSidecarDoesNotBackOff(t *testing.T) {
 	e.mustSync()
 	e.expectDownloads(4, "the sidecar back")
 }
+
+// A failing stateful model stays backed off across config reads: each read
+// parses its sequence settings into a new pointer, and attempts compare
+// them by value (a pointer comparison made every read a new attempt,
+// downloaded again at once). Other settings still make a new attempt.
+func TestBackoffComparesSequenceSettingsByValue(t *testing.T) {
+	f := &failures{m: map[string]*failure{}, initial: 10 * time.Second, max: time.Minute}
+	at := func(maxSeq uint32) attempt {
+		return attempt{entry: withSequences(entry("m/", strings.Repeat("a", 64), 0), maxSeq), objects: "listing"}
+	}
+	now := time.Unix(1000, 0)
+	f.failed("m/", at(3), errors.New("cannot load"), now)
+	if err := f.heldBack("m/", at(3), now.Add(time.Second)); err == nil {
+		t.Error("the same attempt, its sequence settings parsed again: not held back")
+	}
+	if err := f.heldBack("m/", at(4), now.Add(time.Second)); err != nil {
+		t.Errorf("other sequence settings: held back (%v), want a new attempt", err)
+	}
+}

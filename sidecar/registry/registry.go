@@ -87,8 +87,7 @@ type Registry struct {
 // entry is one published model with everything that serves it. It is
 // immutable once published: a re-registration publishes a new entry.
 type entry struct {
-	model    *runtimes.Model
-	settings modelSettings
+	model *runtimes.Model
 	// batcher merges the model's calls (nil: unbatched; see batcher.go).
 	batcher *batcher
 	// sequences holds the sequences of a stateful model served with
@@ -98,14 +97,6 @@ type entry struct {
 	// without a registration, in tests).
 	metrics *pathMetrics
 	meta    modelMeta
-}
-
-// modelSettings are the settings that applied to a model when it was
-// registered: from Settings, or the registration's own sequence settings.
-type modelSettings struct {
-	batch       BatchSettings
-	sequences   runtimes.SequenceSettings
-	sharedState bool
 }
 
 // pathLock serialises registrations and deletions of one path, so that two

@@ -220,15 +220,22 @@ type modelMeta struct {
 // Register validates, loads and warms a model, then publishes it under
 // path, replacing (and closing in the background) any model there. seq is
 // the registration's own sequence settings (its model_metadata entry's);
-// nil: Settings.StatefulModels' apply.
+// nil: Settings.StatefulModels' apply. When ctx's load options carry the
+// files' checksum (runtimes.WithLoadOptions: a registration with external
+// variables), it is not computed again.
 func (r *Registry) Register(ctx context.Context, path string, files runtimes.Files, warmUpJSON string, seq *runtimes.SequenceSettings) (Result, error) {
 	if err := validateModel(path, files, r.NewTally()); err != nil {
 		return Result{}, err
 	}
 	return r.registerLoad(ctx, path, warmUpJSON, seq, modelLoad{
 		files: len(files), bytes: files.Size(),
-		checksum: func() string { return modelfiles.Checksum(files) },
-		load:     func(ctx context.Context) (*runtimes.Model, error) { return r.rt.Load(ctx, path, files) },
+		checksum: func() string {
+			if sum := runtimes.LoadOptionsFrom(ctx).Checksum; sum != "" {
+				return sum
+			}
+			return modelfiles.Checksum(files)
+		},
+		load: func(ctx context.Context) (*runtimes.Model, error) { return r.rt.Load(ctx, path, files) },
 	})
 }
 

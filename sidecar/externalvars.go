@@ -15,13 +15,25 @@ import (
 // variables (runtimes.LoadOptions) for the runtime's load, keyed by
 // checksum(), the checksum of the files received (modelfiles.Checksum: the
 // one the model_metadata config and inferctl export-variables compute), so
-// that the rows read are those exported for exactly these files. Names and
-// URLs are checked here: errors are INPUT_PARSING, naming the model path
-// and the variable.
+// that the rows read are those exported for exactly these files. The
+// variables are checked first (checkExternalVariables).
 func withExternalVariables(ctx context.Context, path string, ext map[string]string, checksum func() string) (context.Context, error) {
 	if len(ext) == 0 {
 		return ctx, nil
 	}
+	if err := checkExternalVariables(path, ext); err != nil {
+		return ctx, err
+	}
+	return runtimes.WithLoadOptions(ctx, runtimes.LoadOptions{Checksum: checksum(), ExternalVariables: ext}), nil
+}
+
+// checkExternalVariables checks the names and URLs of a registration's
+// external variables, which come from any gRPC client (modelstore checks
+// the ones it reads from model_metadata), so that a bad one is refused
+// before the files are received or loaded, not after as the load's
+// MODEL_EXECUTION error. Errors are INPUT_PARSING, naming the model path
+// and the variable.
+func checkExternalVariables(path string, ext map[string]string) error {
 	names := make([]string, 0, len(ext))
 	for name := range ext {
 		names = append(names, name)
@@ -29,13 +41,13 @@ func withExternalVariables(ctx context.Context, path string, ext map[string]stri
 	sort.Strings(names)
 	for _, name := range names {
 		if name == "" {
-			return ctx, inferr.Errorf(inferr.InputParsing, "register model %s: external_variables: an empty variable name", inferr.Quote(path))
+			return inferr.Errorf(inferr.InputParsing, "register model %s: external_variables: an empty variable name", inferr.Quote(path))
 		}
 		if _, err := varstore.ParseURL(ext[name]); err != nil {
-			return ctx, inferr.Errorf(inferr.InputParsing, "register model %s: external_variables[%s]: %v", inferr.Quote(path), inferr.Quote(name), err)
+			return inferr.Errorf(inferr.InputParsing, "register model %s: external_variables[%s]: %v", inferr.Quote(path), inferr.Quote(name), err)
 		}
 	}
-	return runtimes.WithLoadOptions(ctx, runtimes.LoadOptions{Checksum: checksum(), ExternalVariables: ext}), nil
+	return nil
 }
 
 // Metric families of the stores serving external variables (GetMetrics),

@@ -588,10 +588,9 @@ func (s *Server) RegisterModelStream(stream inferencepb.InferenceService_Registe
 		// garbage once the model is loaded.
 		defer s.releaseMemorySoon()
 	}
-	ctx, err := withExternalVariables(stream.Context(), rm.path, rm.ext, func() string { return rm.checksum })
-	if err != nil {
-		_, err = s.registered(rm.path, len(rm.files), rm.bytes, registry.Result{}, err)
-		return err
+	ctx := stream.Context()
+	if len(rm.ext) > 0 { // checked by receiveModel
+		ctx = runtimes.WithLoadOptions(ctx, runtimes.LoadOptions{Checksum: rm.checksum, ExternalVariables: rm.ext})
 	}
 	res, err := s.reg.RegisterDisk(ctx, rm.path, rm.files, rm.bytes, rm.checksum, rm.warmUp, rm.seq)
 	resp, err := s.registered(rm.path, len(rm.files), rm.bytes, res, err)
@@ -673,6 +672,9 @@ func receiveModel(stream inferencepb.InferenceService_RegisterModelStreamServer,
 		}
 	}
 	if rm.seq, err = sequenceSettingsFromProto(path, h.GetSequenceSettings()); err != nil {
+		return rm, err
+	}
+	if err := checkExternalVariables(path, rm.ext); err != nil { // before the files arrive
 		return rm, err
 	}
 	if rm.dir, err = os.MkdirTemp(tempDir, "inferbid-register-*"); err != nil { // mode 0700

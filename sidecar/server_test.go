@@ -337,6 +337,11 @@ func header(path string, files ...*inferencepb.FileHeader) *inferencepb.Register
 	return &inferencepb.RegisterModelChunk{Part: &inferencepb.RegisterModelChunk_Header{Header: &inferencepb.RegisterModelHeader{ModelPath: path, Files: files}}}
 }
 
+func withExt(c *inferencepb.RegisterModelChunk, ext map[string]string) *inferencepb.RegisterModelChunk {
+	c.GetHeader().ExternalVariables = ext
+	return c
+}
+
 func data(s string) *inferencepb.RegisterModelChunk {
 	return &inferencepb.RegisterModelChunk{Part: &inferencepb.RegisterModelChunk_Data{Data: []byte(s)}}
 }
@@ -366,6 +371,8 @@ func TestRegisterStreamCorrupt(t *testing.T) {
 		{"short file", []*inferencepb.RegisterModelChunk{header("m/", file("affine", 5)), data("2 1")}, []string{"short", "3 of", "5"}},
 		{"extra data", []*inferencepb.RegisterModelChunk{header("m/", file("affine", 3)), data("2 1"), data("x")}, []string{"after the last"}},
 		{"second header", []*inferencepb.RegisterModelChunk{header("m/", file("affine", 3)), header("m/", file("affine", 3))}, []string{"second header"}},
+		// Refused from the header, before the (missing) files.
+		{"bad external variable", []*inferencepb.RegisterModelChunk{withExt(header("m/", file("affine", 3)), map[string]string{"v": "http://x"})}, []string{"external_variables", `"v"`}},
 	}
 	for _, c := range cases {
 		errType(t, c.name, streamRaw(t, ts, c.msgs...), inferr.InputParsing, c.fragments...)

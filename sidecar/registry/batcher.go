@@ -521,7 +521,6 @@ func (r *Registry) startBatcher(path string, e *entry) {
 		r.log.Warn("dynamic batching is configured for this model but cannot apply; its calls run unbatched", "model_path", path, "reason", why)
 		return
 	}
-	e.settings.batch = s
 	e.batcher = b
 	r.log.Info("dynamic batching on", "model_path", path, "max_batch_size", s.MaxBatchSize, "max_delay", s.MaxDelay())
 }

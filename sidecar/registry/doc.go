@@ -1,7 +1,7 @@
 // Package registry is the sidecar's model table: the models it serves by
-// path, with what serves each one (its settings, its dynamic batcher, its
-// sequences and their timers), behind one call, Predict, that the
-// sidecar's transports share.
+// path, with what serves each one (its dynamic batcher, its sequences and
+// their timers), behind one call, Predict, that the sidecar's transports
+// share.
 //
 // It knows no transport: it imports neither gRPC nor the fast lane, so the
 // same table serves package sidecar's gRPC server and its fast-lane
@@ -10,7 +10,7 @@
 // servers, the client and the supervisor.
 //
 // One entry per model. A published model is one immutable entry {model,
-// settings, batcher, sequences, metrics, meta}; readers take a snapshot of
+// batcher, sequences, metrics, meta}; readers take a snapshot of
 // an immutable map of entries through an atomic pointer (no lock on the
 // Predict path: one atomic load and a map lookup), writers copy the map
 // under a mutex and publish the copy. A re-registration publishes a new

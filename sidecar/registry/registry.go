@@ -87,8 +87,7 @@ type Registry struct {
 // entry is one published model with everything that serves it. It is
 // immutable once published: a re-registration publishes a new entry.
 type entry struct {
-	model    *runtimes.Model
-	settings modelSettings
+	model *runtimes.Model
 	// batcher merges the model's calls (nil: unbatched; see batcher.go).
 	batcher *batcher
 	// sequences holds the sequences of a stateful model served with
@@ -98,14 +97,6 @@ type entry struct {
 	// without a registration, in tests).
 	metrics *pathMetrics
 	meta    modelMeta
-}
-
-// modelSettings are the settings that applied to a model when it was
-// registered: from Settings, or the registration's own sequence settings.
-type modelSettings struct {
-	batch       BatchSettings
-	sequences   runtimes.SequenceSettings
-	sharedState bool
 }
 
 // pathLock serialises registrations and deletions of one path, so that two
@@ -229,15 +220,22 @@ type modelMeta struct {
 // Register validates, loads and warms a model, then publishes it under
 // path, replacing (and closing in the background) any model there. seq is
 // the registration's own sequence settings (its model_metadata entry's);
-// nil: Settings.StatefulModels' apply.
+// nil: Settings.StatefulModels' apply. When ctx's load options carry the
+// files' checksum (runtimes.WithLoadOptions: a registration with external
+// variables), it is not computed again.
 func (r *Registry) Register(ctx context.Context, path string, files runtimes.Files, warmUpJSON string, seq *runtimes.SequenceSettings) (Result, error) {
 	if err := validateModel(path, files, r.NewTally()); err != nil {
 		return Result{}, err
 	}
 	return r.registerLoad(ctx, path, warmUpJSON, seq, modelLoad{
 		files: len(files), bytes: files.Size(),
-		checksum: func() string { return modelfiles.Checksum(files) },
-		load:     func(ctx context.Context) (*runtimes.Model, error) { return r.rt.Load(ctx, path, files) },
+		checksum: func() string {
+			if sum := runtimes.LoadOptionsFrom(ctx).Checksum; sum != "" {
+				return sum
+			}
+			return modelfiles.Checksum(files)
+		},
+		load: func(ctx context.Context) (*runtimes.Model, error) { return r.rt.Load(ctx, path, files) },
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/inferbid/inferbid/inferr"
 	"github.com/inferbid/inferbid/internal/affine"
+	"github.com/inferbid/inferbid/modelstore/modelfiles"
 	"github.com/inferbid/inferbid/runtimes"
 )
 
@@ -264,5 +265,28 @@ func TestRegistryCallRacingASwapRetries(t *testing.T) {
 	}
 	if b.Closed.Load() != 1 {
 		t.Errorf("the replaced model was not closed")
+	}
+}
+
+// A registration whose load options carry the files' checksum (the sidecar
+// computed it for the runtime: external variables) reports that one rather
+// than hashing the files again; without it, the files' own checksum.
+func TestRegisterTakesTheLoadOptionsChecksum(t *testing.T) {
+	r, _ := newTestRegistry(t, 0)
+	files := affineFiles("2 1")
+	ctx := runtimes.WithLoadOptions(context.Background(), runtimes.LoadOptions{Checksum: "from-load-options"})
+	if _, err := r.register(ctx, "m/", files, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.register(context.Background(), "n/", files, ""); err != nil {
+		t.Fatal(err)
+	}
+	infos, _ := r.Models("")
+	got := map[string]string{}
+	for _, mi := range infos {
+		got[mi.Path] = mi.Checksum
+	}
+	if want := modelfiles.Checksum(files); got["m/"] != "from-load-options" || got["n/"] != want {
+		t.Errorf("checksums = %q, want m/ from-load-options, n/ %q", got, want)
 	}
 }

@@ -62,7 +62,6 @@ func (r *Registry) startSequences(path string, e *entry, own *runtimes.SequenceS
 	opts.NoIdleCleanup = set.IdleSequenceCleanup != nil && !*set.IdleSequenceCleanup
 	opts.MaxPerClient = r.maxPerClient
 	opts.IdleAfter = r.idleAfter
-	e.settings.sequences = set
 	e.sequences = sequence.NewManager(opts, m.NewSequenceState)
 	return nil
 }
@@ -87,7 +86,6 @@ func (r *Registry) shareState(path string, e *entry, own *runtimes.SequenceSetti
 	}
 	r.log.Warn("model serves every call on one shared state (shared_state_models): what a call assigns, later calls of any client see",
 		"model_path", path, "model_reset_probability", r.rt.Config().ModelResetProbability)
-	e.settings.sharedState = true
 	return nil
 }
 

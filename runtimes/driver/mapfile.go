@@ -3,8 +3,7 @@ package driver
 import (
 	"fmt"
 	"os"
-
-	"golang.org/x/sys/unix"
+	"syscall"
 )
 
 // MapFile maps all of f read-only (MAP_SHARED): what a DiskLoader reads a
@@ -22,9 +21,9 @@ func MapFile(f *os.File) (data []byte, unmap func(), err error) {
 	if st.Size() != int64(int(st.Size())) {
 		return nil, nil, fmt.Errorf("%d bytes do not fit in memory", st.Size())
 	}
-	data, err = unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	data, err = syscall.Mmap(int(f.Fd()), 0, int(st.Size()), syscall.PROT_READ, syscall.MAP_SHARED)
 	if err != nil {
 		return nil, nil, fmt.Errorf("map %s: %w", f.Name(), err)
 	}
-	return data, func() { unix.Munmap(data) }, nil
+	return data, func() { syscall.Munmap(data) }, nil
 }
